@@ -1,0 +1,2 @@
+//! tessel: write TPU kernels in Rust.
+pub use tessel_dsl::*;
