@@ -1,2 +1,52 @@
-//! tessel: write TPU kernels in Rust.
+//! # tessel: write TPU kernels in Rust
+//!
+//! A kernel is an ordinary Rust function over [`Tensor`] handles, marked with
+//! [`tpu_kernel`], [`gpu_kernel`] or [`cpu_kernel`]. The macro keeps the
+//! function (it stays callable, and is inlined, inside other kernels) and
+//! generates a companion module of the same name: `run` (host tensors in
+//! and out), `call` (device buffers), `lower` (the StableHLO text),
+//! `compile` and `CONFIG`. Running traces the body once per argument
+//! shapes, dtypes and static arguments, lowers it to StableHLO, compiles it
+//! with a PJRT plugin (the XLA CPU plugin by default, CUDA or libtpu
+//! elsewhere) and caches the executable.
+//!
+//! ```no_run
+//! use tessel::prelude::*;
+//!
+//! #[tpu_kernel(precision = "highest")]
+//! fn scaled_softmax(x: Tensor, scale: f32) -> Tensor {
+//!     (x * scale).softmax(-1)
+//! }
+//!
+//! fn main() -> tessel::Result<()> {
+//!     let dev = Device::cpu()?;
+//!     let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+//!     let y = scaled_softmax::run(&dev, &x, 0.5)?;
+//!     println!("{:?}", y.to_vec::<f32>()?);
+//!     println!("{}", scaled_softmax::lower(x.spec(), 0.5)?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The layers are separate crates, re-exported here: `tessel-dsl` (tensors,
+//! ops, tracing, lowering, the PJRT runtime), `tessel-macros` (the
+//! attributes) and `tessel-kernels` (the kernel library).
+
 pub use tessel_dsl::*;
+pub use tessel_macros::{cpu_kernel, gpu_kernel, tpu_kernel};
+
+/// The kernel library, written with tessel's own macros.
+pub use tessel_kernels as kernels;
+
+/// Everything a kernel file usually needs: `use tessel::prelude::*;`.
+pub mod prelude {
+    pub use crate::kernel::{KernelConfig, Platform, StaticArg};
+    pub use crate::ops::random::{random_bits, uniform};
+    pub use crate::runtime::{Device, DeviceBuffer, Executable};
+    pub use crate::{
+        concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error, HostTensor,
+        Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32,
+        S64, S8, U32, U8,
+    };
+    pub use tessel_macros::{cpu_kernel, gpu_kernel, tpu_kernel};
+}

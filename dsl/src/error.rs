@@ -153,7 +153,7 @@ pub enum HostError {
 pub enum Error {
     /// Found while tracing a kernel.
     #[error(transparent)]
-    Kernel(#[from] KernelError),
+    Kernel(Box<KernelError>),
     /// From the plugin, the device or the runtime.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -170,7 +170,21 @@ pub enum Error {
     },
 }
 
+impl From<KernelError> for Error {
+    fn from(e: KernelError) -> Self {
+        Error::Kernel(Box::new(e))
+    }
+}
+
 impl Error {
+    /// The kernel error, if this is one.
+    pub fn as_kernel_error(&self) -> Option<&KernelError> {
+        match self {
+            Error::Kernel(k) => Some(k),
+            _ => None,
+        }
+    }
+
     /// Whether this error was found while tracing (the kernel or its arguments are wrong).
     pub fn is_kernel_error(&self) -> bool {
         matches!(self, Error::Kernel(_))

@@ -7,11 +7,24 @@
 
 pub mod dtype;
 pub mod error;
+pub mod graph;
 pub mod host;
+pub mod kernel;
+pub mod lower;
+pub mod ops;
 pub mod runtime;
 pub mod shape;
+pub mod tensor;
+pub mod trace;
 
-pub use dtype::{DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8};
+pub use dtype::{
+    DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8,
+};
 pub use error::{DeviceError, Error, HostError, KernelError, Location, Result};
+pub use graph::Graph;
 pub use host::HostTensor;
+pub use ops::shape::concat;
+pub use ops::{cond, fori_loop, optimization_barrier, while_loop, Carry, DotDims, Precision};
 pub use shape::{Shape, TensorSpec};
+pub use tensor::Tensor;
+pub use trace::{trace, trace_count, TraceOptions};

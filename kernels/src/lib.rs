@@ -1,1 +1,6 @@
-//! tessel-kernels
+//! tessel's kernel library, written with tessel's own macros.
+//!
+//! The macros expand to paths under `::tessel`; inside this crate that name
+//! is the DSL crate itself.
+
+extern crate tessel_dsl as tessel;

@@ -1,1 +1,75 @@
-//! tessel-macros
+//! tessel's attribute macros.
+//!
+//! `#[tpu_kernel]`, `#[gpu_kernel]` and `#[cpu_kernel]` keep the annotated
+//! function (so it stays callable, and is inlined, inside other kernels) and
+//! generate a companion module of the same name with `run`, `call`, `lower`,
+//! `compile`, `with_config` and `CONFIG`. Each entry point is thin: options
+//! are parsed in [`options`], the function is checked in [`analyze`], the
+//! companion is written in [`generate`]. Errors are accumulated and emitted
+//! as `compile_error!`s at the offending spans, together with the original
+//! item, so one typo does not cascade.
+
+mod analyze;
+mod generate;
+mod options;
+
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
+use quote::quote;
+
+use options::Platform;
+
+/// Marks a Rust function over `Tensor`s as a TPU kernel (defaults: block
+/// size 128, bf16 matmul inputs with f32 accumulation).
+///
+/// Options: `precision = "default" | "high" | "highest"`, `block_size = N`,
+/// `dtype = "bf16" | "f16" | "f32" | ...`, `use_bfloat16 = bool`,
+/// `accumulate = bool`, `auto_pad = bool`, `donate(param, ...)`,
+/// `name = "..."`.
+#[proc_macro_attribute]
+pub fn tpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Platform::Tpu, attr.into(), item.into()).into()
+}
+
+/// Marks a Rust function over `Tensor`s as a GPU kernel (defaults: block
+/// size 64, f16 matmul inputs with f32 accumulation). Options as for
+/// `tpu_kernel`.
+#[proc_macro_attribute]
+pub fn gpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Platform::Gpu, attr.into(), item.into()).into()
+}
+
+/// Marks a Rust function over `Tensor`s as a CPU kernel (defaults: no
+/// tiling, full precision). Options as for `tpu_kernel`.
+#[proc_macro_attribute]
+pub fn cpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Platform::Cpu, attr.into(), item.into()).into()
+}
+
+fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
+    let func: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let msg = syn::Error::new(
+                e.span(),
+                format!("kernel attributes apply to functions: {e}"),
+            )
+            .to_compile_error();
+            return quote! { #msg #item };
+        }
+    };
+    let mut errors = darling::Error::accumulator();
+    let opts = errors.handle(options::parse(platform, attr));
+    let sig = errors.handle(analyze::analyze(&func));
+    if let (Some(opts), Some(sig)) = (&opts, &sig) {
+        errors.handle(options::check_donate(opts, sig));
+    }
+    match (errors.finish(), opts, sig) {
+        (Ok(()), Some(opts), Some(sig)) => generate::generate(&func, &opts, &sig),
+        (Err(e), _, _) => {
+            let errs = e.write_errors();
+            quote! { #errs #func }
+        }
+        _ => quote! { #func },
+    }
+}

@@ -1,8 +1,8 @@
 //! Host tensors: a dense row-major buffer with a dtype and a shape.
 
-mod npy;
 #[cfg(feature = "ndarray")]
 mod ndarray_conv;
+mod npy;
 
 use std::fmt;
 

@@ -1,1 +1,63 @@
-//! The PJRT runtime.
+//! The PJRT runtime: load a PJRT plugin, compile StableHLO, move tensors
+//! between host and device, and run.
+//!
+//! * [`Device`] is a PJRT client. [`Device::cpu`] is the embedded default
+//!   (the official XLA CPU plugin, found or fetched by [`cpu_plugin_path`]);
+//!   [`Device::gpu`], [`Device::tpu`] and [`Device::from_plugin`] run the same
+//!   code on other plugins.
+//! * [`Device::compile`] turns a [`Program`] (StableHLO text with
+//!   `func.func @main` and its argument/result types) into an [`Executable`].
+//! * [`DeviceBuffer`]s hold tensors in device memory between calls;
+//!   [`Executable::run`] is the host-in, host-out shortcut.
+//! * [`Executable::cost_analysis`] and [`Executable::memory_stats`] report
+//!   what XLA knows about the compiled program.
+//!
+//! Everything here is `Send + Sync`; PJRT clients, executables and buffers
+//! may be used from several threads at once. Plugins are loaded once per
+//! process and never unloaded (XLA does not support it).
+//!
+//! Environment variables: `TESSEL_PJRT_PLUGIN` (the CPU plugin),
+//! `TESSEL_CACHE_DIR` (where the fetched plugin is kept),
+//! `TESSEL_PJRT_GPU_PLUGIN` (the CUDA plugin), `TPU_LIBRARY_PATH` (libtpu),
+//! `TESSEL_PYTHON` (the Python used for discovery and fetching; default `python3`).
+
+// Every fallible function here returns the crate-wide `Error`, whose size is
+// decided in `crate::error`, not in this module.
+
+mod api;
+mod args;
+mod buffer;
+mod client;
+mod cost;
+mod device;
+mod error;
+mod executable;
+mod execute;
+mod ffi;
+mod options;
+mod plugin;
+mod python;
+
+pub use api::AttributeValue;
+pub use buffer::DeviceBuffer;
+pub use client::CreateOption;
+pub use cost::{CostAnalysis, MemoryStats};
+pub use device::Device;
+pub use executable::{Executable, Program};
+pub use plugin::{
+    cache_dir, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel, tpu_plugin_path,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        assert_send_sync::<Device>();
+        assert_send_sync::<Executable>();
+        assert_send_sync::<DeviceBuffer>();
+    }
+}

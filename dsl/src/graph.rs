@@ -1,0 +1,234 @@
+//! The traced program: values, nodes (ops) and regions, as a flat arena.
+//!
+//! A [`Graph`] is what tracing produces and lowering consumes. Region 0 is the
+//! function body (`@main`); `while` and `if` ops own nested regions.
+
+use crate::error::Location;
+use crate::ops::Op;
+use crate::shape::TensorSpec;
+
+/// Index of a value in [`Graph::values`].
+pub type ValueId = usize;
+/// Index of a node in [`Graph::nodes`].
+pub type NodeId = usize;
+/// Index of a region in [`Graph::regions`].
+pub type RegionId = usize;
+
+/// Where a value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Def {
+    /// An argument of a region (for region 0: a kernel parameter).
+    Arg {
+        /// The region.
+        region: RegionId,
+        /// Position among the region's arguments.
+        index: usize,
+    },
+    /// Result `index` of a node.
+    Result {
+        /// The node.
+        node: NodeId,
+        /// Position among the node's results.
+        index: usize,
+    },
+    /// A value made by an op that failed to trace; never lowered.
+    Poisoned,
+}
+
+/// One SSA value.
+#[derive(Clone, Debug)]
+pub struct Value {
+    /// Its type.
+    pub spec: TensorSpec,
+    /// The region it is defined in.
+    pub region: RegionId,
+    /// How it is defined.
+    pub def: Def,
+}
+
+/// One op application.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// The op and its static attributes.
+    pub op: Op,
+    /// Operand values (all visible in the node's region).
+    pub operands: Vec<ValueId>,
+    /// Result values.
+    pub results: Vec<ValueId>,
+    /// Nested regions (while: cond, body; if: then, else).
+    pub regions: Vec<RegionId>,
+    /// The user's source line.
+    pub location: Location,
+}
+
+/// How a region sees values defined outside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// The function body.
+    Func,
+    /// A loop region: outer values are threaded through as extra block
+    /// arguments (explicit capture).
+    Explicit,
+    /// A branch region: outer values are used directly (implicit capture).
+    Implicit,
+}
+
+/// A block of nodes with arguments and results.
+#[derive(Clone, Debug)]
+pub struct Region {
+    /// The enclosing region (`None` for the function body).
+    pub parent: Option<RegionId>,
+    /// Capture mode.
+    pub kind: RegionKind,
+    /// Block arguments.
+    pub args: Vec<ValueId>,
+    /// Nodes, in order.
+    pub nodes: Vec<NodeId>,
+    /// Values returned by the region's terminator.
+    pub results: Vec<ValueId>,
+    /// For explicit regions: (value in the parent region, block argument here).
+    pub captures: Vec<(ValueId, ValueId)>,
+}
+
+/// A traced kernel: the input of lowering.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    /// The kernel's name.
+    pub name: String,
+    /// Parameter names, one per argument of `@main`.
+    pub param_names: Vec<String>,
+    /// Every value.
+    pub values: Vec<Value>,
+    /// Every node.
+    pub nodes: Vec<Node>,
+    /// Every region; region 0 is the function body.
+    pub regions: Vec<Region>,
+}
+
+impl Graph {
+    /// An empty graph whose body takes parameters of the given types.
+    pub fn new(name: &str, params: &[(String, TensorSpec)]) -> Graph {
+        let mut g = Graph {
+            name: name.to_string(),
+            param_names: params.iter().map(|(n, _)| n.clone()).collect(),
+            values: Vec::new(),
+            nodes: Vec::new(),
+            regions: vec![Region {
+                parent: None,
+                kind: RegionKind::Func,
+                args: Vec::new(),
+                nodes: Vec::new(),
+                results: Vec::new(),
+                captures: Vec::new(),
+            }],
+        };
+        for (_, spec) in params {
+            g.add_arg(0, spec.clone());
+        }
+        g
+    }
+
+    /// Adds a block argument of `spec` to `region`.
+    pub fn add_arg(&mut self, region: RegionId, spec: TensorSpec) -> ValueId {
+        let id = self.values.len();
+        let index = self.regions[region].args.len();
+        self.values.push(Value {
+            spec,
+            region,
+            def: Def::Arg { region, index },
+        });
+        self.regions[region].args.push(id);
+        id
+    }
+
+    /// Adds a value that stands for the result of a failed op.
+    pub fn add_poisoned(&mut self, region: RegionId, spec: TensorSpec) -> ValueId {
+        let id = self.values.len();
+        self.values.push(Value {
+            spec,
+            region,
+            def: Def::Poisoned,
+        });
+        id
+    }
+
+    /// Opens a new region under `parent`.
+    pub fn add_region(&mut self, parent: RegionId, kind: RegionKind) -> RegionId {
+        self.regions.push(Region {
+            parent: Some(parent),
+            kind,
+            args: Vec::new(),
+            nodes: Vec::new(),
+            results: Vec::new(),
+            captures: Vec::new(),
+        });
+        self.regions.len() - 1
+    }
+
+    /// Appends a node to `region`, creating its result values.
+    pub fn add_node(
+        &mut self,
+        region: RegionId,
+        op: Op,
+        operands: Vec<ValueId>,
+        result_specs: Vec<TensorSpec>,
+        regions: Vec<RegionId>,
+        location: Location,
+    ) -> Vec<ValueId> {
+        let node = self.nodes.len();
+        let mut results = Vec::with_capacity(result_specs.len());
+        for (index, spec) in result_specs.into_iter().enumerate() {
+            results.push(self.values.len());
+            self.values.push(Value {
+                spec,
+                region,
+                def: Def::Result { node, index },
+            });
+        }
+        self.nodes.push(Node {
+            op,
+            operands,
+            results: results.clone(),
+            regions,
+            location,
+        });
+        self.regions[region].nodes.push(node);
+        results
+    }
+
+    /// Whether `ancestor` is `region` or encloses it.
+    pub fn encloses(&self, ancestor: RegionId, mut region: RegionId) -> bool {
+        loop {
+            if region == ancestor {
+                return true;
+            }
+            match self.regions[region].parent {
+                Some(p) => region = p,
+                None => return false,
+            }
+        }
+    }
+
+    /// The parameter types of `@main`.
+    pub fn input_specs(&self) -> Vec<TensorSpec> {
+        self.regions[0]
+            .args
+            .iter()
+            .map(|&v| self.values[v].spec.clone())
+            .collect()
+    }
+
+    /// The result types of `@main`.
+    pub fn output_specs(&self) -> Vec<TensorSpec> {
+        self.regions[0]
+            .results
+            .iter()
+            .map(|&v| self.values[v].spec.clone())
+            .collect()
+    }
+
+    /// Number of ops, counting those in nested regions.
+    pub fn num_ops(&self) -> usize {
+        self.nodes.len()
+    }
+}

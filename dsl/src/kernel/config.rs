@@ -1,0 +1,110 @@
+//! Kernel configuration: the options of the kernel attributes, overridable at run time.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::ops::Precision;
+use crate::trace::TraceOptions;
+
+/// The hardware family a kernel is written for; it sets the defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Platform {
+    /// Cloud TPU: 128-wide blocks, bf16 matmul inputs with f32 accumulation.
+    Tpu,
+    /// NVIDIA GPU: 64-wide blocks, f16 matmul inputs with f32 accumulation.
+    Gpu,
+    /// CPU: no default tiling, full precision.
+    Cpu,
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Platform::Tpu => "tpu",
+            Platform::Gpu => "gpu",
+            Platform::Cpu => "cpu",
+        })
+    }
+}
+
+/// How a kernel is traced and compiled. The attribute macros generate one as
+/// the kernel's `CONFIG`; a value passed at run time overrides it.
+///
+/// ```
+/// use tessel_dsl::kernel::{KernelConfig, Platform};
+/// use tessel_dsl::{Precision, BF16};
+/// const C: KernelConfig = KernelConfig::for_platform(Platform::Tpu).with_precision(Precision::High);
+/// assert_eq!(C.block_size, Some(128));
+/// assert_eq!(C.dtype, Some(BF16));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelConfig {
+    /// The platform whose defaults apply.
+    pub platform: Platform,
+    /// Default precision of dots.
+    pub precision: Precision,
+    /// Tile size of `blocks(..)` loops (`None`: no tiling).
+    pub block_size: Option<usize>,
+    /// Compute dtype for matmul inputs (`None`: the inputs' own).
+    pub dtype: Option<DType>,
+    /// Accumulate low-precision matmuls in f32.
+    pub accumulate: bool,
+    /// Pad dimensions that are not block multiples (otherwise an error).
+    pub auto_pad: bool,
+    /// Names of parameters whose device buffers are donated to the outputs.
+    pub donate: &'static [&'static str],
+    /// The kernel's name in programs and messages (`None`: the function's name).
+    pub name: Option<&'static str>,
+}
+
+impl KernelConfig {
+    /// The defaults of `platform`.
+    pub const fn for_platform(platform: Platform) -> Self {
+        let (block_size, dtype) = match platform {
+            Platform::Tpu => (Some(128), Some(DType::BF16)),
+            Platform::Gpu => (Some(64), Some(DType::F16)),
+            Platform::Cpu => (None, None),
+        };
+        KernelConfig {
+            platform,
+            precision: Precision::Default,
+            block_size,
+            dtype,
+            accumulate: true,
+            auto_pad: true,
+            donate: &[],
+            name: None,
+        }
+    }
+
+    /// With another dot precision.
+    pub const fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// With another block size.
+    pub const fn with_block_size(mut self, block_size: Option<usize>) -> Self {
+        self.block_size = block_size;
+        self
+    }
+
+    /// With another matmul compute dtype.
+    pub const fn with_dtype(mut self, dtype: Option<DType>) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// The options tracing consults.
+    pub fn trace_options(&self) -> TraceOptions {
+        TraceOptions {
+            precision: self.precision,
+        }
+    }
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig::for_platform(Platform::Cpu)
+    }
+}

@@ -1,0 +1,257 @@
+//! How kernel parameters and results cross the boundary between the caller
+//! and the trace, decided by type: a [`Tensor`] parameter is traced (the
+//! caller passes a host tensor, a spec or a device buffer), any
+//! [`StaticArg`] is static (the caller passes the value; it is part of the
+//! compile-cache key).
+
+use std::fmt::{Debug, Write};
+
+use crate::error::{DeviceError, Result};
+use crate::host::HostTensor;
+use crate::runtime::DeviceBuffer;
+use crate::shape::TensorSpec;
+use crate::tensor::Tensor;
+
+/// A static (compile-time) kernel argument: known while tracing, part of the
+/// compile-cache key, like Pallas/Triton `constexpr`.
+///
+/// Implemented for `bool`, the integer and float types, `&'static str`,
+/// `String`, [`DType`](crate::DType), [`Precision`](crate::Precision),
+/// `Option`s, arrays and tuples of these. Mark your own `Clone + Debug`
+/// types with `impl StaticArg for MyEnum {}`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a kernel parameter",
+    label = "neither a `Tensor` nor a static argument",
+    note = "kernel parameters are `Tensor` (traced) or static values implementing `tessel::StaticArg` \
+            (bool, integers, floats, &'static str, String, DType, Precision); \
+            for your own `Clone + Debug` type add `impl tessel::StaticArg for YourType {{}}`"
+)]
+pub trait StaticArg: Clone + Debug {}
+
+macro_rules! static_arg {
+    ($($t:ty),*) => {$(impl StaticArg for $t {})*};
+}
+static_arg!(
+    bool,
+    i8,
+    i16,
+    i32,
+    i64,
+    isize,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+    f32,
+    f64,
+    char,
+    String,
+    &'static str
+);
+static_arg!(crate::DType, crate::Precision, crate::kernel::KernelConfig);
+impl<T: StaticArg> StaticArg for Option<T> {}
+impl<T: StaticArg, const N: usize> StaticArg for [T; N] {}
+impl<T: StaticArg> StaticArg for Vec<T> {}
+impl<A: StaticArg, B: StaticArg> StaticArg for (A, B) {}
+impl<A: StaticArg, B: StaticArg, C: StaticArg> StaticArg for (A, B, C) {}
+
+/// What a generated companion function collects from its arguments before tracing.
+#[derive(Default)]
+pub struct ArgCollector<'a> {
+    /// Names of the tensor parameters, in order.
+    pub names: Vec<&'static str>,
+    /// Host tensors given for them (`run`).
+    pub hosts: Vec<&'a HostTensor>,
+    /// Specs given for them (`lower`, `compile`).
+    pub specs: Vec<TensorSpec>,
+    /// Device buffers given for them (`call`).
+    pub buffers: Vec<&'a DeviceBuffer>,
+    /// The static arguments, rendered for the cache key.
+    pub statics: String,
+}
+
+/// A kernel parameter type. Generated code uses the associated types to
+/// type the companion API's arguments, so a wrong call is a Rust type error.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a kernel parameter",
+    label = "neither a `Tensor` nor a static argument",
+    note = "kernel parameters are `Tensor` (traced) or static values implementing `tessel::StaticArg` \
+            (bool, integers, floats, &'static str, String, DType, Precision)"
+)]
+pub trait KernelParam: Sized {
+    /// What `run` takes: `&HostTensor` for tensors, the value for statics.
+    type Host<'a>;
+    /// What `lower`/`compile` take: `&TensorSpec` for tensors, the value for statics.
+    type Spec<'a>;
+    /// What `call` takes: `&DeviceBuffer` for tensors, the value for statics.
+    type Buffer<'a>;
+    /// Records a `run` argument.
+    fn collect_host<'a>(arg: &Self::Host<'a>, name: &'static str, c: &mut ArgCollector<'a>);
+    /// Records a `lower`/`compile` argument.
+    fn collect_spec<'a>(arg: &Self::Spec<'a>, name: &'static str, c: &mut ArgCollector<'a>);
+    /// Records a `call` argument.
+    fn collect_buffer<'a>(arg: &Self::Buffer<'a>, name: &'static str, c: &mut ArgCollector<'a>);
+    /// The in-trace value of a `run` argument.
+    fn bind_host(arg: &Self::Host<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
+    /// The in-trace value of a `lower`/`compile` argument.
+    fn bind_spec(arg: &Self::Spec<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
+    /// The in-trace value of a `call` argument.
+    fn bind_buffer(arg: &Self::Buffer<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
+}
+
+impl KernelParam for Tensor {
+    type Host<'a> = &'a HostTensor;
+    type Spec<'a> = &'a TensorSpec;
+    type Buffer<'a> = &'a DeviceBuffer;
+    fn collect_host<'a>(arg: &&'a HostTensor, name: &'static str, c: &mut ArgCollector<'a>) {
+        c.names.push(name);
+        c.hosts.push(*arg);
+        c.specs.push(arg.spec().clone());
+    }
+    fn collect_spec<'a>(arg: &&'a TensorSpec, name: &'static str, c: &mut ArgCollector<'a>) {
+        c.names.push(name);
+        c.specs.push((*arg).clone());
+    }
+    fn collect_buffer<'a>(arg: &&'a DeviceBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
+        c.names.push(name);
+        c.buffers.push(*arg);
+        c.specs.push(arg.spec().clone());
+    }
+    fn bind_host(_: &&HostTensor, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        next.next().unwrap_or(Tensor::INERT)
+    }
+    fn bind_spec(_: &&TensorSpec, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        next.next().unwrap_or(Tensor::INERT)
+    }
+    fn bind_buffer(_: &&DeviceBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        next.next().unwrap_or(Tensor::INERT)
+    }
+}
+
+fn record<T: Debug>(arg: &T, name: &str, c: &mut ArgCollector<'_>) {
+    let _ = write!(c.statics, "{name}={arg:?};");
+}
+
+impl<T: StaticArg> KernelParam for T {
+    type Host<'a> = T;
+    type Spec<'a> = T;
+    type Buffer<'a> = T;
+    fn collect_host<'a>(arg: &T, name: &'static str, c: &mut ArgCollector<'a>) {
+        record(arg, name, c);
+    }
+    fn collect_spec<'a>(arg: &T, name: &'static str, c: &mut ArgCollector<'a>) {
+        record(arg, name, c);
+    }
+    fn collect_buffer<'a>(arg: &T, name: &'static str, c: &mut ArgCollector<'a>) {
+        record(arg, name, c);
+    }
+    fn bind_host(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
+        arg.clone()
+    }
+    fn bind_spec(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
+        arg.clone()
+    }
+    fn bind_buffer(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
+        arg.clone()
+    }
+}
+
+/// A kernel's return type: a [`Tensor`], a tuple of tensors, or a `Vec`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from a kernel",
+    label = "kernels return `Tensor`, a tuple of `Tensor`s or `Vec<Tensor>`"
+)]
+pub trait KernelOutput: crate::trace::Outputs {
+    /// What `run` returns.
+    type Host;
+    /// What `call` returns.
+    type Buffer;
+    /// Builds the host result from the executable's outputs.
+    fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host>;
+    /// Builds the device result from the executable's outputs.
+    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer>;
+}
+
+fn count_error(expected: usize, got: usize) -> crate::Error {
+    DeviceError::Other(format!(
+        "the executable returned {got} outputs, the kernel declares {expected}"
+    ))
+    .into()
+}
+
+impl KernelOutput for Tensor {
+    type Host = HostTensor;
+    type Buffer = DeviceBuffer;
+    fn from_host(outs: Vec<HostTensor>) -> Result<HostTensor> {
+        let n = outs.len();
+        let mut it = outs.into_iter();
+        match (it.next(), it.next()) {
+            (Some(h), None) => Ok(h),
+            _ => Err(count_error(1, n)),
+        }
+    }
+    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<DeviceBuffer> {
+        let n = outs.len();
+        let mut it = outs.into_iter();
+        match (it.next(), it.next()) {
+            (Some(h), None) => Ok(h),
+            _ => Err(count_error(1, n)),
+        }
+    }
+}
+
+impl KernelOutput for Vec<Tensor> {
+    type Host = Vec<HostTensor>;
+    type Buffer = Vec<DeviceBuffer>;
+    fn from_host(outs: Vec<HostTensor>) -> Result<Vec<HostTensor>> {
+        Ok(outs)
+    }
+    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Vec<DeviceBuffer>> {
+        Ok(outs)
+    }
+}
+
+mod tuples {
+    use super::*;
+    type A = Tensor;
+    type B = Tensor;
+    type C = Tensor;
+    type D = Tensor;
+    macro_rules! next_or {
+        ($it:ident) => {
+            match $it.next() {
+                Some(x) => x,
+                None => return Err(count_error(0, 0)),
+            }
+        };
+    }
+    macro_rules! tuple_output {
+        ($n:expr; $($t:ident),+) => {
+            impl KernelOutput for ($($t,)+) {
+                type Host = ($(tuple_output!(@h $t),)+);
+                type Buffer = ($(tuple_output!(@b $t),)+);
+                fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host> {
+                    if outs.len() != $n {
+                        return Err(count_error($n, outs.len()));
+                    }
+                    let mut it = outs.into_iter();
+                    Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
+                }
+                fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer> {
+                    if outs.len() != $n {
+                        return Err(count_error($n, outs.len()));
+                    }
+                    let mut it = outs.into_iter();
+                    Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
+                }
+            }
+        };
+        (@h $t:ident) => { HostTensor };
+        (@b $t:ident) => { DeviceBuffer };
+    }
+    tuple_output!(1; A);
+    tuple_output!(2; A, B);
+    tuple_output!(3; A, B, C);
+    tuple_output!(4; A, B, C, D);
+}

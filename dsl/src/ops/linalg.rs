@@ -1,0 +1,210 @@
+//! Linear algebra: `dot_general` with precision and accumulation type, and
+//! numpy-style `matmul` built on it.
+
+use crate::dtype::DType;
+use crate::error::Location;
+use crate::ops::elementwise::{broadcast_shapes, broadcast_to_at};
+use crate::ops::Op;
+use crate::shape::TensorSpec;
+use crate::tensor::Tensor;
+use crate::trace::{build, with_state};
+
+/// The operand precision XLA uses for a dot (its `PrecisionConfig`).
+///
+/// On TPU, `Default` runs f32 matmuls in one bf16 pass, `High` in three and
+/// `Highest` in six (full f32). CPU always computes in full precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// Fastest.
+    #[default]
+    Default,
+    /// bf16_3x on TPU.
+    High,
+    /// Full f32 on TPU.
+    Highest,
+}
+
+impl Precision {
+    /// The StableHLO spelling (`DEFAULT`, `HIGH`, `HIGHEST`).
+    pub fn mlir_name(self) -> &'static str {
+        match self {
+            Precision::Default => "DEFAULT",
+            Precision::High => "HIGH",
+            Precision::Highest => "HIGHEST",
+        }
+    }
+
+    /// Parses `default`, `high` or `highest`.
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "default" => Some(Precision::Default),
+            "high" => Some(Precision::High),
+            "highest" => Some(Precision::Highest),
+            _ => None,
+        }
+    }
+}
+
+/// Batch and contracting axes of a `dot_general`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotDims {
+    /// Batch axes of the left operand.
+    pub lhs_batch: Vec<usize>,
+    /// Batch axes of the right operand (paired with `lhs_batch`).
+    pub rhs_batch: Vec<usize>,
+    /// Contracted axes of the left operand.
+    pub lhs_contract: Vec<usize>,
+    /// Contracted axes of the right operand (paired with `lhs_contract`).
+    pub rhs_contract: Vec<usize>,
+}
+
+fn dot_result(
+    a: &TensorSpec,
+    b: &TensorSpec,
+    d: &DotDims,
+    out: DType,
+) -> Result<TensorSpec, String> {
+    if a.dtype != b.dtype {
+        return Err(format!(
+            "dot operands have different dtypes {} and {}; cast one first",
+            a.dtype, b.dtype
+        ));
+    }
+    if a.dtype.is_pred() {
+        return Err("dot is not defined for pred".into());
+    }
+    if d.lhs_batch.len() != d.rhs_batch.len() || d.lhs_contract.len() != d.rhs_contract.len() {
+        return Err("batch and contracting axis lists must pair up".into());
+    }
+    let in_range = |axes: &[usize], s: &TensorSpec| axes.iter().all(|&x| x < s.rank());
+    if !in_range(&d.lhs_batch, a)
+        || !in_range(&d.lhs_contract, a)
+        || !in_range(&d.rhs_batch, b)
+        || !in_range(&d.rhs_contract, b)
+    {
+        return Err("a batch or contracting axis is out of range".into());
+    }
+    for (&x, &y) in d.lhs_batch.iter().zip(&d.rhs_batch) {
+        if a.shape[x] != b.shape[y] {
+            return Err(format!(
+                "batch axes differ: lhs axis {x} is {}, rhs axis {y} is {}",
+                a.shape[x], b.shape[y]
+            ));
+        }
+    }
+    for (&x, &y) in d.lhs_contract.iter().zip(&d.rhs_contract) {
+        if a.shape[x] != b.shape[y] {
+            return Err(format!(
+                "contracting axes differ: lhs axis {x} is {}, rhs axis {y} is {}",
+                a.shape[x], b.shape[y]
+            ));
+        }
+    }
+    let mut shape: Vec<usize> = d.lhs_batch.iter().map(|&x| a.shape[x]).collect();
+    let free = |s: &TensorSpec, batch: &[usize], contract: &[usize]| {
+        (0..s.rank())
+            .filter(|i| !batch.contains(i) && !contract.contains(i))
+            .map(|i| s.shape[i])
+            .collect::<Vec<_>>()
+    };
+    shape.extend(free(a, &d.lhs_batch, &d.lhs_contract));
+    shape.extend(free(b, &d.rhs_batch, &d.rhs_contract));
+    Ok(TensorSpec::new(shape, out))
+}
+
+fn default_precision() -> Precision {
+    with_state(|s| s.options.precision).unwrap_or_default()
+}
+
+pub(crate) fn dot_general_at(
+    a: Tensor,
+    b: Tensor,
+    dims: DotDims,
+    precision: Option<Precision>,
+    out: Option<DType>,
+    loc: Location,
+) -> Tensor {
+    let precision = precision.unwrap_or_else(default_precision);
+    build("dot_general", &[a, b], loc, 1, move |s| {
+        let out = out.unwrap_or(s[0].dtype);
+        let spec = dot_result(&s[0], &s[1], &dims, out)?;
+        Ok((Op::DotGeneral { dims, precision }, vec![spec]))
+    })[0]
+}
+
+fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
+    let (sa, sb) = (a.spec(), b.spec());
+    if sa.rank() == 0 || sb.rank() == 0 {
+        let m = "matmul needs operands of rank 1 or more; use * for scalars".to_string();
+        return build("matmul", &[a, b], loc, 1, move |_| Err(m))[0];
+    }
+    // Vectors become matrices and the added axis is dropped afterwards.
+    let a2 = if sa.rank() == 1 {
+        a.reshape(&[1, sa.shape[0] as isize])
+    } else {
+        a
+    };
+    let b2 = if sb.rank() == 1 {
+        b.reshape(&[sb.shape[0] as isize, 1])
+    } else {
+        b
+    };
+    let (ra, rb) = (a2.rank(), b2.rank());
+    let (ba, bb) = (&a2.shape()[..ra - 2], &b2.shape()[..rb - 2]);
+    let Some(batch) = broadcast_shapes(ba, bb) else {
+        let m = format!("batch shapes {ba:?} and {bb:?} do not broadcast");
+        return build("matmul", &[a, b], loc, 1, move |_| Err(m))[0];
+    };
+    let grow = |t: Tensor, r: usize| {
+        let s = t.shape();
+        let mut shape = batch.clone();
+        shape.extend_from_slice(&s[r - 2..]);
+        broadcast_to_at(t, &shape, &loc)
+    };
+    let (a3, b3) = (grow(a2, ra), grow(b2, rb));
+    let nb = batch.len();
+    let dims = DotDims {
+        lhs_batch: (0..nb).collect(),
+        rhs_batch: (0..nb).collect(),
+        lhs_contract: vec![nb + 1],
+        rhs_contract: vec![nb],
+    };
+    let r = dot_general_at(a3, b3, dims, None, out, loc);
+    match (sa.rank(), sb.rank()) {
+        (1, 1) => r.reshape(&[]),
+        (1, _) => r.squeeze(-2),
+        (_, 1) => r.squeeze(-1),
+        _ => r,
+    }
+}
+
+impl Tensor {
+    /// XLA `dot_general`: contracts `dims.lhs_contract` with `dims.rhs_contract`
+    /// and pairs the batch axes. The result is `[batch..., lhs free..., rhs free...]`
+    /// in `out` (the operands' dtype when `None`), at `precision` (the kernel's
+    /// when `None`).
+    #[track_caller]
+    pub fn dot_general(
+        self,
+        rhs: Tensor,
+        dims: DotDims,
+        precision: Option<Precision>,
+        out: Option<DType>,
+    ) -> Tensor {
+        dot_general_at(self, rhs, dims, precision, out, Location::caller())
+    }
+
+    /// numpy `matmul`: `[..., M, K] x [..., K, N] -> [..., M, N]` with batch
+    /// axes broadcast; a rank-1 operand is a vector.
+    #[track_caller]
+    pub fn matmul(self, rhs: Tensor) -> Tensor {
+        matmul_at(self, rhs, None, Location::caller())
+    }
+
+    /// `matmul` accumulating and returning `acc` elements (for example bf16
+    /// inputs with an f32 result), XLA's `preferred_element_type`.
+    #[track_caller]
+    pub fn matmul_acc(self, rhs: Tensor, acc: DType) -> Tensor {
+        matmul_at(self, rhs, Some(acc), Location::caller())
+    }
+}

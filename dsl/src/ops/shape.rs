@@ -1,0 +1,392 @@
+//! Shape ops: broadcast, reshape, transpose, static and dynamic slices,
+//! concatenate, pad.
+
+use crate::dtype::DType;
+use crate::error::Location;
+use crate::ops::elementwise::{broadcast_to_at, Operand};
+use crate::ops::Op;
+use crate::shape::{Shape, TensorSpec};
+use crate::tensor::{normalize_axis, Tensor};
+use crate::trace::build;
+
+fn axis_of(axis: isize, s: &TensorSpec) -> Result<usize, String> {
+    normalize_axis(axis, s.rank())
+        .ok_or_else(|| format!("axis {axis} is out of range for {s} (rank {})", s.rank()))
+}
+
+impl Tensor {
+    /// Broadcasts to `shape` with numpy rules (trailing axes aligned, extents of 1 stretch).
+    #[track_caller]
+    pub fn broadcast_to(self, shape: impl Into<Shape>) -> Tensor {
+        broadcast_to_at(self, &shape.into(), &Location::caller())
+    }
+
+    /// XLA's `broadcast_in_dim`: operand axis `i` becomes result axis `dims[i]`.
+    #[track_caller]
+    pub fn broadcast_in_dim(self, shape: impl Into<Shape>, dims: &[usize]) -> Tensor {
+        let shape = shape.into();
+        let dims = dims.to_vec();
+        build(
+            "broadcast_in_dim",
+            &[self],
+            Location::caller(),
+            1,
+            move |s| {
+                let src = &s[0];
+                if dims.len() != src.rank() {
+                    return Err(format!(
+                        "{} dims given for an operand of rank {}",
+                        dims.len(),
+                        src.rank()
+                    ));
+                }
+                for (i, &d) in dims.iter().enumerate() {
+                    if d >= shape.len() || (src.shape[i] != 1 && src.shape[i] != shape[d]) {
+                        return Err(format!(
+                            "operand axis {i} cannot map to result axis {d} of {shape:?}"
+                        ));
+                    }
+                    if i > 0 && dims[i - 1] >= d {
+                        return Err("broadcast dims must be strictly increasing".into());
+                    }
+                }
+                Ok((
+                    Op::BroadcastInDim { dims },
+                    vec![TensorSpec::new(shape, src.dtype)],
+                ))
+            },
+        )[0]
+    }
+
+    /// The same elements under a new shape; one extent may be `-1` (inferred).
+    #[track_caller]
+    pub fn reshape(self, shape: &[isize]) -> Tensor {
+        let shape = shape.to_vec();
+        build("reshape", &[self], Location::caller(), 1, move |s| {
+            let n = s[0].num_elements();
+            let known: usize = shape
+                .iter()
+                .filter(|&&d| d >= 0)
+                .map(|&d| d as usize)
+                .product();
+            let holes = shape.iter().filter(|&&d| d < 0).count();
+            let out: Shape = match holes {
+                0 => shape.iter().map(|&d| d as usize).collect(),
+                1 if known > 0 && n % known == 0 => shape
+                    .iter()
+                    .map(|&d| if d < 0 { n / known } else { d as usize })
+                    .collect(),
+                _ => return Err(format!("cannot reshape {} to {shape:?}", s[0])),
+            };
+            if out.iter().product::<usize>() != n {
+                return Err(format!(
+                    "cannot reshape {} ({n} elements) to {out:?} ({} elements)",
+                    s[0],
+                    out.iter().product::<usize>()
+                ));
+            }
+            Ok((Op::Reshape, vec![TensorSpec::new(out, s[0].dtype)]))
+        })[0]
+    }
+
+    /// Permutes axes: result axis `i` is axis `perm[i]` of `self`.
+    #[track_caller]
+    pub fn transpose(self, perm: &[usize]) -> Tensor {
+        let perm = perm.to_vec();
+        build("transpose", &[self], Location::caller(), 1, move |s| {
+            let r = s[0].rank();
+            let mut seen = vec![false; r];
+            if perm.len() != r
+                || perm
+                    .iter()
+                    .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
+            {
+                return Err(format!(
+                    "{perm:?} is not a permutation of the {r} axes of {}",
+                    s[0]
+                ));
+            }
+            let shape = perm.iter().map(|&p| s[0].shape[p]).collect::<Vec<_>>();
+            Ok((
+                Op::Transpose { perm },
+                vec![TensorSpec::new(shape, s[0].dtype)],
+            ))
+        })[0]
+    }
+
+    /// Swaps the last two axes (the matrix transpose of each batch element).
+    #[track_caller]
+    pub fn t(self) -> Tensor {
+        let r = self.rank();
+        let mut perm: Vec<usize> = (0..r).collect();
+        if r >= 2 {
+            perm.swap(r - 1, r - 2);
+        }
+        self.transpose(&perm)
+    }
+
+    /// Static strided slice `start..limit` step `strides` on every axis.
+    #[track_caller]
+    pub fn slice(self, start: &[usize], limit: &[usize], strides: &[usize]) -> Tensor {
+        let (start, limit, strides) = (start.to_vec(), limit.to_vec(), strides.to_vec());
+        build("slice", &[self], Location::caller(), 1, move |s| {
+            let r = s[0].rank();
+            if start.len() != r || limit.len() != r || strides.len() != r {
+                return Err(format!(
+                    "slice needs {r} starts, limits and strides for {}",
+                    s[0]
+                ));
+            }
+            let mut shape = Vec::with_capacity(r);
+            for i in 0..r {
+                if start[i] > limit[i] || limit[i] > s[0].shape[i] || strides[i] == 0 {
+                    return Err(format!(
+                        "axis {i}: {}..{} step {} is not inside 0..{}",
+                        start[i], limit[i], strides[i], s[0].shape[i]
+                    ));
+                }
+                shape.push((limit[i] - start[i]).div_ceil(strides[i]));
+            }
+            Ok((
+                Op::Slice {
+                    start,
+                    limit,
+                    strides,
+                },
+                vec![TensorSpec::new(shape, s[0].dtype)],
+            ))
+        })[0]
+    }
+
+    /// `start..end` along one axis (negative axis counts from the end).
+    #[track_caller]
+    pub fn narrow(self, axis: isize, start: usize, end: usize) -> Tensor {
+        let spec = self.spec();
+        let loc = Location::caller();
+        let a = match axis_of(axis, &spec) {
+            Ok(a) => a,
+            Err(m) => return build("narrow", &[self], loc, 1, move |_| Err(m))[0],
+        };
+        let mut lo = vec![0; spec.rank()];
+        let mut hi = spec.shape.clone();
+        lo[a] = start;
+        hi[a] = end;
+        let ones = vec![1; spec.rank()];
+        build("slice", &[self], loc, 1, move |s| {
+            if start > end || end > s[0].shape[a] {
+                return Err(format!("{start}..{end} is not inside axis {a} of {}", s[0]));
+            }
+            let mut shape = s[0].shape.clone();
+            shape[a] = end - start;
+            Ok((
+                Op::Slice {
+                    start: lo,
+                    limit: hi,
+                    strides: ones,
+                },
+                vec![TensorSpec::new(shape, s[0].dtype)],
+            ))
+        })[0]
+    }
+
+    /// A window of `sizes` starting at traced scalar integer indices (clamped
+    /// into range, as XLA does).
+    #[track_caller]
+    pub fn dynamic_slice(self, starts: &[Tensor], sizes: &[usize]) -> Tensor {
+        let sizes = sizes.to_vec();
+        let mut operands = vec![self];
+        operands.extend_from_slice(starts);
+        build(
+            "dynamic_slice",
+            &operands,
+            Location::caller(),
+            1,
+            move |s| {
+                let x = &s[0];
+                check_starts(x, &s[1..])?;
+                if sizes.len() != x.rank() || sizes.iter().zip(&x.shape).any(|(a, b)| a > b) {
+                    return Err(format!("slice sizes {sizes:?} do not fit {x}"));
+                }
+                Ok((
+                    Op::DynamicSlice {
+                        sizes: sizes.clone(),
+                    },
+                    vec![TensorSpec::new(sizes, x.dtype)],
+                ))
+            },
+        )[0]
+    }
+
+    /// `self` with the window at traced `starts` replaced by `update` (clamped into range).
+    #[track_caller]
+    pub fn dynamic_update_slice(self, update: Tensor, starts: &[Tensor]) -> Tensor {
+        let mut operands = vec![self, update];
+        operands.extend_from_slice(starts);
+        build(
+            "dynamic_update_slice",
+            &operands,
+            Location::caller(),
+            1,
+            |s| {
+                let (x, u) = (&s[0], &s[1]);
+                check_starts(x, &s[2..])?;
+                if u.dtype != x.dtype
+                    || u.rank() != x.rank()
+                    || u.shape.iter().zip(&x.shape).any(|(a, b)| a > b)
+                {
+                    return Err(format!("update {u} does not fit into {x}"));
+                }
+                Ok((Op::DynamicUpdateSlice, vec![x.clone()]))
+            },
+        )[0]
+    }
+
+    /// Inserts an axis of extent 1 at `axis` (negative counts from the end of the result).
+    #[track_caller]
+    pub fn expand_dims(self, axis: isize) -> Tensor {
+        let mut shape: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
+        let a = normalize_axis(axis, shape.len() + 1).unwrap_or(shape.len() + 1);
+        if a > shape.len() {
+            let m = format!(
+                "axis {axis} is out of range for expand_dims of rank {}",
+                shape.len()
+            );
+            return build("expand_dims", &[self], Location::caller(), 1, move |_| {
+                Err(m)
+            })[0];
+        }
+        shape.insert(a, 1);
+        self.reshape(&shape)
+    }
+
+    /// Removes axis `axis`, which must have extent 1.
+    #[track_caller]
+    pub fn squeeze(self, axis: isize) -> Tensor {
+        let spec = self.spec();
+        match axis_of(axis, &spec) {
+            Ok(a) if spec.shape[a] == 1 => {
+                let shape: Vec<isize> = spec
+                    .shape
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != a)
+                    .map(|(_, &d)| d as isize)
+                    .collect();
+                self.reshape(&shape)
+            }
+            Ok(a) => {
+                let m = format!("axis {a} of {spec} has extent {}, not 1", spec.shape[a]);
+                build("squeeze", &[self], Location::caller(), 1, move |_| Err(m))[0]
+            }
+            Err(m) => build("squeeze", &[self], Location::caller(), 1, move |_| Err(m))[0],
+        }
+    }
+
+    /// Pads with `value`: `low[i]`/`high[i]` elements before/after axis `i`
+    /// (negative values crop) and `interior[i]` between elements.
+    #[track_caller]
+    pub fn pad(self, value: impl Operand, low: &[i64], high: &[i64], interior: &[i64]) -> Tensor {
+        let loc = Location::caller();
+        let v = value.to_tensor(self, &loc);
+        let (low, high, interior) = (low.to_vec(), high.to_vec(), interior.to_vec());
+        build("pad", &[self, v], loc, 1, move |s| {
+            let (x, p) = (&s[0], &s[1]);
+            let r = x.rank();
+            if p.rank() != 0 || p.dtype != x.dtype {
+                return Err(format!(
+                    "the padding value must be a scalar {}, got {p}",
+                    x.dtype
+                ));
+            }
+            if low.len() != r || high.len() != r || interior.len() != r {
+                return Err(format!("pad needs {r} low, high and interior amounts"));
+            }
+            let mut shape = Vec::with_capacity(r);
+            for i in 0..r {
+                let d = x.shape[i] as i64;
+                let n = low[i] + high[i] + d + (d - 1).max(0) * interior[i];
+                if interior[i] < 0 || n < 0 {
+                    return Err(format!("axis {i}: padding gives a negative extent"));
+                }
+                shape.push(n as usize);
+            }
+            Ok((
+                Op::Pad {
+                    low,
+                    high,
+                    interior,
+                },
+                vec![TensorSpec::new(shape, x.dtype)],
+            ))
+        })[0]
+    }
+
+    /// Pads axis `axis` at the end up to a multiple of `multiple`, with `value`.
+    #[track_caller]
+    pub fn pad_to_multiple(self, axis: isize, multiple: usize, value: impl Operand) -> Tensor {
+        let spec = self.spec();
+        let Some(a) = normalize_axis(axis, spec.rank()) else {
+            let m = format!("axis {axis} is out of range for {spec}");
+            return build(
+                "pad_to_multiple",
+                &[self],
+                Location::caller(),
+                1,
+                move |_| Err(m),
+            )[0];
+        };
+        let m = multiple.max(1);
+        let extra = (m - spec.shape[a] % m) % m;
+        if extra == 0 {
+            return self;
+        }
+        let mut high = vec![0; spec.rank()];
+        high[a] = extra as i64;
+        self.pad(value, &vec![0; spec.rank()], &high, &vec![0; spec.rank()])
+    }
+}
+
+/// Joins tensors along `axis`; all other extents and the dtype must agree.
+#[track_caller]
+pub fn concat(tensors: &[Tensor], axis: isize) -> Tensor {
+    build("concat", tensors, Location::caller(), 1, move |s| {
+        let Some(first) = s.first() else {
+            return Err("concat needs at least one tensor".into());
+        };
+        let a = axis_of(axis, first)?;
+        let mut shape = first.shape.clone();
+        shape[a] = 0;
+        for t in s {
+            let same = t.rank() == first.rank()
+                && t.dtype == first.dtype
+                && (0..t.rank()).all(|i| i == a || t.shape[i] == first.shape[i]);
+            if !same {
+                return Err(format!("{t} does not match {first} outside axis {a}"));
+            }
+            shape[a] += t.shape[a];
+        }
+        Ok((
+            Op::Concatenate { dim: a },
+            vec![TensorSpec::new(shape, first.dtype)],
+        ))
+    })[0]
+}
+
+fn check_starts(x: &TensorSpec, starts: &[TensorSpec]) -> Result<(), String> {
+    if starts.len() != x.rank() {
+        return Err(format!(
+            "{} start indices given for {x}, which has rank {}",
+            starts.len(),
+            x.rank()
+        ));
+    }
+    let d0 = starts.first().map(|s| s.dtype).unwrap_or(DType::S32);
+    for s in starts {
+        if s.rank() != 0 || !s.dtype.is_integer() || s.dtype != d0 {
+            return Err(format!(
+                "start indices must be integer scalars of one dtype, got {s}"
+            ));
+        }
+    }
+    Ok(())
+}

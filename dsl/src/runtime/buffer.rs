@@ -1,0 +1,317 @@
+//! Device buffers: host → device (`PJRT_Client_BufferFromHostBuffer`),
+//! device → host (`PJRT_Buffer_ToHostBuffer`), and the dtype mapping.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::api::pjrt_fn;
+use super::args::Args;
+use super::client::Client;
+use super::error;
+use super::ffi;
+use super::Device;
+use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
+use crate::host::HostTensor;
+use crate::shape::TensorSpec;
+
+/// The PJRT element type of a [`DType`].
+pub(crate) fn to_pjrt_type(dtype: DType) -> ffi::PJRT_Buffer_Type {
+    match dtype {
+        DType::Pred => ffi::PJRT_Buffer_Type_PRED,
+        DType::S8 => ffi::PJRT_Buffer_Type_S8,
+        DType::S32 => ffi::PJRT_Buffer_Type_S32,
+        DType::S64 => ffi::PJRT_Buffer_Type_S64,
+        DType::U8 => ffi::PJRT_Buffer_Type_U8,
+        DType::U32 => ffi::PJRT_Buffer_Type_U32,
+        DType::F16 => ffi::PJRT_Buffer_Type_F16,
+        DType::BF16 => ffi::PJRT_Buffer_Type_BF16,
+        DType::F32 => ffi::PJRT_Buffer_Type_F32,
+        DType::F64 => ffi::PJRT_Buffer_Type_F64,
+        DType::F8E4M3FN => ffi::PJRT_Buffer_Type_F8E4M3FN,
+        DType::F8E5M2 => ffi::PJRT_Buffer_Type_F8E5M2,
+    }
+}
+
+/// The [`DType`] of a PJRT element type, if tessel has one.
+pub(crate) fn from_pjrt_type(t: ffi::PJRT_Buffer_Type) -> Option<DType> {
+    DType::ALL.into_iter().find(|d| to_pjrt_type(*d) == t)
+}
+
+/// A name for a PJRT element type, for messages.
+pub(crate) fn pjrt_type_name(t: ffi::PJRT_Buffer_Type) -> String {
+    match from_pjrt_type(t) {
+        Some(d) => d.name().to_string(),
+        None => match t {
+            ffi::PJRT_Buffer_Type_S16 => "s16".into(),
+            ffi::PJRT_Buffer_Type_U16 => "u16".into(),
+            ffi::PJRT_Buffer_Type_U64 => "u64".into(),
+            ffi::PJRT_Buffer_Type_C64 => "c64".into(),
+            ffi::PJRT_Buffer_Type_C128 => "c128".into(),
+            ffi::PJRT_Buffer_Type_TOKEN => "token".into(),
+            other => format!("PJRT element type {other}"),
+        },
+    }
+}
+
+pub(crate) fn dims_to_i64(spec: &TensorSpec) -> Result<Vec<i64>> {
+    spec.shape
+        .iter()
+        .map(|d| {
+            i64::try_from(*d).map_err(|_| {
+                DeviceError::Other(format!("extent {d} of {spec} does not fit in i64")).into()
+            })
+        })
+        .collect()
+}
+
+/// Owns one `PJRT_Buffer`; destroys it on drop.
+struct RawBuffer {
+    client: Arc<Client>,
+    raw: *mut ffi::PJRT_Buffer,
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        let api = self.client.api();
+        if let Ok(f) = pjrt_fn!(api, PJRT_Buffer_Destroy) {
+            let mut args = ffi::PJRT_Buffer_Destroy_Args::new();
+            args.buffer = self.raw;
+            // SAFETY: this value owns the buffer and destroys it exactly once;
+            // the client outlives it (we hold an `Arc`). PJRT keeps the memory
+            // alive while an enqueued computation still uses it.
+            let err = unsafe { f(&mut args) };
+            // SAFETY: `err` is null or a fresh error from this plugin.
+            let _ = unsafe { error::take_status(api, err) };
+        }
+    }
+}
+
+/// A tensor in device memory: one PJRT buffer on one addressable device.
+///
+/// Stays on the device until dropped; pass it to
+/// [`Executable::execute`](super::Executable::execute) to avoid host copies.
+pub struct DeviceBuffer {
+    buffer: RawBuffer,
+    spec: TensorSpec,
+    device: usize,
+}
+
+// SAFETY: PJRT buffers may be used and destroyed from any thread (the C API
+// is thread-safe); `DeviceBuffer` has no interior mutability and destroys its
+// buffer only in Drop, when no other reference exists.
+unsafe impl Send for DeviceBuffer {}
+// SAFETY: as above; `&DeviceBuffer` only permits concurrent reads
+// (`to_host`, use as an execute argument), which PJRT allows.
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    /// Copies `host` to the addressable device `device` of `client`.
+    pub(crate) fn from_host(
+        client: &Arc<Client>,
+        host: &HostTensor,
+        device: usize,
+    ) -> Result<DeviceBuffer> {
+        let api = client.api();
+        let device_ptr = client.device(device)?;
+        let f = pjrt_fn!(api, PJRT_Client_BufferFromHostBuffer)?;
+        let dims = dims_to_i64(host.spec())?;
+        let data = host.as_bytes();
+        let mut args = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
+        args.client = client.raw();
+        args.data = data.as_ptr().cast();
+        args.type_ = to_pjrt_type(host.dtype());
+        args.dims = dims.as_ptr();
+        args.num_dims = dims.len();
+        // byte_strides NULL: dense row-major.
+        args.host_buffer_semantics = ffi::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        args.device = device_ptr;
+        // SAFETY: `data` and `dims` are alive and unchanged for the whole call,
+        // which is all kImmutableOnlyDuringCall needs; `data` holds exactly
+        // `spec.size_in_bytes()` bytes (a HostTensor invariant) for the type
+        // and dims given; the device belongs to the client.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        let created = unsafe { error::check(api, "PJRT_Client_BufferFromHostBuffer", err) };
+        let done = args.done_with_host_buffer;
+        let buffer = (!args.buffer.is_null()).then(|| RawBuffer {
+            client: Arc::clone(client),
+            raw: args.buffer,
+        });
+        // SAFETY: `done` is null or the event this call returned; destroyed here.
+        let awaited = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", done) };
+        created?;
+        awaited?;
+        let buffer = buffer.ok_or_else(|| {
+            DeviceError::Other("PJRT_Client_BufferFromHostBuffer returned no buffer".into())
+        })?;
+        Ok(DeviceBuffer {
+            buffer,
+            spec: host.spec().clone(),
+            device,
+        })
+    }
+
+    /// Takes ownership of a buffer the plugin returned and reads its element
+    /// type, dimensions and device.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a live buffer of `client` that nothing else owns.
+    pub(crate) unsafe fn from_raw(
+        client: &Arc<Client>,
+        raw: *mut ffi::PJRT_Buffer,
+    ) -> Result<DeviceBuffer> {
+        // Owned from here: dropped (destroyed) on every error below.
+        let buffer = RawBuffer {
+            client: Arc::clone(client),
+            raw,
+        };
+        let api = client.api();
+
+        let f = pjrt_fn!(api, PJRT_Buffer_ElementType)?;
+        let mut ty = ffi::PJRT_Buffer_ElementType_Args::new();
+        ty.buffer = raw;
+        // SAFETY: `raw` is a live buffer; `ty` is correctly sized.
+        let err = unsafe { f(&mut ty) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Buffer_ElementType", err) }?;
+        let dtype = from_pjrt_type(ty.type_).ok_or_else(|| {
+            DeviceError::Other(format!(
+                "the device returned a buffer of {}, which tessel does not support",
+                pjrt_type_name(ty.type_)
+            ))
+        })?;
+
+        let f = pjrt_fn!(api, PJRT_Buffer_Dimensions)?;
+        let mut dims = ffi::PJRT_Buffer_Dimensions_Args::new();
+        dims.buffer = raw;
+        // SAFETY: `raw` is a live buffer; `dims` is correctly sized.
+        let err = unsafe { f(&mut dims) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Buffer_Dimensions", err) }?;
+        let extents: &[i64] = if dims.dims.is_null() || dims.num_dims == 0 {
+            &[]
+        } else {
+            // SAFETY: the buffer owns `num_dims` extents at `dims`, valid while
+            // it lives; copied just below.
+            unsafe { std::slice::from_raw_parts(dims.dims, dims.num_dims) }
+        };
+        let shape = extents
+            .iter()
+            .map(|d| usize::try_from(*d))
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|_| {
+                DeviceError::Other(format!("the device returned a buffer of shape {extents:?}"))
+            })?;
+
+        let f = pjrt_fn!(api, PJRT_Buffer_Device)?;
+        let mut dev = ffi::PJRT_Buffer_Device_Args::new();
+        dev.buffer = raw;
+        // SAFETY: `raw` is a live buffer; `dev` is correctly sized.
+        let err = unsafe { f(&mut dev) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Buffer_Device", err) }?;
+        let device = client.device_index(dev.device).ok_or_else(|| {
+            DeviceError::Other("the device returned a buffer on a non-addressable device".into())
+        })?;
+
+        Ok(DeviceBuffer {
+            buffer,
+            spec: TensorSpec::new(shape, dtype),
+            device,
+        })
+    }
+
+    /// The raw buffer (still owned by `self`).
+    pub(crate) fn raw(&self) -> *mut ffi::PJRT_Buffer {
+        self.buffer.raw
+    }
+
+    /// The client the buffer lives on.
+    pub(crate) fn client(&self) -> &Arc<Client> {
+        &self.buffer.client
+    }
+
+    /// Element type and shape.
+    pub fn spec(&self) -> &TensorSpec {
+        &self.spec
+    }
+
+    /// The index of the buffer's device among its client's addressable devices.
+    pub fn device_index(&self) -> usize {
+        self.device
+    }
+
+    /// The [`Device`] (client) this buffer lives on.
+    pub fn device(&self) -> Device {
+        Device::from_client(Arc::clone(&self.buffer.client))
+    }
+
+    /// Copies the buffer to host memory (waits for any computation producing it).
+    ///
+    /// A failed computation that produced this buffer reports its error here.
+    pub fn to_host(&self) -> Result<HostTensor> {
+        let api = self.buffer.client.api();
+        let f = pjrt_fn!(api, PJRT_Buffer_ToHostBuffer)?;
+        // Ask for dense row-major bytes explicitly: the default is the
+        // buffer's device layout, which need not be row-major off CPU.
+        let rank = self.spec.rank();
+        let minor_to_major: Vec<i64> = (0..rank as i64).rev().collect();
+        let mut tiled = ffi::PJRT_Buffer_MemoryLayout_Tiled::new();
+        tiled.minor_to_major = minor_to_major.as_ptr();
+        tiled.minor_to_major_size = minor_to_major.len();
+        let mut layout = ffi::PJRT_Buffer_MemoryLayout::new();
+        layout.type_ = ffi::PJRT_Buffer_MemoryLayout_Type_Tiled;
+        layout.__bindgen_anon_1.tiled = tiled;
+
+        let mut query = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
+        query.src = self.buffer.raw;
+        query.host_layout = &mut layout;
+        // SAFETY: `dst` is NULL, so this only reports the size; the layout and
+        // its `minor_to_major` outlive the call.
+        let err = unsafe { f(&mut query) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Buffer_ToHostBuffer", err) }?;
+        // SAFETY: a size query returns no event, but destroy one if it did.
+        unsafe { api.destroy_event(query.event) };
+        let expected = self.spec.size_in_bytes();
+        if query.dst_size != expected {
+            return Err(DeviceError::Other(format!(
+                "the device reports {} bytes for a {} buffer, expected {expected}",
+                query.dst_size, self.spec
+            ))
+            .into());
+        }
+
+        let mut data = vec![0u8; expected];
+        let mut copy = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
+        copy.src = self.buffer.raw;
+        copy.host_layout = &mut layout;
+        copy.dst = data.as_mut_ptr().cast();
+        copy.dst_size = data.len();
+        // SAFETY: `data` has `dst_size` writable bytes and is neither moved nor
+        // dropped until the event below has completed; layout as above.
+        let err = unsafe { f(&mut copy) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        let started = unsafe { error::check(api, "PJRT_Buffer_ToHostBuffer", err) };
+        // SAFETY: `copy.event` is null or the event this call returned; awaited
+        // (so the copy into `data` is finished) and destroyed here.
+        let finished = unsafe { api.await_event("PJRT_Buffer_ToHostBuffer", copy.event) };
+        started?;
+        finished?;
+        HostTensor::from_bytes(self.spec.clone(), data)
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer({} on {}:{})",
+            self.spec,
+            self.buffer.client.platform_name(),
+            self.device
+        )
+    }
+}

@@ -1,0 +1,204 @@
+//! A `PJRT_Client`: created from a loaded plugin with create options,
+//! destroyed when the last [`Device`](super::Device), executable or buffer
+//! using it is dropped.
+
+use std::ffi::c_char;
+
+use super::api::{pjrt_fn, Api};
+use super::args::Args;
+use super::error;
+use super::ffi;
+use crate::error::{DeviceError, Result};
+
+/// A value of a client create option (`PJRT_NamedValue`).
+///
+/// Each plugin has its own option names and types; the CPU plugin's
+/// `cpu_device_count` is an [`CreateOption::Int64`] (passing a string aborts
+/// the process inside the plugin). Unknown names are ignored by the CPU plugin
+/// and rejected by the GPU plugin.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CreateOption {
+    /// A string option.
+    String(String),
+    /// A 64-bit integer option.
+    Int64(i64),
+    /// A list of 64-bit integers.
+    Int64List(Vec<i64>),
+    /// A float option.
+    Float(f32),
+    /// A boolean option.
+    Bool(bool),
+}
+
+/// The client behind a [`Device`](super::Device).
+pub(crate) struct Client {
+    api: &'static Api,
+    raw: *mut ffi::PJRT_Client,
+    devices: Vec<*mut ffi::PJRT_Device>,
+    platform_name: String,
+    /// The compile cache of the `Device`s over this client (weak: the cache
+    /// holds executables, which hold the client).
+    pub(crate) cache: std::sync::Mutex<std::sync::Weak<crate::kernel::CompileCache>>,
+}
+
+// SAFETY: a PJRT_Client is thread-safe: the C API allows calling any client,
+// executable and buffer function concurrently from any thread. `devices`
+// holds pointers owned by the client, valid until it is destroyed (in Drop,
+// when no executable or buffer refers to it any more: they hold an `Arc`).
+unsafe impl Send for Client {}
+// SAFETY: as above; `Client` is never mutated after creation.
+unsafe impl Sync for Client {}
+
+impl Client {
+    /// Creates a client with the given create options.
+    pub(crate) fn create(api: &'static Api, options: &[(&str, CreateOption)]) -> Result<Client> {
+        let create = pjrt_fn!(api, PJRT_Client_Create)?;
+        // Storage the named values point into; alive until after the call.
+        let mut values = Vec::with_capacity(options.len());
+        for (name, value) in options {
+            let mut v = ffi::PJRT_NamedValue::new();
+            v.name = name.as_ptr().cast::<c_char>();
+            v.name_size = name.len();
+            match value {
+                CreateOption::String(s) => {
+                    v.type_ = ffi::PJRT_NamedValue_kString;
+                    v.__bindgen_anon_1.string_value = s.as_ptr().cast::<c_char>();
+                    v.value_size = s.len();
+                }
+                CreateOption::Int64(i) => {
+                    v.type_ = ffi::PJRT_NamedValue_kInt64;
+                    v.__bindgen_anon_1.int64_value = *i;
+                    v.value_size = 1;
+                }
+                CreateOption::Int64List(l) => {
+                    v.type_ = ffi::PJRT_NamedValue_kInt64List;
+                    v.__bindgen_anon_1.int64_array_value = l.as_ptr();
+                    v.value_size = l.len();
+                }
+                CreateOption::Float(f) => {
+                    v.type_ = ffi::PJRT_NamedValue_kFloat;
+                    v.__bindgen_anon_1.float_value = *f;
+                    v.value_size = 1;
+                }
+                CreateOption::Bool(b) => {
+                    v.type_ = ffi::PJRT_NamedValue_kBool;
+                    v.__bindgen_anon_1.bool_value = *b;
+                    v.value_size = 1;
+                }
+            }
+            values.push(v);
+        }
+        let mut args = ffi::PJRT_Client_Create_Args::new();
+        args.create_options = if values.is_empty() {
+            std::ptr::null()
+        } else {
+            values.as_ptr()
+        };
+        args.num_options = values.len();
+        // SAFETY: `args` is correctly sized and zeroed except for the options,
+        // which point into `values`, `options` (names, strings, lists): all
+        // alive until after the call. No key-value callbacks are given.
+        let err = unsafe { create(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Client_Create", err) }?;
+        if args.client.is_null() {
+            return Err(DeviceError::Other("PJRT_Client_Create returned no client".into()).into());
+        }
+        // From here on, Drop destroys the client on any error.
+        let mut client = Client {
+            api,
+            raw: args.client,
+            devices: Vec::new(),
+            platform_name: String::new(),
+            cache: std::sync::Mutex::new(std::sync::Weak::new()),
+        };
+        client.platform_name = client.query_platform_name()?;
+        client.devices = client.query_devices()?;
+        Ok(client)
+    }
+
+    fn query_platform_name(&self) -> Result<String> {
+        let f = pjrt_fn!(self.api, PJRT_Client_PlatformName)?;
+        let mut args = ffi::PJRT_Client_PlatformName_Args::new();
+        args.client = self.raw;
+        // SAFETY: `self.raw` is a live client; `args` is correctly sized.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(self.api, "PJRT_Client_PlatformName", err) }?;
+        // SAFETY: the name is owned by the client and valid for `platform_name_size` bytes.
+        Ok(unsafe {
+            super::api::bytes_to_string(args.platform_name.cast(), args.platform_name_size)
+        })
+    }
+
+    fn query_devices(&self) -> Result<Vec<*mut ffi::PJRT_Device>> {
+        let f = pjrt_fn!(self.api, PJRT_Client_AddressableDevices)?;
+        let mut args = ffi::PJRT_Client_AddressableDevices_Args::new();
+        args.client = self.raw;
+        // SAFETY: `self.raw` is a live client; `args` is correctly sized.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(self.api, "PJRT_Client_AddressableDevices", err) }?;
+        if args.addressable_devices.is_null() || args.num_addressable_devices == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the client owns an array of `num_addressable_devices` device
+        // pointers at `addressable_devices`, valid while it lives; copied here.
+        let devices = unsafe {
+            std::slice::from_raw_parts(args.addressable_devices, args.num_addressable_devices)
+        };
+        Ok(devices.to_vec())
+    }
+
+    /// The loaded plugin.
+    pub(crate) fn api(&self) -> &'static Api {
+        self.api
+    }
+
+    /// The raw client.
+    pub(crate) fn raw(&self) -> *mut ffi::PJRT_Client {
+        self.raw
+    }
+
+    /// `cpu`, `cuda`, `tpu`, ...
+    pub(crate) fn platform_name(&self) -> &str {
+        &self.platform_name
+    }
+
+    /// Addressable devices, in PJRT order.
+    pub(crate) fn devices(&self) -> &[*mut ffi::PJRT_Device] {
+        &self.devices
+    }
+
+    /// The index of `device` among the addressable devices.
+    pub(crate) fn device_index(&self, device: *mut ffi::PJRT_Device) -> Option<usize> {
+        self.devices.iter().position(|d| *d == device)
+    }
+
+    /// The addressable device at `index`, or an error naming the count.
+    pub(crate) fn device(&self, index: usize) -> Result<*mut ffi::PJRT_Device> {
+        self.devices.get(index).copied().ok_or_else(|| {
+            DeviceError::Other(format!(
+                "device index {index} is out of range: the {} client has {} addressable device{}",
+                self.platform_name,
+                self.devices.len(),
+                if self.devices.len() == 1 { "" } else { "s" }
+            ))
+            .into()
+        })
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Ok(f) = pjrt_fn!(self.api, PJRT_Client_Destroy) {
+            let mut args = ffi::PJRT_Client_Destroy_Args::new();
+            args.client = self.raw;
+            // SAFETY: the client is live and nothing else refers to it: every
+            // executable and buffer holds an `Arc<Client>`, so this runs last.
+            let err = unsafe { f(&mut args) };
+            // SAFETY: `err` is null or a fresh error from this plugin.
+            let _ = unsafe { error::take_status(self.api, err) };
+        }
+    }
+}

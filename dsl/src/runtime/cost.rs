@@ -1,0 +1,143 @@
+//! What XLA knows about a compiled program: cost analysis, compiled memory
+//! statistics and the executable fingerprint.
+
+use super::api::{bytes_to_string, named_values, pjrt_fn};
+use super::args::Args;
+use super::error;
+use super::ffi;
+use super::Executable;
+use crate::error::Result;
+
+/// XLA's cost analysis of a compiled program (`PJRT_Executable_GetCostAnalysis`).
+///
+/// Under SPMD the numbers are per partition. Each named field is `None` when
+/// the plugin does not report it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostAnalysis {
+    /// Floating-point operations (a multiply-add counts as 2).
+    pub flops: Option<f64>,
+    /// Bytes read and written ("bytes accessed").
+    pub bytes_accessed: Option<f64>,
+    /// Transcendental operations (exp, log, tanh, ...).
+    pub transcendentals: Option<f64>,
+    /// XLA's estimate of the optimal run time, in seconds.
+    pub optimal_seconds: Option<f64>,
+    /// Every numeric property the plugin reported, by its XLA name
+    /// (including the ones above, and per-operand entries such as
+    /// `bytes accessed0{}` or `utilization1{}`).
+    pub properties: Vec<(String, f64)>,
+}
+
+impl CostAnalysis {
+    /// The property named `name`, if reported.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.properties
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Memory a compiled program needs (`PJRT_Executable_GetCompiledMemoryStats`), in bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Generated code.
+    pub generated_code_bytes: i64,
+    /// Arguments.
+    pub argument_bytes: i64,
+    /// Results.
+    pub output_bytes: i64,
+    /// Arguments whose memory is reused for results (donation).
+    pub alias_bytes: i64,
+    /// Temporaries.
+    pub temp_bytes: i64,
+    /// Peak device memory, when the plugin reports it (0 otherwise).
+    pub peak_bytes: i64,
+    /// Generated code in host memory.
+    pub host_generated_code_bytes: i64,
+    /// Arguments in host memory.
+    pub host_argument_bytes: i64,
+    /// Results in host memory.
+    pub host_output_bytes: i64,
+    /// Aliased arguments in host memory.
+    pub host_alias_bytes: i64,
+    /// Temporaries in host memory.
+    pub host_temp_bytes: i64,
+}
+
+impl Executable {
+    /// XLA's cost analysis: flops, bytes accessed, transcendentals, optimal seconds.
+    pub fn cost_analysis(&self) -> Result<CostAnalysis> {
+        let api = self.compiled_client().api();
+        let f = pjrt_fn!(api, PJRT_Executable_GetCostAnalysis)?;
+        let mut args = ffi::PJRT_Executable_GetCostAnalysis_Args::new();
+        args.executable = self.raw_executable();
+        // SAFETY: the executable is live for as long as `self`; `args` is correctly sized.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Executable_GetCostAnalysis", err) }?;
+        // SAFETY: the properties are owned by the executable, which `self`
+        // keeps alive; they are copied here.
+        let values = unsafe { named_values(args.properties, args.num_properties) };
+        let properties: Vec<(String, f64)> = values
+            .into_iter()
+            .filter_map(|(name, v)| v.as_f64().map(|x| (name, x)))
+            .collect();
+        let get = |name: &str| properties.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        Ok(CostAnalysis {
+            flops: get("flops"),
+            bytes_accessed: get("bytes accessed"),
+            transcendentals: get("transcendentals"),
+            optimal_seconds: get("optimal_seconds"),
+            properties,
+        })
+    }
+
+    /// The compiled program's memory needs.
+    pub fn memory_stats(&self) -> Result<MemoryStats> {
+        let api = self.compiled_client().api();
+        let f = pjrt_fn!(api, PJRT_Executable_GetCompiledMemoryStats)?;
+        let mut a = ffi::PJRT_Executable_GetCompiledMemoryStats_Args::new();
+        a.executable = self.raw_executable();
+        // SAFETY: the executable is live for as long as `self`; `a` is correctly sized.
+        let err = unsafe { f(&mut a) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Executable_GetCompiledMemoryStats", err) }?;
+        Ok(MemoryStats {
+            generated_code_bytes: a.generated_code_size_in_bytes,
+            argument_bytes: a.argument_size_in_bytes,
+            output_bytes: a.output_size_in_bytes,
+            alias_bytes: a.alias_size_in_bytes,
+            temp_bytes: a.temp_size_in_bytes,
+            peak_bytes: a.peak_memory_in_bytes,
+            host_generated_code_bytes: a.host_generated_code_size_in_bytes,
+            host_argument_bytes: a.host_argument_size_in_bytes,
+            host_output_bytes: a.host_output_size_in_bytes,
+            host_alias_bytes: a.host_alias_size_in_bytes,
+            host_temp_bytes: a.host_temp_size_in_bytes,
+        })
+    }
+
+    /// A fingerprint of the compiled program (same inputs and compiler give
+    /// the same fingerprint), if the plugin provides one.
+    pub fn fingerprint(&self) -> Option<String> {
+        let api = self.compiled_client().api();
+        let f = pjrt_fn!(api, PJRT_Executable_Fingerprint).ok()?;
+        let mut args = ffi::PJRT_Executable_Fingerprint_Args::new();
+        args.executable = self.raw_executable();
+        // SAFETY: the executable is live for as long as `self`; `args` is correctly sized.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        if unsafe { error::take_status(api, err) }.is_some() {
+            return None;
+        }
+        // SAFETY: the fingerprint has the executable's lifetime; copied here.
+        let s = unsafe {
+            bytes_to_string(
+                args.executable_fingerprint.cast(),
+                args.executable_fingerprint_size,
+            )
+        };
+        (!s.is_empty()).then_some(s)
+    }
+}

@@ -1,0 +1,243 @@
+//! [`Device`]: a PJRT client on a loaded plugin, the entry point for
+//! compiling programs and moving tensors.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::api::{self, AttributeValue};
+use super::buffer::DeviceBuffer;
+use super::client::{Client, CreateOption};
+use super::executable::{self, Executable, Program};
+use super::plugin;
+use crate::error::{DeviceError, Result};
+use crate::host::HostTensor;
+use crate::kernel::CompileCache;
+
+/// A PJRT client: one plugin (CPU, CUDA, TPU, ...) and its addressable devices.
+///
+/// Cheap to clone (shared), `Send + Sync`. Two `Device`s are equal when they
+/// are the same client. Executables and buffers keep their client alive.
+///
+/// ```no_run
+/// use tessel_dsl::runtime::{Device, Program};
+/// use tessel_dsl::{HostTensor, TensorSpec, F32};
+///
+/// let dev = Device::cpu()?;
+/// let spec = TensorSpec::new([2], F32);
+/// let exe = dev.compile(&Program::new(
+///     "double",
+///     "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n\
+///        %0 = stablehlo.add %a, %a : tensor<2xf32>\n\
+///        return %0 : tensor<2xf32>\n\
+///      }",
+///     vec![spec.clone()],
+///     vec![spec],
+/// ))?;
+/// let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2])?;
+/// let y = exe.run(&[&x])?;
+/// assert_eq!(y[0].to_vec::<f32>()?, vec![2.0, 4.0]);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Device {
+    client: Arc<Client>,
+    cache: Arc<CompileCache>,
+}
+
+impl Device {
+    /// A device over `client`, sharing the compile cache of any other live
+    /// `Device` over the same client.
+    pub(crate) fn from_client(client: Arc<Client>) -> Device {
+        let cache = {
+            let mut slot = client.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            match slot.upgrade() {
+                Some(c) => c,
+                None => {
+                    let c = Arc::new(CompileCache::default());
+                    *slot = Arc::downgrade(&c);
+                    c
+                }
+            }
+        };
+        Device { client, cache }
+    }
+
+    /// This device's compile cache (shared by its clones).
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// The process-wide default CPU device: the XLA CPU plugin (found or
+    /// fetched as [`cpu_plugin_path`](super::cpu_plugin_path) describes) with
+    /// **one** CPU device, which XLA runs multi-threaded. Created on first use
+    /// and shared afterwards; a failure is returned and retried on the next call.
+    ///
+    /// For several CPU devices (sharding tests), use [`Device::cpu_with_devices`].
+    pub fn cpu() -> Result<Device> {
+        static DEFAULT: Mutex<Option<Device>> = Mutex::new(None);
+        let mut default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(device) = default.as_ref() {
+            return Ok(device.clone());
+        }
+        let device = Device::cpu_with_devices(1)?;
+        *default = Some(device.clone());
+        Ok(device)
+    }
+
+    /// A new CPU client with `n` devices (`n >= 1`), on the same plugin as
+    /// [`Device::cpu`].
+    pub fn cpu_with_devices(n: usize) -> Result<Device> {
+        let count = i64::try_from(n).ok().filter(|c| *c >= 1).ok_or_else(|| {
+            DeviceError::Other(format!(
+                "a CPU client needs at least 1 device (and at most {}), got {n}",
+                i64::MAX
+            ))
+        })?;
+        let path = plugin::cpu_plugin_path()?;
+        let options = [("cpu_device_count", CreateOption::Int64(count))];
+        Device::from_plugin_with_options(&path, &options).map_err(|e| match e {
+            crate::Error::Device(DeviceError::PluginLoad { path, message })
+                if plugin::is_cached(&path) =>
+            {
+                let dir = path.parent().unwrap_or(&path).display().to_string();
+                DeviceError::PluginLoad {
+                    message: format!(
+                        "{message} (this is tessel's cached copy: delete {dir} to fetch it again)"
+                    ),
+                    path,
+                }
+                .into()
+            }
+            other => other,
+        })
+    }
+
+    /// A client on any PJRT plugin (`.so`), with default create options.
+    pub fn from_plugin(path: impl AsRef<Path>) -> Result<Device> {
+        Device::from_plugin_with_options(path, &[])
+    }
+
+    /// A client on any PJRT plugin with plugin-specific create options (for
+    /// example the GPU plugin's `memory_fraction` as a [`CreateOption::Float`]).
+    ///
+    /// The plugin file is loaded once per process and never unloaded.
+    pub fn from_plugin_with_options(
+        path: impl AsRef<Path>,
+        options: &[(&str, CreateOption)],
+    ) -> Result<Device> {
+        let api = api::load(path.as_ref())?;
+        let client = Client::create(api, options)?;
+        Ok(Device::from_client(Arc::new(client)))
+    }
+
+    /// A CUDA GPU client: the plugin from `TESSEL_PJRT_GPU_PLUGIN` or an
+    /// installed `jax-cuda13-pjrt` / `jax-cuda12-pjrt` Python package (see
+    /// [`gpu_plugin_path`](super::gpu_plugin_path)). Never fetched.
+    pub fn gpu() -> Result<Device> {
+        Device::from_plugin(plugin::gpu_plugin_path()?)
+    }
+
+    /// A Cloud TPU client: libtpu from `TPU_LIBRARY_PATH` or the installed
+    /// `libtpu` Python package (see [`tpu_plugin_path`](super::tpu_plugin_path)).
+    /// Returns an error without loading anything when libtpu is not found.
+    pub fn tpu() -> Result<Device> {
+        Device::from_plugin(plugin::tpu_plugin_path()?)
+    }
+
+    /// The platform: `cpu`, `cuda`, `tpu`, ...
+    pub fn platform_name(&self) -> &str {
+        self.client.platform_name()
+    }
+
+    /// Number of addressable devices.
+    pub fn device_count(&self) -> usize {
+        self.client.devices().len()
+    }
+
+    /// The plugin file this client runs on (canonical path).
+    pub fn plugin_path(&self) -> &Path {
+        self.client.api().path()
+    }
+
+    /// The PJRT C API version the plugin implements: (major, minor).
+    pub fn api_version(&self) -> (i32, i32) {
+        self.client.api().version()
+    }
+
+    /// The plugin's `xla_version` attribute (XLA's version counter), if reported.
+    pub fn xla_version(&self) -> Option<i64> {
+        match self.client.api().attribute("xla_version")? {
+            AttributeValue::Int64(v) => Some(*v),
+            AttributeValue::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The newest StableHLO version the plugin accepts
+    /// (`stablehlo_current_version`, for example `1.13.3`).
+    pub fn stablehlo_version(&self) -> Option<String> {
+        self.attribute_string("stablehlo_current_version")
+    }
+
+    /// The oldest StableHLO version the plugin accepts (`stablehlo_minimum_version`).
+    pub fn stablehlo_minimum_version(&self) -> Option<String> {
+        self.attribute_string("stablehlo_minimum_version")
+    }
+
+    fn attribute_string(&self, name: &str) -> Option<String> {
+        self.client.api().attribute(name).map(ToString::to_string)
+    }
+
+    /// Every attribute the plugin reports (`PJRT_Plugin_Attributes`).
+    pub fn plugin_attributes(&self) -> &[(String, AttributeValue)] {
+        self.client.api().attributes()
+    }
+
+    /// Compiles a StableHLO program for this client.
+    ///
+    /// Checks that `num_partitions * num_replicas` devices exist first; XLA's
+    /// rejection is [`DeviceError::Compile`] with XLA's message.
+    pub fn compile(&self, program: &Program) -> Result<Executable> {
+        executable::compile(&self.client, program)
+    }
+
+    /// Copies a host tensor to addressable device 0.
+    pub fn to_device(&self, host: &HostTensor) -> Result<DeviceBuffer> {
+        self.to_device_on(host, 0)
+    }
+
+    /// Copies a host tensor to addressable device `device`.
+    pub fn to_device_on(&self, host: &HostTensor, device: usize) -> Result<DeviceBuffer> {
+        DeviceBuffer::from_host(&self.client, host, device)
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.client, &other.client)
+    }
+}
+
+impl Eq for Device {}
+
+impl Hash for Device {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.client), state);
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (major, minor) = self.api_version();
+        write!(
+            f,
+            "Device({}, {} device{}, PJRT {major}.{minor}, {})",
+            self.platform_name(),
+            self.device_count(),
+            if self.device_count() == 1 { "" } else { "s" },
+            self.plugin_path().display()
+        )
+    }
+}

@@ -1,0 +1,393 @@
+//! Compiling StableHLO with `PJRT_Client_Compile` and running the result.
+
+use std::ffi::c_char;
+use std::fmt;
+use std::sync::Arc;
+
+use super::api::pjrt_fn;
+use super::args::Args;
+use super::buffer::{from_pjrt_type, pjrt_type_name};
+use super::client::Client;
+use super::error;
+use super::ffi;
+use super::options::compile_options;
+use crate::error::{DeviceError, Result};
+use crate::shape::TensorSpec;
+
+/// What to compile: a StableHLO module and the types of its `@main`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// The kernel's name, used in error messages.
+    pub name: String,
+    /// StableHLO (or MHLO/CHLO) module text containing `func.func @main`.
+    pub mlir: String,
+    /// The argument types of `@main`, in order.
+    pub inputs: Vec<TensorSpec>,
+    /// The result types of `@main`, in order.
+    pub outputs: Vec<TensorSpec>,
+    /// SPMD partitions (1 unless sharded; more than 1 turns on XLA's SPMD partitioner).
+    pub num_partitions: usize,
+    /// Replicas (1 unless data-parallel replication is wanted).
+    pub num_replicas: usize,
+}
+
+impl Program {
+    /// A single-device program (1 partition, 1 replica).
+    pub fn new(
+        name: impl Into<String>,
+        mlir: impl Into<String>,
+        inputs: Vec<TensorSpec>,
+        outputs: Vec<TensorSpec>,
+    ) -> Program {
+        Program {
+            name: name.into(),
+            mlir: mlir.into(),
+            inputs,
+            outputs,
+            num_partitions: 1,
+            num_replicas: 1,
+        }
+    }
+}
+
+/// Owns a `PJRT_LoadedExecutable` and the `PJRT_Executable` obtained from it.
+struct Compiled {
+    client: Arc<Client>,
+    loaded: *mut ffi::PJRT_LoadedExecutable,
+    executable: *mut ffi::PJRT_Executable,
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        let api = self.client.api();
+        if !self.executable.is_null() {
+            if let Ok(f) = pjrt_fn!(api, PJRT_Executable_Destroy) {
+                let mut args = ffi::PJRT_Executable_Destroy_Args::new();
+                args.executable = self.executable;
+                // SAFETY: we own this executable (from GetExecutable) and
+                // destroy it exactly once.
+                let err = unsafe { f(&mut args) };
+                // SAFETY: `err` is null or a fresh error from this plugin.
+                let _ = unsafe { error::take_status(api, err) };
+            }
+        }
+        if let Ok(f) = pjrt_fn!(api, PJRT_LoadedExecutable_Destroy) {
+            let mut args = ffi::PJRT_LoadedExecutable_Destroy_Args::new();
+            args.executable = self.loaded;
+            // SAFETY: we own the loaded executable and destroy it exactly once,
+            // after the last `Executable` clone is gone; the client outlives it.
+            let err = unsafe { f(&mut args) };
+            // SAFETY: `err` is null or a fresh error from this plugin.
+            let _ = unsafe { error::take_status(api, err) };
+        }
+    }
+}
+
+struct Inner {
+    compiled: Compiled,
+    name: String,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    num_outputs: usize,
+    num_partitions: usize,
+    num_replicas: usize,
+    /// Client device indices the executable runs on, in PJRT execution order.
+    devices: Vec<usize>,
+}
+
+// SAFETY: PJRT loaded executables may be executed, queried and destroyed from
+// any thread; `Inner` is immutable after compilation and destroys its handles
+// only in Drop, when no other reference exists.
+unsafe impl Send for Inner {}
+// SAFETY: as above: shared access only executes and queries, which PJRT
+// allows concurrently.
+unsafe impl Sync for Inner {}
+
+/// A compiled program, ready to run on the device it was compiled for.
+///
+/// Cheap to clone (shared); keeps its device (client) alive.
+#[derive(Clone)]
+pub struct Executable {
+    inner: Arc<Inner>,
+}
+
+/// Compiles `program` on `client`.
+pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executable> {
+    let api = client.api();
+    let compile_error = |message: String| -> crate::Error {
+        DeviceError::Compile {
+            kernel: program.name.clone(),
+            message,
+        }
+        .into()
+    };
+    if program.num_partitions == 0 || program.num_replicas == 0 {
+        return Err(compile_error(format!(
+            "num_partitions ({}) and num_replicas ({}) must be at least 1",
+            program.num_partitions, program.num_replicas
+        )));
+    }
+    let needed = program.num_partitions.saturating_mul(program.num_replicas);
+    if needed > client.devices().len() {
+        return Err(compile_error(format!(
+            "{} partitions x {} replicas need {needed} devices, the {} client has {}",
+            program.num_partitions,
+            program.num_replicas,
+            client.platform_name(),
+            client.devices().len()
+        )));
+    }
+    let f = pjrt_fn!(api, PJRT_Client_Compile)?;
+    let options = compile_options(program.num_replicas, program.num_partitions);
+    let format = "mlir";
+    let mut prog = ffi::PJRT_Program::new();
+    // PJRT declares `code` mutable, but Compile only reads it.
+    prog.code = program.mlir.as_ptr().cast::<c_char>().cast_mut();
+    prog.code_size = program.mlir.len();
+    prog.format = format.as_ptr().cast::<c_char>();
+    prog.format_size = format.len();
+    let mut args = ffi::PJRT_Client_Compile_Args::new();
+    args.client = client.raw();
+    args.program = &prog;
+    args.compile_options = options.as_ptr().cast::<c_char>();
+    args.compile_options_size = options.len();
+    // SAFETY: the program text, format and options (non-empty, a valid
+    // CompileOptionsProto setting replicas and partitions) outlive the call;
+    // Compile does not write through `code`.
+    let err = unsafe { f(&mut args) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    if let Some(status) = unsafe { error::take_status(api, err) } {
+        return Err(if status.is_out_of_memory() {
+            status.into_device_error("PJRT_Client_Compile").into()
+        } else {
+            compile_error(status.message.trim_end().to_string())
+        });
+    }
+    if args.executable.is_null() {
+        return Err(compile_error(
+            "PJRT_Client_Compile returned no executable".into(),
+        ));
+    }
+    // Owned from here: destroyed on every error below.
+    let mut compiled = Compiled {
+        client: Arc::clone(client),
+        loaded: args.executable,
+        executable: std::ptr::null_mut(),
+    };
+
+    let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
+    let mut get = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
+    get.loaded_executable = compiled.loaded;
+    // SAFETY: the loaded executable is live; `get` is correctly sized.
+    let err = unsafe { f(&mut get) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    unsafe { error::check(api, "PJRT_LoadedExecutable_GetExecutable", err) }?;
+    compiled.executable = get.executable;
+    if compiled.executable.is_null() {
+        return Err(
+            DeviceError::Other("PJRT_LoadedExecutable_GetExecutable returned NULL".into()).into(),
+        );
+    }
+
+    let f = pjrt_fn!(api, PJRT_Executable_NumOutputs)?;
+    let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
+    n.executable = compiled.executable;
+    // SAFETY: the executable is live; `n` is correctly sized.
+    let err = unsafe { f(&mut n) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    unsafe { error::check(api, "PJRT_Executable_NumOutputs", err) }?;
+    let num_outputs = n.num_outputs;
+    if num_outputs != program.outputs.len() {
+        return Err(compile_error(format!(
+            "the program declares {} outputs but @main returns {num_outputs}",
+            program.outputs.len()
+        )));
+    }
+
+    let f = pjrt_fn!(api, PJRT_LoadedExecutable_AddressableDevices)?;
+    let mut d = ffi::PJRT_LoadedExecutable_AddressableDevices_Args::new();
+    d.executable = compiled.loaded;
+    // SAFETY: the loaded executable is live; `d` is correctly sized.
+    let err = unsafe { f(&mut d) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    unsafe { error::check(api, "PJRT_LoadedExecutable_AddressableDevices", err) }?;
+    let raw_devices: &[*mut ffi::PJRT_Device] = if d.addressable_devices.is_null() {
+        &[]
+    } else {
+        // SAFETY: the executable owns `num_addressable_devices` device pointers
+        // at `addressable_devices`; copied just below.
+        unsafe { std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices) }
+    };
+    let devices = raw_devices
+        .iter()
+        .map(|p| client.device_index(*p))
+        .collect::<Option<Vec<usize>>>()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            DeviceError::Other(format!(
+                "kernel `{}` was compiled for devices this client cannot address",
+                program.name
+            ))
+        })?;
+
+    let inner = Inner {
+        compiled,
+        name: program.name.clone(),
+        inputs: program.inputs.clone(),
+        outputs: program.outputs.clone(),
+        num_outputs,
+        num_partitions: program.num_partitions,
+        num_replicas: program.num_replicas,
+        devices,
+    };
+    if inner.devices.len() == 1 {
+        check_output_types(&inner)?;
+    }
+    Ok(Executable {
+        inner: Arc::new(inner),
+    })
+}
+
+/// Checks the declared output element types against the compiled ones, so
+/// that [`Executable::outputs`] is truthful. Skipped if the plugin lacks the query.
+fn check_output_types(inner: &Inner) -> Result<()> {
+    let api = inner.compiled.client.api();
+    let Ok(f) = pjrt_fn!(api, PJRT_Executable_OutputElementTypes) else {
+        return Ok(());
+    };
+    let mut args = ffi::PJRT_Executable_OutputElementTypes_Args::new();
+    args.executable = inner.compiled.executable;
+    // SAFETY: the executable is live; `args` is correctly sized.
+    let err = unsafe { f(&mut args) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    if unsafe { error::take_status(api, err) }.is_some() || args.output_types.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the executable owns `num_output_types` types at `output_types`.
+    let types = unsafe { std::slice::from_raw_parts(args.output_types, args.num_output_types) };
+    for (i, (declared, actual)) in inner.outputs.iter().zip(types).enumerate() {
+        if from_pjrt_type(*actual) != Some(declared.dtype) {
+            return Err(DeviceError::Compile {
+                kernel: inner.name.clone(),
+                message: format!(
+                    "result {i} of @main has element type {}, the program declares {declared}",
+                    pjrt_type_name(*actual)
+                ),
+            }
+            .into());
+        }
+    }
+    check_output_shapes(inner)
+}
+
+/// As [`check_output_types`], for the result shapes.
+fn check_output_shapes(inner: &Inner) -> Result<()> {
+    let api = inner.compiled.client.api();
+    let Ok(f) = pjrt_fn!(api, PJRT_Executable_OutputDimensions) else {
+        return Ok(());
+    };
+    let mut args = ffi::PJRT_Executable_OutputDimensions_Args::new();
+    args.executable = inner.compiled.executable;
+    // SAFETY: the executable is live; `args` is correctly sized.
+    let err = unsafe { f(&mut args) };
+    // SAFETY: `err` is null or a fresh error from this plugin.
+    if unsafe { error::take_status(api, err) }.is_some()
+        || args.dim_sizes.is_null()
+        || args.num_outputs != inner.outputs.len()
+    {
+        return Ok(());
+    }
+    // SAFETY: the executable owns `num_outputs` ranks at `dim_sizes`.
+    let ranks = unsafe { std::slice::from_raw_parts(args.dim_sizes, args.num_outputs) };
+    let total: usize = ranks.iter().sum();
+    let dims: &[i64] = if total == 0 {
+        &[]
+    } else if args.dims.is_null() {
+        return Ok(());
+    } else {
+        // SAFETY: and the sum of those ranks of extents at `dims`.
+        unsafe { std::slice::from_raw_parts(args.dims, total) }
+    };
+    let mut at = 0;
+    for (i, (declared, rank)) in inner.outputs.iter().zip(ranks).enumerate() {
+        let actual = &dims[at..at + rank];
+        at += rank;
+        let same = actual.len() == declared.rank()
+            && actual
+                .iter()
+                .zip(&declared.shape)
+                .all(|(a, d)| usize::try_from(*a).ok() == Some(*d));
+        if !same {
+            return Err(DeviceError::Compile {
+                kernel: inner.name.clone(),
+                message: format!(
+                    "result {i} of @main has shape {actual:?}, the program declares {declared}"
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+impl Executable {
+    pub(crate) fn compiled_client(&self) -> &Arc<Client> {
+        &self.inner.compiled.client
+    }
+
+    pub(crate) fn raw_executable(&self) -> *mut ffi::PJRT_Executable {
+        self.inner.compiled.executable
+    }
+
+    pub(crate) fn raw_loaded(&self) -> *mut ffi::PJRT_LoadedExecutable {
+        self.inner.compiled.loaded
+    }
+
+    /// Results per device, from `PJRT_Executable_NumOutputs`.
+    pub(crate) fn num_outputs(&self) -> usize {
+        self.inner.num_outputs
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The argument types, in order.
+    pub fn inputs(&self) -> &[TensorSpec] {
+        &self.inner.inputs
+    }
+
+    /// The result types, in order.
+    pub fn outputs(&self) -> &[TensorSpec] {
+        &self.inner.outputs
+    }
+
+    /// SPMD partitions it was compiled for.
+    pub fn num_partitions(&self) -> usize {
+        self.inner.num_partitions
+    }
+
+    /// Replicas it was compiled for.
+    pub fn num_replicas(&self) -> usize {
+        self.inner.num_replicas
+    }
+
+    /// The device indices it runs on, in the order of
+    /// [`execute_sharded`](Executable::execute_sharded)'s argument lists
+    /// (`[0]` for a single-device program).
+    pub fn devices(&self) -> &[usize] {
+        &self.inner.devices
+    }
+}
+
+impl fmt::Debug for Executable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executable")
+            .field("name", &self.inner.name)
+            .field("inputs", &self.inner.inputs)
+            .field("outputs", &self.inner.outputs)
+            .field("devices", &self.inner.devices)
+            .finish()
+    }
+}

@@ -1,0 +1,208 @@
+//! Running compiled programs: argument checks, `PJRT_LoadedExecutable_Execute`,
+//! and the host-in, host-out shortcut.
+
+use std::sync::Arc;
+
+use super::api::pjrt_fn;
+use super::args::Args;
+use super::buffer::DeviceBuffer;
+use super::error;
+use super::ffi;
+use super::Executable;
+use crate::error::{DeviceError, Result};
+use crate::host::HostTensor;
+
+impl Executable {
+    fn arguments_error(&self, message: String) -> crate::Error {
+        DeviceError::Arguments {
+            kernel: self.name().to_string(),
+            message,
+        }
+        .into()
+    }
+
+    fn check_count(&self, given: usize) -> Result<()> {
+        let expected = self.inputs().len();
+        if given != expected {
+            let specs: Vec<String> = self.inputs().iter().map(ToString::to_string).collect();
+            return Err(self.arguments_error(format!(
+                "expected {expected} argument{} ({}), got {given}",
+                if expected == 1 { "" } else { "s" },
+                specs.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_single_device(&self) -> Result<usize> {
+        match self.devices() {
+            [device] => Ok(*device),
+            devices => Err(self.arguments_error(format!(
+                "compiled for {} devices ({} partitions x {} replicas): use execute_sharded \
+                 with one argument list per device",
+                devices.len(),
+                self.num_partitions(),
+                self.num_replicas()
+            ))),
+        }
+    }
+
+    /// Runs on device buffers; returns one buffer per result.
+    ///
+    /// The arguments are checked before anything runs: their number, each
+    /// one's dtype and shape, and that each lives on the device (and client)
+    /// the program was compiled for. A mismatch is
+    /// [`DeviceError::Arguments`] naming the argument and both types.
+    pub fn execute(&self, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let device = self.check_single_device()?;
+        self.check_count(args.len())?;
+        for (i, (arg, spec)) in args.iter().zip(self.inputs()).enumerate() {
+            if arg.spec() != spec {
+                return Err(self.arguments_error(format!(
+                    "argument {i}: expected {spec}, got {}",
+                    arg.spec()
+                )));
+            }
+            self.check_placement(i, arg, device)?;
+        }
+        let list: Vec<*mut ffi::PJRT_Buffer> = args.iter().map(|a| a.raw()).collect();
+        let mut outs = self.execute_raw(&[list])?;
+        Ok(outs.pop().unwrap_or_default())
+    }
+
+    fn check_placement(&self, i: usize, arg: &DeviceBuffer, device: usize) -> Result<()> {
+        if !Arc::ptr_eq(arg.client(), self.compiled_client()) {
+            return Err(self.arguments_error(format!(
+                "argument {i} ({}) lives on another client (Device) than the one \
+                 the kernel was compiled on",
+                arg.spec()
+            )));
+        }
+        if arg.device_index() != device {
+            return Err(self.arguments_error(format!(
+                "argument {i} ({}) is on device {}, the kernel runs on device {device}",
+                arg.spec(),
+                arg.device_index()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs a multi-device (SPMD or replicated) program: `args[d]` are the
+    /// arguments (shards) for device [`devices()[d]`](Executable::devices);
+    /// returns each device's results (shards) in the same order.
+    ///
+    /// Checked before running: the number of lists and of arguments, each
+    /// argument's dtype and rank, and its device. Shard extents are checked by
+    /// the plugin.
+    pub fn execute_sharded(&self, args: &[Vec<&DeviceBuffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
+        let devices = self.devices();
+        if args.len() != devices.len() {
+            return Err(self.arguments_error(format!(
+                "expected {} argument lists (one per device {:?}), got {}",
+                devices.len(),
+                devices,
+                args.len()
+            )));
+        }
+        let mut lists = Vec::with_capacity(args.len());
+        for (list, device) in args.iter().zip(devices) {
+            self.check_count(list.len())?;
+            for (i, (arg, spec)) in list.iter().zip(self.inputs()).enumerate() {
+                if arg.spec().dtype != spec.dtype || arg.spec().rank() != spec.rank() {
+                    return Err(self.arguments_error(format!(
+                        "argument {i} on device {device}: expected a shard of {spec}, got {}",
+                        arg.spec()
+                    )));
+                }
+                self.check_placement(i, arg, *device)?;
+            }
+            lists.push(list.iter().map(|a| a.raw()).collect());
+        }
+        self.execute_raw(&lists)
+    }
+
+    /// Runs on host tensors: checks them, copies them to the device, runs,
+    /// and copies the results back.
+    pub fn run(&self, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
+        let device = self.check_single_device()?;
+        self.check_count(args.len())?;
+        for (i, (arg, spec)) in args.iter().zip(self.inputs()).enumerate() {
+            if arg.spec() != spec {
+                return Err(self.arguments_error(format!(
+                    "argument {i}: expected {spec}, got {}",
+                    arg.spec()
+                )));
+            }
+        }
+        let client = self.compiled_client();
+        let buffers = args
+            .iter()
+            .map(|a| DeviceBuffer::from_host(client, a, device))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&DeviceBuffer> = buffers.iter().collect();
+        self.execute(&refs)?
+            .iter()
+            .map(DeviceBuffer::to_host)
+            .collect()
+    }
+
+    /// `PJRT_LoadedExecutable_Execute` on checked argument lists (one per device).
+    fn execute_raw(&self, lists: &[Vec<*mut ffi::PJRT_Buffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
+        let client = self.compiled_client();
+        let api = client.api();
+        let f = pjrt_fn!(api, PJRT_LoadedExecutable_Execute)?;
+        let num_outputs = self.num_outputs();
+        let arg_ptrs: Vec<*const *mut ffi::PJRT_Buffer> =
+            lists.iter().map(|l| l.as_ptr()).collect();
+        let mut outs: Vec<Vec<*mut ffi::PJRT_Buffer>> = lists
+            .iter()
+            .map(|_| vec![std::ptr::null_mut(); num_outputs])
+            .collect();
+        let out_ptrs: Vec<*mut *mut ffi::PJRT_Buffer> =
+            outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+        let mut options = ffi::PJRT_ExecuteOptions::new();
+        let mut args = ffi::PJRT_LoadedExecutable_Execute_Args::new();
+        args.executable = self.raw_loaded();
+        args.options = &mut options;
+        args.argument_lists = arg_ptrs.as_ptr();
+        args.num_devices = lists.len();
+        args.num_args = self.inputs().len();
+        args.output_lists = out_ptrs.as_ptr();
+        // SAFETY: the argument lists hold `num_devices` x `num_args` live
+        // buffers of this client on the executable's devices (checked by the
+        // callers); the output lists have `num_devices` x `num_outputs` slots
+        // (num_outputs from PJRT_Executable_NumOutputs); `options` is non-NULL
+        // and zeroed; everything outlives the call. No completion events are
+        // requested (`device_complete_events` is NULL).
+        let err = unsafe { f(&mut args) };
+        // Take ownership of every returned buffer before looking at the error,
+        // so none leaks.
+        let mut results = Vec::with_capacity(outs.len());
+        let mut failure = None;
+        for list in &outs {
+            let mut device_results = Vec::with_capacity(list.len());
+            for raw in list.iter().filter(|p| !p.is_null()) {
+                // SAFETY: each non-null slot is a fresh output buffer we own.
+                match unsafe { DeviceBuffer::from_raw(client, *raw) } {
+                    Ok(b) => device_results.push(b),
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            results.push(device_results);
+        }
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_LoadedExecutable_Execute", err) }?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if results.iter().any(|r| r.len() != num_outputs) {
+            return Err(DeviceError::Other(format!(
+                "kernel `{}`: PJRT_LoadedExecutable_Execute returned fewer than {num_outputs} outputs",
+                self.name()
+            ))
+            .into());
+        }
+        Ok(results)
+    }
+}

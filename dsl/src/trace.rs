@@ -1,0 +1,388 @@
+//! The thread-local trace context.
+//!
+//! While a kernel is traced, its Rust body runs with a [`TraceState`] on this
+//! thread's stack; every op on a [`Tensor`] appends a node to that state's
+//! [`Graph`]. Ops never panic and never return `Result` (so that operators
+//! read as plain Rust): the first error is recorded with the op, the operand
+//! types and the user's source line, later ops on its poisoned results are
+//! skipped, and [`trace`] returns the error when the body finishes.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::error::{KernelError, Location, Result};
+use crate::graph::{Def, Graph, RegionId, RegionKind, ValueId};
+use crate::ops::Op;
+use crate::shape::TensorSpec;
+use crate::tensor::Tensor;
+
+static NEXT_TRACE_ID: AtomicU32 = AtomicU32::new(1);
+static TRACE_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// How many kernel traces have run in this process (a cache hit does not trace).
+pub fn trace_count() -> u64 {
+    TRACE_COUNT.load(Ordering::Relaxed)
+}
+
+/// Per-trace settings that ops consult (set from the kernel's config).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TraceOptions {
+    /// Default `precision_config` of dot ops: `None` is XLA's default.
+    pub precision: crate::ops::Precision,
+}
+
+/// The state of one trace in progress.
+pub(crate) struct TraceState {
+    pub(crate) id: u32,
+    pub(crate) graph: Graph,
+    pub(crate) region: RegionId,
+    pub(crate) error: Option<KernelError>,
+    pub(crate) options: TraceOptions,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<TraceState>> = const { RefCell::new(Vec::new()) };
+    static ORPHAN: RefCell<Option<KernelError>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the innermost trace of this thread, if any.
+pub(crate) fn with_state<R>(f: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
+    STACK.with(|s| s.borrow_mut().last_mut().map(f))
+}
+
+/// Whether this thread is currently tracing a kernel.
+pub fn is_tracing() -> bool {
+    STACK.with(|s| !s.borrow().is_empty())
+}
+
+/// The error of the last op called outside any trace on this thread, taken.
+///
+/// Tensor ops can only build graphs inside a kernel; called outside one they
+/// return an inert handle and leave their error here.
+pub fn take_orphan_error() -> Option<KernelError> {
+    ORPHAN.with(|o| o.borrow_mut().take())
+}
+
+/// The kernel name of the innermost trace (for messages).
+pub(crate) fn kernel_name(state: &TraceState) -> String {
+    state.graph.name.clone()
+}
+
+fn describe(state: &TraceState, operands: &[Tensor]) -> Vec<String> {
+    operands
+        .iter()
+        .map(|t| {
+            if t.trace == state.id && t.value < state.graph.values.len() {
+                state.graph.values[t.value].spec.to_string()
+            } else {
+                "<tensor from another trace>".to_string()
+            }
+        })
+        .collect()
+}
+
+impl TraceState {
+    /// Records `message` as the trace's error if it is the first.
+    pub(crate) fn fail(&mut self, op: &str, operands: &[Tensor], message: String, loc: &Location) {
+        if self.error.is_none() {
+            self.error = Some(KernelError {
+                kernel: kernel_name(self),
+                op: op.to_string(),
+                operands: describe(self, operands),
+                message,
+                location: loc.clone(),
+            });
+        }
+    }
+
+    /// A poisoned handle of `spec` in the current region.
+    pub(crate) fn poisoned(&mut self, spec: TensorSpec) -> Tensor {
+        let v = self.graph.add_poisoned(self.region, spec);
+        Tensor {
+            trace: self.id,
+            value: v,
+        }
+    }
+
+    /// Makes `value` usable in `region`, threading it through explicit
+    /// (loop) regions as an extra block argument. `Err` if the value is not
+    /// visible from `region` at all.
+    pub(crate) fn resolve_in(
+        &mut self,
+        value: ValueId,
+        region: RegionId,
+    ) -> Result<ValueId, String> {
+        let home = self.graph.values[value].region;
+        if home == region {
+            return Ok(value);
+        }
+        if !self.graph.encloses(home, region) {
+            return Err(
+                "a tensor is used outside the loop or branch body that created it; \
+                 carry it out of the body as a loop or branch result instead"
+                    .to_string(),
+            );
+        }
+        let r = &self.graph.regions[region];
+        let (Some(parent), kind) = (r.parent, r.kind) else {
+            return Err("internal: value not visible from the function body".to_string());
+        };
+        match kind {
+            RegionKind::Func | RegionKind::Implicit => self.resolve_in(value, parent),
+            RegionKind::Explicit => {
+                let outer = self.resolve_in(value, parent)?;
+                if let Some(&(_, inner)) = self.graph.regions[region]
+                    .captures
+                    .iter()
+                    .find(|(o, _)| *o == outer)
+                {
+                    return Ok(inner);
+                }
+                let spec = self.graph.values[outer].spec.clone();
+                let inner = self.graph.add_arg(region, spec);
+                self.graph.regions[region].captures.push((outer, inner));
+                Ok(inner)
+            }
+        }
+    }
+
+    /// Checks that `t` belongs to this trace and is visible here; returns its
+    /// value id in the current region, or `Ok(None)` if it is poisoned.
+    pub(crate) fn operand(&mut self, t: Tensor) -> Result<Option<ValueId>, String> {
+        if t.trace != self.id || t.value >= self.graph.values.len() {
+            return Err(
+                "a tensor from another kernel trace (or created outside any kernel) \
+                        was used here; pass it in as a kernel argument"
+                    .to_string(),
+            );
+        }
+        if self.graph.values[t.value].def == Def::Poisoned {
+            return Ok(None);
+        }
+        let region = self.region;
+        self.resolve_in(t.value, region).map(Some)
+    }
+}
+
+/// The spec of a tensor handle, if it belongs to the current trace.
+pub(crate) fn spec_of(t: Tensor) -> Option<TensorSpec> {
+    with_state(|s| {
+        if t.trace == s.id && t.value < s.graph.values.len() {
+            Some(s.graph.values[t.value].spec.clone())
+        } else {
+            None
+        }
+    })
+    .flatten()
+}
+
+/// What an op checker returns: the op to record and the result types.
+pub(crate) type Built = std::result::Result<(Op, Vec<TensorSpec>), String>;
+
+/// Appends one op to the current trace.
+///
+/// `check` sees the operand specs and returns the op and its result specs, or
+/// a message. The fallback specs are used for poisoned results.
+pub(crate) fn build(
+    op_name: &str,
+    operands: &[Tensor],
+    loc: Location,
+    num_results: usize,
+    check: impl FnOnce(&[TensorSpec]) -> Built,
+) -> Vec<Tensor> {
+    let loc = &loc;
+    let out = with_state(|s| {
+        let mut ids = Vec::with_capacity(operands.len());
+        let mut poisoned = false;
+        for &t in operands {
+            match s.operand(t) {
+                Ok(Some(v)) => ids.push(v),
+                Ok(None) => poisoned = true,
+                Err(m) => {
+                    s.fail(op_name, operands, m, loc);
+                    poisoned = true;
+                }
+            }
+        }
+        let fallback = ids
+            .first()
+            .map(|&v| s.graph.values[v].spec.clone())
+            .unwrap_or_else(|| TensorSpec::scalar(crate::dtype::DType::F32));
+        if poisoned {
+            return (0..num_results)
+                .map(|_| s.poisoned(fallback.clone()))
+                .collect();
+        }
+        let specs: Vec<TensorSpec> = ids
+            .iter()
+            .map(|&v| s.graph.values[v].spec.clone())
+            .collect();
+        match check(&specs) {
+            Ok((op, result_specs)) => {
+                let region = s.region;
+                s.graph
+                    .add_node(region, op, ids, result_specs, Vec::new(), loc.clone())
+                    .into_iter()
+                    .map(|value| Tensor { trace: s.id, value })
+                    .collect()
+            }
+            Err(m) => {
+                s.fail(op_name, operands, m, loc);
+                (0..num_results)
+                    .map(|_| s.poisoned(fallback.clone()))
+                    .collect()
+            }
+        }
+    });
+    match out {
+        Some(v) => v,
+        None => {
+            orphan(op_name, loc);
+            (0..num_results).map(|_| Tensor::INERT).collect()
+        }
+    }
+}
+
+/// Records the error of an op called outside any kernel.
+pub(crate) fn orphan(op_name: &str, loc: &Location) {
+    ORPHAN.with(|o| {
+        let mut o = o.borrow_mut();
+        if o.is_none() {
+            *o = Some(KernelError {
+                kernel: "<none>".to_string(),
+                op: op_name.to_string(),
+                operands: Vec::new(),
+                message: "tensor ops can only run while a kernel is traced; \
+                          call them inside a #[tpu_kernel] function or a Kernel closure"
+                    .to_string(),
+                location: loc.clone(),
+            });
+        }
+    });
+}
+
+/// Pops the trace even if the kernel body panics.
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        STACK.with(|s| s.borrow_mut().pop());
+    }
+}
+
+/// Values a kernel body returns: one tensor, a tuple of tensors, an array or a `Vec`.
+pub trait Outputs {
+    /// The tensors, in order.
+    fn into_tensors(self) -> Vec<Tensor>;
+}
+
+impl Outputs for Tensor {
+    fn into_tensors(self) -> Vec<Tensor> {
+        vec![self]
+    }
+}
+
+impl Outputs for Vec<Tensor> {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self
+    }
+}
+
+impl<const N: usize> Outputs for [Tensor; N] {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self.to_vec()
+    }
+}
+
+macro_rules! outputs_tuple {
+    ($($t:ident),+) => {
+        impl Outputs for ($($t,)+) {
+            #[allow(non_snake_case)]
+            fn into_tensors(self) -> Vec<Tensor> {
+                let ($($t,)+) = self;
+                vec![$($t),+]
+            }
+        }
+    };
+}
+
+#[allow(unused_parens)]
+mod tuple_impls {
+    use super::*;
+    type A = Tensor;
+    type B = Tensor;
+    type C = Tensor;
+    type D = Tensor;
+    type E = Tensor;
+    type F = Tensor;
+    outputs_tuple!(A);
+    outputs_tuple!(A, B);
+    outputs_tuple!(A, B, C);
+    outputs_tuple!(A, B, C, D);
+    outputs_tuple!(A, B, C, D, E);
+    outputs_tuple!(A, B, C, D, E, F);
+}
+
+/// Traces `body` into a [`Graph`] named `name` whose parameters have the given
+/// names and types.
+///
+/// The body runs once with one [`Tensor`] per parameter; the tensors it
+/// returns become the results of `@main`. The first error any op recorded is
+/// returned with its op, operand types and source line.
+///
+/// ```
+/// use tessel_dsl::{trace, TensorSpec, TraceOptions, F32};
+/// let g = trace("double", &[("x".into(), TensorSpec::new([4], F32))], TraceOptions::default(), |a| a[0] * 2.0)?;
+/// assert_eq!(g.output_specs(), vec![TensorSpec::new([4], F32)]);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+pub fn trace<O: Outputs>(
+    name: &str,
+    params: &[(String, TensorSpec)],
+    options: TraceOptions,
+    body: impl FnOnce(&[Tensor]) -> O,
+) -> Result<Graph> {
+    TRACE_COUNT.fetch_add(1, Ordering::Relaxed);
+    let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
+    let graph = Graph::new(name, params);
+    let args: Vec<Tensor> = graph.regions[0]
+        .args
+        .iter()
+        .map(|&value| Tensor { trace: id, value })
+        .collect();
+    STACK.with(|s| {
+        s.borrow_mut().push(TraceState {
+            id,
+            graph,
+            region: 0,
+            error: None,
+            options,
+        })
+    });
+    let guard = Guard;
+    let outs = body(&args).into_tensors();
+    let loc = Location {
+        file: "<kernel outputs>".into(),
+        line: 0,
+        column: 0,
+    };
+    with_state(|s| {
+        s.region = 0;
+        let mut results = Vec::new();
+        for &t in &outs {
+            match s.operand(t) {
+                Ok(Some(v)) => results.push(v),
+                Ok(None) => {}
+                Err(m) => s.fail("return", &outs, m, &loc),
+            }
+        }
+        s.graph.regions[0].results = results;
+    });
+    let state = STACK.with(|s| s.borrow_mut().pop());
+    std::mem::forget(guard);
+    let state = state.expect("trace state pushed above");
+    match state.error {
+        Some(e) => Err(e.into()),
+        None => Ok(state.graph),
+    }
+}

@@ -1,0 +1,117 @@
+//! Checks the annotated function and extracts what generation needs:
+//! parameter names and types, the return type, visibility and docs.
+//! Whether a parameter is traced or static is left to the type system
+//! (`KernelParam`), not guessed here.
+
+use darling::Error;
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+
+/// One parameter.
+pub struct Param {
+    pub ident: syn::Ident,
+    pub ty: Type,
+}
+
+/// What the generator needs from the function.
+pub struct KernelSig {
+    pub params: Vec<Param>,
+    pub ret: Type,
+}
+
+/// Validates the function's signature, accumulating every problem.
+pub fn analyze(f: &ItemFn) -> darling::Result<KernelSig> {
+    let mut errors = Error::accumulator();
+    let sig = &f.sig;
+    if let Some(a) = &sig.asyncness {
+        errors.push(
+            Error::custom("a kernel cannot be `async`: its body runs once, synchronously, while tracing; remove `async`")
+                .with_span(a),
+        );
+    }
+    if let Some(u) = &sig.unsafety {
+        errors.push(
+            Error::custom("a kernel cannot be `unsafe`: tensor ops are safe; remove `unsafe` (and do raw work outside the kernel)")
+                .with_span(u),
+        );
+    }
+    if let Some(c) = &sig.constness {
+        errors.push(
+            Error::custom("a kernel cannot be `const`: it is traced at run time; remove `const`")
+                .with_span(c),
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        errors
+            .push(Error::custom("a kernel cannot have an `extern` ABI; remove it").with_span(abi));
+    }
+    if let Some(v) = &sig.variadic {
+        errors.push(Error::custom("a kernel cannot be variadic").with_span(v));
+    }
+    if !sig.generics.params.is_empty() {
+        errors.push(
+            Error::custom(
+                "a kernel cannot have generic or lifetime parameters: tensor shapes and dtypes are known while \
+                 tracing; make configuration a static parameter (bool, integer, enum) instead",
+            )
+            .with_span(&sig.generics),
+        );
+    }
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            FnArg::Receiver(r) => errors.push(
+                Error::custom(
+                    "a kernel cannot take `self`: write a free function and pass the tensor as a parameter",
+                )
+                .with_span(r),
+            ),
+            FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    if let Type::Reference(r) = &*pt.ty {
+                        errors.push(
+                            Error::custom(
+                                "kernel parameters are taken by value: `Tensor` is a `Copy` handle; \
+                                 remove the `&`",
+                            )
+                            .with_span(&r.span()),
+                        );
+                        continue;
+                    }
+                    if let Type::ImplTrait(t) = &*pt.ty {
+                        errors.push(
+                            Error::custom("kernel parameters need concrete types (`Tensor` or a static type), not `impl Trait`")
+                                .with_span(&t.span()),
+                        );
+                        continue;
+                    }
+                    params.push(Param {
+                        ident: pi.ident.clone(),
+                        ty: (*pt.ty).clone(),
+                    });
+                }
+                other => errors.push(
+                    Error::custom("kernel parameters must be plain names (`x: Tensor`); destructure inside the body")
+                        .with_span(&other.span()),
+                ),
+            },
+        }
+    }
+    let ret = match &sig.output {
+        ReturnType::Type(_, t) => Some((**t).clone()),
+        ReturnType::Default => {
+            errors.push(
+                Error::custom(
+                    "a kernel must return its result: add `-> Tensor` (or a tuple of `Tensor`s)",
+                )
+                .with_span(&sig.ident),
+            );
+            None
+        }
+    };
+    errors.finish()?;
+    Ok(KernelSig {
+        params,
+        ret: ret.unwrap_or_else(|| syn::parse_quote!(())),
+    })
+}

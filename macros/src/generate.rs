@@ -1,0 +1,200 @@
+//! Writes the companion module: `CONFIG`, `with_config`, `run`, `call`,
+//! `lower`, `compile`, all typed from the kernel's signature.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::ItemFn;
+
+use crate::analyze::KernelSig;
+use crate::options::{Options, Platform};
+
+fn config_expr(o: &Options) -> TokenStream {
+    let platform = match o.platform {
+        Platform::Tpu => quote!(::tessel::kernel::Platform::Tpu),
+        Platform::Gpu => quote!(::tessel::kernel::Platform::Gpu),
+        Platform::Cpu => quote!(::tessel::kernel::Platform::Cpu),
+    };
+    let mut fields = Vec::new();
+    if let Some(p) = &o.precision {
+        let v = format_ident!(
+            "{}",
+            match p.as_str() {
+                "high" => "High",
+                "highest" => "Highest",
+                _ => "Default",
+            }
+        );
+        fields.push(quote!(precision: ::tessel::Precision::#v));
+    }
+    if let Some(b) = o.block_size {
+        let b = b as usize;
+        fields.push(quote!(block_size: ::core::option::Option::Some(#b)));
+    }
+    if let Some(d) = &o.dtype {
+        let v = format_ident!(
+            "{}",
+            match d.as_str() {
+                "bf16" => "BF16",
+                "f16" => "F16",
+                "f32" => "F32",
+                "f64" => "F64",
+                "f8e4m3fn" => "F8E4M3FN",
+                "f8e5m2" => "F8E5M2",
+                "s8" => "S8",
+                "s32" => "S32",
+                "s64" => "S64",
+                "u8" => "U8",
+                "u32" => "U32",
+                _ => "Pred",
+            }
+        );
+        fields.push(quote!(dtype: ::core::option::Option::Some(::tessel::DType::#v)));
+    }
+    if let Some(a) = o.accumulate {
+        fields.push(quote!(accumulate: #a));
+    }
+    if let Some(a) = o.auto_pad {
+        fields.push(quote!(auto_pad: #a));
+    }
+    if !o.donate.is_empty() {
+        let names = o.donate.iter().map(|d| d.to_string());
+        fields.push(quote!(donate: &[#(#names),*]));
+    }
+    if let Some(n) = &o.name {
+        fields.push(quote!(name: ::core::option::Option::Some(#n)));
+    }
+    quote! {
+        ::tessel::kernel::KernelConfig {
+            #(#fields,)*
+            ..::tessel::kernel::KernelConfig::for_platform(#platform)
+        }
+    }
+}
+
+/// The original function followed by its companion module.
+pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
+    let vis = &func.vis;
+    let name = &func.sig.ident;
+    let name_str = name.to_string();
+    let config = config_expr(opts);
+    let ps: Vec<_> = sig.params.iter().map(|p| &p.ident).collect();
+    let ps_str: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+    let tys: Vec<_> = sig.params.iter().map(|p| &p.ty).collect();
+    let ret = &sig.ret;
+    let kp = quote!(::tessel::kernel::KernelParam);
+    let ko = quote!(::tessel::kernel::KernelOutput);
+    let doc = format!(
+        "Companion API of the kernel [`{name_str}`](fn@{name_str}): `run` (host tensors in and out), \
+         `call` (device buffers), `lower` (StableHLO text), `compile`, `with_config` and `CONFIG`."
+    );
+    let body = |bind: TokenStream| {
+        quote! {
+            move |__t: &[::tessel::Tensor]| {
+                let mut __it = __t.iter().copied();
+                #( let #ps = <#tys as #kp>::#bind(&#ps, &mut __it); )*
+                super::#name(#(#ps),*)
+            }
+        }
+    };
+    let body_host = body(quote!(bind_host));
+    let body_spec = body(quote!(bind_spec));
+    let body_buf = body(quote!(bind_buffer));
+    quote! {
+        #func
+
+        #[doc = #doc]
+        #[allow(clippy::too_many_arguments, unused_imports, non_snake_case)]
+        #vis mod #name {
+            use super::*;
+
+            /// The configuration given by the kernel's attribute.
+            pub const CONFIG: ::tessel::kernel::KernelConfig = #config;
+
+            /// The kernel under another configuration (overrides the attribute's).
+            pub fn with_config(config: ::tessel::kernel::KernelConfig) -> Configured {
+                Configured(config)
+            }
+
+            /// The kernel bound to a configuration.
+            #[derive(Clone, Copy, Debug)]
+            pub struct Configured(pub ::tessel::kernel::KernelConfig);
+
+            impl Configured {
+                fn kernel<F, O>(&self, c: &::tessel::kernel::ArgCollector<'_>, f: F) -> ::tessel::kernel::Kernel<F>
+                where
+                    F: Fn(&[::tessel::Tensor]) -> O,
+                    O: ::tessel::trace::Outputs,
+                {
+                    ::tessel::kernel::Kernel::new(#name_str, f)
+                        .params(c.names.iter().copied())
+                        .config(self.0)
+                        .statics(c.statics.clone())
+                        .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
+                }
+
+                /// Runs the kernel on host tensors (traced and compiled once per
+                /// argument specs and static arguments, then cached).
+                pub fn run(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Host<'_>),*)
+                    -> ::tessel::Result<<#ret as #ko>::Host>
+                {
+                    let mut __c = ::tessel::kernel::ArgCollector::default();
+                    #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                    let __outs = self.kernel(&__c, #body_host).run(device, &__c.hosts)?;
+                    <#ret as #ko>::from_host(__outs)
+                }
+
+                /// Runs the kernel on device buffers, leaving the results on the device.
+                pub fn call(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Buffer<'_>),*)
+                    -> ::tessel::Result<<#ret as #ko>::Buffer>
+                {
+                    let mut __c = ::tessel::kernel::ArgCollector::default();
+                    #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                    let __outs = self.kernel(&__c, #body_buf).call(device, &__c.buffers)?;
+                    <#ret as #ko>::from_buffers(__outs)
+                }
+
+                /// The kernel's StableHLO text for arguments of these specs.
+                pub fn lower(&self, #(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
+                    let mut __c = ::tessel::kernel::ArgCollector::default();
+                    #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+                    self.kernel(&__c, #body_spec).lower(&__c.specs)
+                }
+
+                /// Compiles (or fetches from the device's cache) the kernel for these specs.
+                pub fn compile(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Spec<'_>),*)
+                    -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
+                {
+                    let mut __c = ::tessel::kernel::ArgCollector::default();
+                    #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+                    self.kernel(&__c, #body_spec).compile(device, &__c.specs)
+                }
+            }
+
+            /// Runs the kernel on host tensors with [`CONFIG`].
+            pub fn run(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> ::tessel::Result<<#ret as #ko>::Host>
+            {
+                Configured(CONFIG).run(device, #(#ps),*)
+            }
+
+            /// Runs the kernel on device buffers with [`CONFIG`].
+            pub fn call(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Buffer<'_>),*)
+                -> ::tessel::Result<<#ret as #ko>::Buffer>
+            {
+                Configured(CONFIG).call(device, #(#ps),*)
+            }
+
+            /// The kernel's StableHLO text with [`CONFIG`].
+            pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
+                Configured(CONFIG).lower(#(#ps),*)
+            }
+
+            /// Compiles the kernel with [`CONFIG`].
+            pub fn compile(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Spec<'_>),*)
+                -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
+            {
+                Configured(CONFIG).compile(device, #(#ps),*)
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The kernel attributes' options: parsed with darling, then validated with
+//! messages that name the bad option and list the allowed ones.
+
+use darling::ast::NestedMeta;
+use darling::util::{PathList, SpannedValue};
+use darling::{Error, FromMeta};
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+
+use crate::analyze::KernelSig;
+
+/// Which attribute was used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    Tpu,
+    Gpu,
+    Cpu,
+}
+
+/// The option names every platform attribute accepts.
+pub const OPTION_NAMES: &[&str] = &[
+    "precision",
+    "block_size",
+    "dtype",
+    "use_bfloat16",
+    "accumulate",
+    "auto_pad",
+    "donate",
+    "name",
+];
+
+const PRECISIONS: &[&str] = &["default", "high", "highest"];
+const DTYPES: &[&str] = &[
+    "bf16", "f16", "f32", "f64", "f8e4m3fn", "f8e5m2", "s8", "s32", "s64", "u8", "u32", "pred",
+];
+
+#[derive(Debug, Default, FromMeta)]
+struct RawOptions {
+    precision: Option<SpannedValue<String>>,
+    block_size: Option<SpannedValue<syn::LitInt>>,
+    dtype: Option<SpannedValue<String>>,
+    use_bfloat16: Option<bool>,
+    accumulate: Option<bool>,
+    auto_pad: Option<bool>,
+    donate: Option<PathList>,
+    name: Option<String>,
+}
+
+/// Validated options.
+pub struct Options {
+    pub platform: Platform,
+    pub precision: Option<String>,
+    pub block_size: Option<u64>,
+    pub dtype: Option<String>,
+    pub accumulate: Option<bool>,
+    pub auto_pad: Option<bool>,
+    pub donate: Vec<syn::Ident>,
+    pub name: Option<String>,
+}
+
+/// The closest allowed word to `word`, if it is close.
+pub fn did_you_mean<'a>(word: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    allowed
+        .iter()
+        .map(|a| (edit_distance(word, a), *a))
+        .filter(|(d, a)| *d <= 2.max(a.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, a)| a)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn one_of(kind: &str, got: &str, allowed: &[&str], span: Span) -> Error {
+    let list = allowed
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hint = did_you_mean(got, allowed)
+        .map(|s| format!("did you mean \"{s}\"? "))
+        .unwrap_or_default();
+    Error::custom(format!(
+        "unknown {kind} \"{got}\"; {hint}expected one of {list}"
+    ))
+    .with_span(&span)
+}
+
+/// Parses and validates the attribute's arguments.
+pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> {
+    let items = NestedMeta::parse_meta_list(attr)?;
+    let mut errors = Error::accumulator();
+    let mut known = Vec::new();
+    for item in items {
+        let path = match &item {
+            NestedMeta::Meta(m) => m.path().clone(),
+            NestedMeta::Lit(l) => {
+                errors.push(
+                    Error::custom("expected `option = value`; options are written by name, e.g. `precision = \"high\"`")
+                        .with_span(&l.span()),
+                );
+                continue;
+            }
+        };
+        let key = path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+        if OPTION_NAMES.contains(&key.as_str()) {
+            known.push(item);
+        } else {
+            let hint = did_you_mean(&key, OPTION_NAMES)
+                .map(|s| format!("did you mean `{s}`? "))
+                .unwrap_or_default();
+            errors.push(
+                Error::custom(format!(
+                    "unknown option `{}`; {hint}expected one of: {}",
+                    if key.is_empty() {
+                        quote::quote!(#path).to_string()
+                    } else {
+                        key
+                    },
+                    OPTION_NAMES.join(", ")
+                ))
+                .with_span(&path.span()),
+            );
+        }
+    }
+    let raw = errors
+        .handle(RawOptions::from_list(&known))
+        .unwrap_or_default();
+    let precision = raw.precision.as_ref().and_then(|p| {
+        let v = p.as_str();
+        if PRECISIONS.contains(&v) {
+            Some(v.to_string())
+        } else {
+            errors.push(one_of("precision", v, PRECISIONS, p.span()));
+            None
+        }
+    });
+    let block_size = raw
+        .block_size
+        .as_ref()
+        .and_then(|b| match b.base10_parse::<u64>() {
+            Ok(0) => {
+                errors.push(Error::custom("block_size must be at least 1").with_span(&b.span()));
+                None
+            }
+            Ok(n) => Some(n),
+            Err(e) => {
+                errors.push(
+                    Error::custom(format!("block_size must be a positive integer: {e}"))
+                        .with_span(&b.span()),
+                );
+                None
+            }
+        });
+    let mut dtype = raw.dtype.as_ref().and_then(|d| {
+        let v = d.to_ascii_lowercase();
+        if DTYPES.contains(&v.as_str()) {
+            Some(v)
+        } else {
+            errors.push(one_of("dtype", d.as_str(), DTYPES, d.span()));
+            None
+        }
+    });
+    if let Some(b) = raw.use_bfloat16 {
+        if raw.dtype.is_some() {
+            errors.push(Error::custom(
+                "give either `dtype` or `use_bfloat16`, not both",
+            ));
+        } else if b {
+            dtype = Some("bf16".into());
+        } else {
+            dtype = Some("f32".into());
+        }
+    }
+    let donate = raw
+        .donate
+        .as_ref()
+        .map(|l| {
+            l.iter()
+                .filter_map(|p| match p.get_ident() {
+                    Some(i) => Some(i.clone()),
+                    None => {
+                        errors.push(
+                            Error::custom("donate takes parameter names").with_span(&p.span()),
+                        );
+                        None
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    errors.finish_with(Options {
+        platform,
+        precision,
+        block_size,
+        dtype,
+        accumulate: raw.accumulate,
+        auto_pad: raw.auto_pad,
+        donate,
+        name: raw.name,
+    })
+}
+
+/// Checks that every donated name is a parameter of the kernel.
+pub fn check_donate(opts: &Options, sig: &KernelSig) -> darling::Result<()> {
+    let mut errors = Error::accumulator();
+    let names: Vec<String> = sig.params.iter().map(|p| p.ident.to_string()).collect();
+    let allowed: Vec<&str> = names.iter().map(String::as_str).collect();
+    for d in &opts.donate {
+        let s = d.to_string();
+        if !names.contains(&s) {
+            let hint = did_you_mean(&s, &allowed)
+                .map(|h| format!("did you mean `{h}`? "))
+                .unwrap_or_default();
+            errors.push(
+                Error::custom(format!(
+                    "`{s}` is not a parameter of this kernel; {hint}parameters: {}",
+                    names.join(", ")
+                ))
+                .with_span(d),
+            );
+        }
+    }
+    errors.finish()
+}
