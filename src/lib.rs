@@ -3,7 +3,7 @@
 //! A kernel is an ordinary Rust function over [`Tensor`] handles, marked with
 //! [`tpu_kernel`], [`gpu_kernel`] or [`cpu_kernel`]. The macro keeps the
 //! function (it stays callable, and is inlined, inside other kernels) and
-//! generates a companion module of the same name: `run` (host tensors in
+//! generates a companion of the same name: `run` (host tensors in
 //! and out), `call` (device buffers), `lower` (the StableHLO text),
 //! `compile` and `CONFIG`. Running traces the body once per argument
 //! shapes, dtypes and static arguments, lowers it to StableHLO, compiles it

@@ -1,6 +1,6 @@
 //! The thread-local trace context.
 //!
-//! While a kernel is traced, its Rust body runs with a [`TraceState`] on this
+//! While a kernel is traced, its Rust body runs with a `TraceState` on this
 //! thread's stack; every op on a [`Tensor`] appends a node to that state's
 //! [`Graph`]. Ops never panic and never return `Result` (so that operators
 //! read as plain Rust): the first error is recorded with the op, the operand
@@ -24,6 +24,11 @@ pub fn trace_count() -> u64 {
     TRACE_COUNT.load(Ordering::Relaxed)
 }
 
+/// How many kernel traces have run on this thread.
+pub fn thread_trace_count() -> u64 {
+    THREAD_TRACES.with(|c| c.get())
+}
+
 /// Per-trace settings that ops consult (set from the kernel's config).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TraceOptions {
@@ -43,6 +48,7 @@ pub(crate) struct TraceState {
 thread_local! {
     static STACK: RefCell<Vec<TraceState>> = const { RefCell::new(Vec::new()) };
     static ORPHAN: RefCell<Option<KernelError>> = const { RefCell::new(None) };
+    static THREAD_TRACES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Runs `f` on the innermost trace of this thread, if any.
@@ -343,6 +349,7 @@ pub fn trace<O: Outputs>(
     body: impl FnOnce(&[Tensor]) -> O,
 ) -> Result<Graph> {
     TRACE_COUNT.fetch_add(1, Ordering::Relaxed);
+    THREAD_TRACES.with(|c| c.set(c.get() + 1));
     let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
     let graph = Graph::new(name, params);
     let args: Vec<Tensor> = graph.regions[0]

@@ -71,7 +71,10 @@ fn config_expr(o: &Options) -> TokenStream {
     }
 }
 
-/// The original function followed by its companion module.
+/// The original function followed by its companion: a braced struct of the
+/// same name (it lives in the type namespace, so `name(..)` still calls the
+/// function and `name::run(..)` reaches the companion, also for kernels
+/// declared inside function bodies).
 pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
     let vis = &func.vis;
     let name = &func.sig.ident;
@@ -83,16 +86,19 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
     let ret = &sig.ret;
     let kp = quote!(::tessel::kernel::KernelParam);
     let ko = quote!(::tessel::kernel::KernelOutput);
+    let cfg_ty = quote!(::tessel::kernel::KernelConfig);
+    let dev_ty = quote!(::tessel::runtime::Device);
     let doc = format!(
-        "Companion API of the kernel [`{name_str}`](fn@{name_str}): `run` (host tensors in and out), \
-         `call` (device buffers), `lower` (StableHLO text), `compile`, `with_config` and `CONFIG`."
+        "Companion of the kernel [`{name_str}`](fn@{name_str}): `run` (host tensors in and out), \
+         `call` (device buffers), `lower` (StableHLO text), `compile` and `CONFIG`; the `*_with` \
+         forms take a [`KernelConfig`](::tessel::kernel::KernelConfig) that overrides the attribute's."
     );
     let body = |bind: TokenStream| {
         quote! {
             move |__t: &[::tessel::Tensor]| {
                 let mut __it = __t.iter().copied();
                 #( let #ps = <#tys as #kp>::#bind(&#ps, &mut __it); )*
-                super::#name(#(#ps),*)
+                #name(#(#ps),*)
             }
         }
     };
@@ -103,97 +109,83 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
         #func
 
         #[doc = #doc]
-        #[allow(clippy::too_many_arguments, unused_imports, non_snake_case)]
-        #vis mod #name {
-            use super::*;
+        #[allow(non_camel_case_types)]
+        #vis struct #name {}
 
+        #[allow(clippy::too_many_arguments, dead_code)]
+        impl #name {
             /// The configuration given by the kernel's attribute.
-            pub const CONFIG: ::tessel::kernel::KernelConfig = #config;
+            pub const CONFIG: #cfg_ty = #config;
 
-            /// The kernel under another configuration (overrides the attribute's).
-            pub fn with_config(config: ::tessel::kernel::KernelConfig) -> Configured {
-                Configured(config)
+            fn __kernel<F, O>(config: &#cfg_ty, c: &::tessel::kernel::ArgCollector<'_>, f: F) -> ::tessel::kernel::Kernel<F>
+            where
+                F: Fn(&[::tessel::Tensor]) -> O,
+                O: ::tessel::trace::Outputs,
+            {
+                ::tessel::kernel::Kernel::new(#name_str, f)
+                    .params(c.names.iter().copied())
+                    .config(*config)
+                    .statics(c.statics.clone())
+                    .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
             }
 
-            /// The kernel bound to a configuration.
-            #[derive(Clone, Copy, Debug)]
-            pub struct Configured(pub ::tessel::kernel::KernelConfig);
-
-            impl Configured {
-                fn kernel<F, O>(&self, c: &::tessel::kernel::ArgCollector<'_>, f: F) -> ::tessel::kernel::Kernel<F>
-                where
-                    F: Fn(&[::tessel::Tensor]) -> O,
-                    O: ::tessel::trace::Outputs,
-                {
-                    ::tessel::kernel::Kernel::new(#name_str, f)
-                        .params(c.names.iter().copied())
-                        .config(self.0)
-                        .statics(c.statics.clone())
-                        .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
-                }
-
-                /// Runs the kernel on host tensors (traced and compiled once per
-                /// argument specs and static arguments, then cached).
-                pub fn run(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Host<'_>),*)
-                    -> ::tessel::Result<<#ret as #ko>::Host>
-                {
-                    let mut __c = ::tessel::kernel::ArgCollector::default();
-                    #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                    let __outs = self.kernel(&__c, #body_host).run(device, &__c.hosts)?;
-                    <#ret as #ko>::from_host(__outs)
-                }
-
-                /// Runs the kernel on device buffers, leaving the results on the device.
-                pub fn call(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Buffer<'_>),*)
-                    -> ::tessel::Result<<#ret as #ko>::Buffer>
-                {
-                    let mut __c = ::tessel::kernel::ArgCollector::default();
-                    #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                    let __outs = self.kernel(&__c, #body_buf).call(device, &__c.buffers)?;
-                    <#ret as #ko>::from_buffers(__outs)
-                }
-
-                /// The kernel's StableHLO text for arguments of these specs.
-                pub fn lower(&self, #(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
-                    let mut __c = ::tessel::kernel::ArgCollector::default();
-                    #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
-                    self.kernel(&__c, #body_spec).lower(&__c.specs)
-                }
-
-                /// Compiles (or fetches from the device's cache) the kernel for these specs.
-                pub fn compile(&self, device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Spec<'_>),*)
-                    -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
-                {
-                    let mut __c = ::tessel::kernel::ArgCollector::default();
-                    #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
-                    self.kernel(&__c, #body_spec).compile(device, &__c.specs)
-                }
-            }
-
-            /// Runs the kernel on host tensors with [`CONFIG`].
-            pub fn run(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Host<'_>),*)
+            /// Runs the kernel on host tensors under `config` (traced and compiled
+            /// once per argument specs, static arguments and config, then cached).
+            pub fn run_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> ::tessel::Result<<#ret as #ko>::Host>
             {
-                Configured(CONFIG).run(device, #(#ps),*)
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                let __outs = Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)?;
+                <#ret as #ko>::from_host(__outs)
             }
 
-            /// Runs the kernel on device buffers with [`CONFIG`].
-            pub fn call(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Buffer<'_>),*)
+            /// Runs the kernel on device buffers under `config`, leaving the results on the device.
+            pub fn call_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
                 -> ::tessel::Result<<#ret as #ko>::Buffer>
             {
-                Configured(CONFIG).call(device, #(#ps),*)
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                let __outs = Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)?;
+                <#ret as #ko>::from_buffers(__outs)
             }
 
-            /// The kernel's StableHLO text with [`CONFIG`].
-            pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
-                Configured(CONFIG).lower(#(#ps),*)
+            /// The kernel's StableHLO text for arguments of these specs, under `config`.
+            pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(config, &__c, #body_spec).lower(&__c.specs)
             }
 
-            /// Compiles the kernel with [`CONFIG`].
-            pub fn compile(device: &::tessel::runtime::Device, #(#ps: <#tys as #kp>::Spec<'_>),*)
+            /// Compiles (or fetches from the device's cache) the kernel for these specs, under `config`.
+            pub fn compile_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
                 -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
             {
-                Configured(CONFIG).compile(device, #(#ps),*)
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(config, &__c, #body_spec).compile(device, &__c.specs)
+            }
+
+            /// Runs the kernel on host tensors with [`Self::CONFIG`].
+            pub fn run(device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*) -> ::tessel::Result<<#ret as #ko>::Host> {
+                Self::run_with(&Self::CONFIG, device, #(#ps),*)
+            }
+
+            /// Runs the kernel on device buffers with [`Self::CONFIG`].
+            pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> ::tessel::Result<<#ret as #ko>::Buffer> {
+                Self::call_with(&Self::CONFIG, device, #(#ps),*)
+            }
+
+            /// The kernel's StableHLO text with [`Self::CONFIG`].
+            pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
+                Self::lower_with(&Self::CONFIG, #(#ps),*)
+            }
+
+            /// Compiles the kernel with [`Self::CONFIG`].
+            pub fn compile(device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
+                -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
+            {
+                Self::compile_with(&Self::CONFIG, device, #(#ps),*)
             }
         }
     }

@@ -2,10 +2,11 @@
 //!
 //! `#[tpu_kernel]`, `#[gpu_kernel]` and `#[cpu_kernel]` keep the annotated
 //! function (so it stays callable, and is inlined, inside other kernels) and
-//! generate a companion module of the same name with `run`, `call`, `lower`,
-//! `compile`, `with_config` and `CONFIG`. Each entry point is thin: options
-//! are parsed in [`options`], the function is checked in [`analyze`], the
-//! companion is written in [`generate`]. Errors are accumulated and emitted
+//! generate a companion of the same name (a struct, in the type namespace)
+//! with `run`, `call`, `lower`, `compile`, their `*_with(config, ..)` forms
+//! and `CONFIG`. Each entry point is thin: options
+//! are parsed in `options`, the function is checked in `analyze`, the
+//! companion is written in `generate`. Errors are accumulated and emitted
 //! as `compile_error!`s at the offending spans, together with the original
 //! item, so one typo does not cascade.
 

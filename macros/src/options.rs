@@ -39,7 +39,7 @@ struct RawOptions {
     precision: Option<SpannedValue<String>>,
     block_size: Option<SpannedValue<syn::LitInt>>,
     dtype: Option<SpannedValue<String>>,
-    use_bfloat16: Option<bool>,
+    use_bfloat16: Option<SpannedValue<bool>>,
     accumulate: Option<bool>,
     auto_pad: Option<bool>,
     donate: Option<PathList>,
@@ -172,12 +172,15 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
             None
         }
     });
-    if let Some(b) = raw.use_bfloat16 {
+    if let Some(b) = &raw.use_bfloat16 {
         if raw.dtype.is_some() {
-            errors.push(Error::custom(
-                "give either `dtype` or `use_bfloat16`, not both",
-            ));
-        } else if b {
+            errors.push(
+                Error::custom(
+                    "give either `dtype` or `use_bfloat16`, not both: `use_bfloat16 = true` means `dtype = \"bf16\"`",
+                )
+                .with_span(&b.span()),
+            );
+        } else if **b {
             dtype = Some("bf16".into());
         } else {
             dtype = Some("f32".into());

@@ -129,7 +129,7 @@ fn unary_check(op: UnaryOp, s: &TensorSpec) -> Result<TensorSpec, String> {
     use UnaryOp::*;
     let d = s.dtype;
     let ok = match op {
-        Neg | Abs | Sign => !d.is_pred() && !(d.is_unsigned() && op == Neg),
+        Neg | Abs | Sign => !(d.is_pred() || (d.is_unsigned() && op == Neg)),
         Not => d.is_integer() || d.is_pred(),
         PopCount => d.is_integer(),
         IsFinite => d.is_float(),

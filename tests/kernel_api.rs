@@ -1,0 +1,249 @@
+//! The kernel API a user sees: the attribute's companion module (`run`,
+//! `call`, `lower`, `compile`, `with_config`, `CONFIG`), static parameters
+//! in the cache key, the compile cache, the closure path, and bad calls.
+
+use std::sync::Arc;
+use std::thread;
+
+use tessel::kernel::Kernel;
+use tessel::prelude::*;
+
+#[tpu_kernel(precision = "highest")]
+fn scaled_softmax(x: Tensor, scale: f32) -> Tensor {
+    (x * scale).softmax(-1)
+}
+
+/// Two outputs and a static flag.
+#[cpu_kernel(name = "stats")]
+fn row_stats(x: Tensor, squared: bool) -> (Tensor, Tensor) {
+    let y = if squared { x.square() } else { x };
+    (y.sum(&[-1]), y.max(&[-1]))
+}
+
+/// A kernel calling a kernel: `scaled_softmax` is inlined into this trace.
+#[tpu_kernel]
+fn softmax_then_sum(x: Tensor) -> Tensor {
+    scaled_softmax(x, 2.0).sum(&[-1])
+}
+
+fn dev() -> Device {
+    Device::cpu().expect("the CPU plugin loads")
+}
+
+fn softmax_ref(x: &[f32], cols: usize, scale: f32) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let m = row
+                .iter()
+                .map(|&v| f64::from(v * scale))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = row
+                .iter()
+                .map(|&v| (f64::from(v * scale) - m).exp())
+                .collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / s)
+        })
+        .collect()
+}
+
+fn close(got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (f64::from(g) - w).abs() <= tol * (1.0 + w.abs()),
+            "element {i}: got {g}, want {w}"
+        );
+    }
+}
+
+#[test]
+fn run_matches_reference_for_odd_shapes() {
+    let d = dev();
+    for (r, c) in [(1, 1), (3, 7), (5, 129)] {
+        let data: Vec<f32> = (0..r * c)
+            .map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.3)
+            .collect();
+        let x = HostTensor::from_vec(data.clone(), [r, c]).unwrap();
+        let y = scaled_softmax::run(&d, &x, 0.5).unwrap();
+        assert_eq!(y.shape(), &[r, c]);
+        close(
+            &y.to_vec::<f32>().unwrap(),
+            &softmax_ref(&data, c, 0.5),
+            1e-6,
+        );
+    }
+}
+
+#[test]
+fn tuple_outputs_and_static_flags() {
+    let d = dev();
+    let x = HostTensor::from_vec(vec![1.0f32, -2.0, 3.0, 4.0, 0.5, -6.0], [2, 3]).unwrap();
+    let (s, m) = row_stats::run(&d, &x, false).unwrap();
+    assert_eq!(s.to_vec::<f32>().unwrap(), vec![2.0, -1.5]);
+    assert_eq!(m.to_vec::<f32>().unwrap(), vec![3.0, 4.0]);
+    let (s2, m2) = row_stats::run(&d, &x, true).unwrap();
+    assert_eq!(s2.to_vec::<f32>().unwrap(), vec![14.0, 52.25]);
+    assert_eq!(m2.to_vec::<f32>().unwrap(), vec![9.0, 36.0]);
+    assert_eq!(row_stats::CONFIG.name, Some("stats"));
+    assert!(row_stats::lower(x.spec(), true)
+        .unwrap()
+        .contains("module @stats"));
+}
+
+#[test]
+fn kernels_inline_into_kernels() {
+    let d = dev();
+    let x = HostTensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4], [2, 2]).unwrap();
+    let y = softmax_then_sum::run(&d, &x).unwrap();
+    close(&y.to_vec::<f32>().unwrap(), &[1.0, 1.0], 1e-6);
+    let text = softmax_then_sum::lower(x.spec()).unwrap();
+    assert_eq!(text.matches("func.func").count(), 1, "inlined, not called");
+}
+
+#[test]
+fn cache_hit_does_not_retrace_and_statics_are_keyed() {
+    let d = Device::cpu_with_devices(1).unwrap();
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0], [1, 3]).unwrap();
+    scaled_softmax::run(&d, &x, 1.0).unwrap();
+    let before = (tessel::thread_trace_count(), d.cache().stats());
+    let again = scaled_softmax::run(&d, &x, 1.0).unwrap();
+    let after = (tessel::thread_trace_count(), d.cache().stats());
+    assert_eq!(after.0, before.0, "a cache hit must not trace");
+    assert_eq!(after.1.hits, before.1.hits + 1);
+    assert_eq!(after.1.entries, before.1.entries);
+    assert_eq!(after.1.compiles, before.1.compiles);
+    close(
+        &again.to_vec::<f32>().unwrap(),
+        &softmax_ref(&[1.0, 2.0, 3.0], 3, 1.0),
+        1e-6,
+    );
+    // A different static value is a different program.
+    scaled_softmax::run(&d, &x, 2.0).unwrap();
+    assert_eq!(d.cache().stats().entries, before.1.entries + 1);
+    assert_eq!(d.cache().stats().compiles, before.1.compiles + 1);
+    // A different shape too.
+    let x2 = HostTensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
+    scaled_softmax::run(&d, &x2, 1.0).unwrap();
+    assert_eq!(d.cache().stats().entries, before.1.entries + 2);
+}
+
+#[test]
+fn config_override_changes_the_program() {
+    let spec = TensorSpec::new([2, 3], F32);
+    assert_eq!(scaled_softmax::CONFIG.precision, Precision::Highest);
+    let x = spec.clone();
+    assert!(scaled_softmax::lower(&x, 1.0)
+        .unwrap()
+        .contains("module @scaled_softmax"));
+    let cfg = scaled_softmax::CONFIG.with_precision(Precision::High);
+    let text = softmax_then_sum::lower_with(&cfg, &spec).unwrap();
+    assert!(text.contains("module @softmax_then_sum"));
+    // The override reaches dots traced under it.
+    #[tpu_kernel]
+    fn mm(a: Tensor, b: Tensor) -> Tensor {
+        a.matmul(b)
+    }
+    let a = TensorSpec::new([2, 2], F32);
+    assert!(mm::lower(&a, &a).unwrap().contains("precision DEFAULT"));
+    assert!(mm::lower_with(&cfg, &a, &a)
+        .unwrap()
+        .contains("precision HIGH>"));
+}
+
+#[test]
+fn call_keeps_buffers_on_the_device() {
+    let d = dev();
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]).unwrap();
+    let buf = d.to_device(&x).unwrap();
+    let y = scaled_softmax::call(&d, &buf, 1.0).unwrap();
+    let z = softmax_then_sum::call(&d, &y).unwrap();
+    close(
+        &z.to_host().unwrap().to_vec::<f32>().unwrap(),
+        &[1.0, 1.0],
+        1e-6,
+    );
+}
+
+#[test]
+fn eight_threads_agree_with_one() {
+    let d = dev();
+    let x = HostTensor::from_fn(TensorSpec::new([16, 33], F32), |i| {
+        ((i * 7919) % 101) as f64 / 10.0
+    });
+    let one = scaled_softmax::run(&d, &x, 0.7).unwrap();
+    let x = Arc::new(x);
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let (d, x) = (d.clone(), Arc::clone(&x));
+            thread::spawn(move || {
+                (0..10)
+                    .map(|_| scaled_softmax::run(&d, &x, 0.7).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        for r in h.join().unwrap() {
+            assert_eq!(r, one);
+        }
+    }
+}
+
+#[test]
+fn closure_kernels_check_their_argument_count() {
+    let d = dev();
+    let k = Kernel::new("axpy", |a: &[Tensor]| a[0] * 2.0 + a[1]).params(["x", "y"]);
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    let out = k.run(&d, &[&x, &x]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+    let err = k.run(&d, &[&x]).unwrap_err();
+    let msg = err.to_string();
+    assert!(err.is_kernel_error(), "{msg}");
+    assert!(msg.contains("takes 2 arguments (x, y), got 1"), "{msg}");
+}
+
+#[test]
+fn trace_errors_name_kernel_op_shapes_and_line() {
+    #[cpu_kernel]
+    fn bad_matmul(a: Tensor, b: Tensor) -> Tensor {
+        a.matmul(b)
+    }
+    let d = dev();
+    let a = HostTensor::zeros(TensorSpec::new([2, 3], F32));
+    let b = HostTensor::zeros(TensorSpec::new([4, 5], F32));
+    let err = bad_matmul::run(&d, &a, &b).unwrap_err();
+    let k = err.as_kernel_error().expect("a kernel error");
+    assert_eq!(k.kernel, "bad_matmul");
+    assert_eq!(k.op, "dot_general");
+    assert_eq!(k.operands, vec!["f32[2,3]", "f32[4,5]"]);
+    assert!(k.location.file.ends_with("kernel_api.rs"), "{}", k.location);
+    assert!(k.message.contains("contracting"), "{}", k.message);
+    let text = err.to_string();
+    assert!(
+        text.contains("kernel `bad_matmul`") && text.contains("f32[2,3]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn wrong_dtype_at_run_is_a_kernel_error_not_an_abort() {
+    let d = dev();
+    let x = HostTensor::from_vec(vec![1i32, 2, 3], [1, 3]).unwrap();
+    // exp is undefined on integers: caught while tracing.
+    let err = scaled_softmax::run(&d, &x, 1.0).unwrap_err();
+    assert!(err.is_kernel_error(), "{err}");
+}
+
+#[test]
+fn executables_refuse_mismatched_arguments() {
+    let d = dev();
+    let spec = TensorSpec::new([2, 2], F32);
+    let exe = scaled_softmax::compile(&d, &spec, 1.0).unwrap();
+    let wrong_shape = HostTensor::zeros(TensorSpec::new([3, 2], F32));
+    let wrong_dtype = HostTensor::zeros(TensorSpec::new([2, 2], F16));
+    for args in [vec![&wrong_shape], vec![&wrong_dtype], vec![]] {
+        let err = exe.run(&args).unwrap_err();
+        assert!(err.is_device_error(), "{err}");
+    }
+}

@@ -1,0 +1,6 @@
+use tessel::prelude::*;
+
+#[tpu_kernel]
+struct K;
+
+fn main() {}

@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[tpu_kernel]
+fn k((a, b): (Tensor, Tensor)) -> Tensor {
+    a + b
+}
+
+fn main() {}

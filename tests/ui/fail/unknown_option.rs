@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[tpu_kernel(precison = "high")]
+fn k(x: Tensor) -> Tensor {
+    x
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[cpu_kernel]
+unsafe fn k(x: Tensor) -> Tensor {
+    x
+}
+
+fn main() {}

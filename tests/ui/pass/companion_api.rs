@@ -1,0 +1,44 @@
+// Every attribute, options, static parameters, tuple returns, kernels in
+// function bodies and kernels calling kernels.
+use tessel::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Mode {
+    Fast,
+    Exact,
+}
+impl StaticArg for Mode {}
+
+#[tpu_kernel(precision = "high", block_size = 256, use_bfloat16 = true, donate(x), name = "custom")]
+pub fn tpu(x: Tensor, scale: f32, mode: Mode) -> Tensor {
+    match mode {
+        Mode::Fast => x * scale,
+        Mode::Exact => (x * scale).exp().log(),
+    }
+}
+
+#[gpu_kernel(dtype = "f16", accumulate = true, auto_pad = false)]
+fn gpu(a: Tensor, b: Tensor) -> (Tensor, Tensor) {
+    (a + b, a - b)
+}
+
+#[cpu_kernel]
+fn cpu(a: Tensor) -> Vec<Tensor> {
+    vec![tpu(a, 2.0, Mode::Fast), a]
+}
+
+fn main() {
+    #[cpu_kernel]
+    fn local(a: Tensor, n: usize) -> Tensor {
+        a * n as f32
+    }
+    let spec = TensorSpec::new([2, 2], F32);
+    let _: tessel::Result<String> = tpu::lower(&spec, 1.0, Mode::Exact);
+    let _: tessel::Result<String> = gpu::lower(&spec, &spec);
+    let _: tessel::Result<String> = cpu::lower(&spec);
+    let _: tessel::Result<String> = local::lower(&spec, 3);
+    let _ = tpu::CONFIG.precision == Precision::High;
+    let _ = gpu::lower_with(&gpu::CONFIG.with_precision(Precision::Highest), &spec, &spec);
+    let run: fn(&Device, &HostTensor, &HostTensor) -> tessel::Result<(HostTensor, HostTensor)> = gpu::run;
+    let _ = run;
+}
