@@ -1,0 +1,183 @@
+//! Host tensors and `.npy` files: constructors, conversions, and bad data
+//! as typed errors.
+
+use tessel_dsl::{DType, Error, HostError, HostTensor, TensorSpec};
+
+fn sample(dtype: DType) -> HostTensor {
+    let spec = TensorSpec::new([2, 3], dtype);
+    HostTensor::from_fn(spec, |i| match dtype {
+        DType::Pred => (i % 2) as f64,
+        DType::U8 | DType::U32 => i as f64,
+        _ => i as f64 - 2.0,
+    })
+}
+
+#[test]
+fn npy_round_trips_every_dtype() {
+    let dir = std::env::temp_dir().join(format!("tessel-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for dtype in DType::ALL {
+        let t = sample(dtype);
+        let bytes = t.to_npy_bytes();
+        assert_eq!(
+            bytes.len() % 64,
+            (6 * dtype.size_in_bytes()) % 64,
+            "header padded to 64 bytes"
+        );
+        let back = HostTensor::from_npy_bytes(&bytes).unwrap();
+        let back = if matches!(dtype, DType::F8E4M3FN | DType::F8E5M2) {
+            assert_eq!(back.dtype(), DType::U8, "fp8 is stored as uint8 bits");
+            back.bitcast(dtype).unwrap()
+        } else {
+            back
+        };
+        assert_eq!(back, t, "{dtype}");
+        let path = dir.join(format!("{dtype}.npy"));
+        t.write_npy(&path).unwrap();
+        let read = HostTensor::read_npy(&path).unwrap();
+        assert_eq!(read.as_bytes(), t.as_bytes(), "{dtype}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn npy_scalars_vectors_big_endian_and_fortran_order() {
+    let s = HostTensor::scalar(2.5f64);
+    assert_eq!(HostTensor::from_npy_bytes(&s.to_npy_bytes()).unwrap(), s);
+    let v = HostTensor::from_vec(vec![1i64, 2, 3], [3]).unwrap();
+    assert_eq!(HostTensor::from_npy_bytes(&v.to_npy_bytes()).unwrap(), v);
+
+    let npy = |descr: &str, fortran: &str, shape: &str, data: &[u8]| {
+        let mut h =
+            format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(data);
+        b
+    };
+    let be: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|x| x.to_be_bytes())
+        .collect();
+    let t = HostTensor::from_npy_bytes(&npy(">f4", "False", "(2,)", &be)).unwrap();
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.5, -2.0]);
+    // Column-major [[1, 2, 3], [4, 5, 6]] is stored as 1 4 2 5 3 6.
+    let f: Vec<u8> = [1i32, 4, 2, 5, 3, 6]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let t = HostTensor::from_npy_bytes(&npy("<i4", "True", "(2, 3)", &f)).unwrap();
+    assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    let u16s: Vec<u8> = [half::bf16::from_f32(1.5).to_bits()]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let t = HostTensor::from_npy_bytes(&npy("<u2", "False", "(1,)", &u16s)).unwrap();
+    assert_eq!(t.dtype(), DType::BF16);
+    assert_eq!(t.to_f64_vec(), vec![1.5]);
+}
+
+/// `bytes` with the first `from` replaced by `to` (header edits).
+fn edit(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+        .expect("pattern in header");
+    let mut out = bytes[..at].to_vec();
+    out.extend_from_slice(to.as_bytes());
+    out.extend_from_slice(&bytes[at + from.len()..]);
+    out
+}
+
+fn assert_npy_error(bytes: &[u8], needle: &str) {
+    match HostTensor::from_npy_bytes(bytes) {
+        Err(Error::Host(HostError::Npy { message, .. })) => {
+            assert!(
+                message.contains(needle),
+                "{message:?} should mention {needle:?}"
+            )
+        }
+        other => panic!("expected an npy error, got {other:?}"),
+    }
+}
+
+#[test]
+fn corrupt_npy_is_a_typed_error() {
+    let good = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])
+        .unwrap()
+        .to_npy_bytes();
+    assert_npy_error(b"", "magic");
+    assert_npy_error(b"PK\x03\x04 not numpy", "magic");
+    assert_npy_error(&good[..20], "truncated");
+    assert_npy_error(&good[..good.len() - 3], "needs 16 data bytes");
+    let mut v9 = good.clone();
+    v9[6] = 9;
+    assert_npy_error(&v9, "version 9");
+    assert_npy_error(&edit(&good, "<f4", "<c8"), "unsupported dtype");
+    assert_npy_error(&edit(&good, "(2, 2)", "(2, x)"), "bad shape");
+    assert_npy_error(&edit(&good, "False", "Maybe"), "fortran_order");
+    assert_npy_error(
+        &edit(&good, "(2, 2), }", "(99999999999, 99999999999, 99), }"),
+        "too large",
+    );
+    let missing = std::env::temp_dir().join("tessel-no-such-file.npy");
+    assert!(matches!(
+        HostTensor::read_npy(&missing),
+        Err(Error::Io { .. })
+    ));
+}
+
+#[test]
+fn data_length_and_dtype_mismatches_are_errors() {
+    assert!(matches!(
+        HostTensor::from_vec(vec![1.0f32; 5], [2, 3]),
+        Err(Error::Host(HostError::DataLength {
+            expected: 24,
+            actual: 20,
+            ..
+        }))
+    ));
+    assert!(HostTensor::from_bytes(TensorSpec::new([2], DType::F64), vec![0; 15]).is_err());
+    let t = HostTensor::from_vec(vec![1i32, 2], [2]).unwrap();
+    assert!(matches!(
+        t.to_vec::<f32>(),
+        Err(Error::Host(HostError::DTypeMismatch { .. }))
+    ));
+    assert!(t.clone().reshape([3]).is_err());
+    assert_eq!(t.clone().reshape([1, 2]).unwrap().shape(), &[1, 2]);
+    assert!(t.bitcast(DType::F16).is_err());
+}
+
+#[test]
+fn conversions_between_host_types() {
+    let v = vec![half::bf16::from_f32(0.5), half::bf16::from_f32(-3.0)];
+    let t = HostTensor::from_slice(&v, [2]).unwrap();
+    assert_eq!(t.to_vec::<half::bf16>().unwrap(), v);
+    assert_eq!(t.cast(DType::F32).to_vec::<f32>().unwrap(), vec![0.5, -3.0]);
+    let f8 = HostTensor::from_vec(vec![float8::F8E4M3::from_f32(1.5)], [1]).unwrap();
+    assert_eq!(f8.dtype(), DType::F8E4M3FN);
+    assert_eq!(f8.to_f64_vec(), vec![1.5]);
+    let p = HostTensor::from_vec(vec![true, false, true], [3]).unwrap();
+    assert_eq!(p.to_vec::<bool>().unwrap(), vec![true, false, true]);
+    assert_eq!(format!("{p:?}"), "HostTensor(pred[3]: [1, 0, 1])");
+}
+
+#[cfg(feature = "ndarray")]
+#[test]
+fn ndarray_round_trip() {
+    let a = ndarray::Array2::from_shape_vec((2, 3), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let t = HostTensor::from_ndarray(&a.t().to_owned()).unwrap();
+    assert_eq!(t.shape(), &[3, 2]);
+    assert_eq!(
+        t.to_vec::<f32>().unwrap(),
+        vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    );
+    let back = t.to_ndarray::<f32>().unwrap();
+    assert_eq!(back.shape(), &[3, 2]);
+    assert!(t.to_ndarray::<i32>().is_err());
+}
