@@ -10,6 +10,7 @@ pub mod error;
 pub mod graph;
 pub mod host;
 pub mod kernel;
+pub mod lang;
 pub mod lower;
 pub mod ops;
 pub mod runtime;

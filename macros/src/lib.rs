@@ -13,6 +13,8 @@
 mod analyze;
 mod generate;
 mod options;
+mod rewrite;
+mod scope;
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -65,8 +67,18 @@ fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenSt
     if let (Some(opts), Some(sig)) = (&opts, &sig) {
         errors.handle(options::check_donate(opts, sig));
     }
+    let mut body = func.block.clone();
+    let mut rw = rewrite::Rewriter { errors: Vec::new() };
+    syn::visit_mut::VisitMut::visit_block_mut(&mut rw, &mut body);
+    for e in rw.errors {
+        errors.push(e.into());
+    }
     match (errors.finish(), opts, sig) {
-        (Ok(()), Some(opts), Some(sig)) => generate::generate(&func, &opts, &sig),
+        (Ok(()), Some(opts), Some(sig)) => {
+            let mut rewritten = func.clone();
+            rewritten.block = body;
+            generate::generate(&rewritten, &opts, &sig)
+        }
         (Err(e), _, _) => {
             let errs = e.write_errors();
             quote! { #errs #func }

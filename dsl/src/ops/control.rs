@@ -16,6 +16,13 @@ use crate::trace::{build, with_state};
 
 /// A value carried through a loop or returned by a branch: a [`Tensor`], or a
 /// tuple, array or `Vec` of carries.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be carried through a traced loop or merged by a branch on a tensor",
+    label = "not made of `Tensor`s",
+    note = "a `for` over a range, a `while` on a tensor condition and an `if` on a tensor condition carry \
+            every outer variable they assign as traced values; a Rust value assigned there must be a \
+            `Tensor` (or a tuple/array/Vec of them). To run a loop while tracing instead, write `#[unroll] for ...`"
+)]
 pub trait Carry: Sized {
     /// Appends the tensors, in order.
     fn flatten(&self, out: &mut Vec<Tensor>);
@@ -76,7 +83,8 @@ carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5);
 carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
-fn flat<C: Carry>(c: &C) -> Vec<Tensor> {
+/// The tensors of a carry, in order.
+pub fn flat<C: Carry>(c: &C) -> Vec<Tensor> {
     let mut v = Vec::new();
     c.flatten(&mut v);
     v
@@ -175,6 +183,125 @@ fn align_captures(region: RegionId, n: usize, captured: &[ValueId]) -> Vec<Value
     .unwrap_or_default()
 }
 
+/// Builds one XLA `while` step by step, for code that cannot be written as
+/// closures (the kernel macros' inline loops): [`WhileBuilder::begin`] opens
+/// the condition region, [`WhileBuilder::cond_done`] closes it and opens the
+/// body, [`WhileBuilder::finish`] closes the body and appends the loop.
+pub struct WhileBuilder {
+    inits: Vec<Tensor>,
+    specs: Vec<TensorSpec>,
+    prev: RegionId,
+    cond_region: RegionId,
+    body_region: Option<RegionId>,
+    ok: bool,
+    loc: Location,
+}
+
+impl WhileBuilder {
+    /// Opens the condition region; returns the builder and the condition's
+    /// view of the carried values (`None` outside a trace).
+    pub fn begin(inits: Vec<Tensor>, loc: Location) -> Option<(WhileBuilder, Vec<Tensor>)> {
+        let specs: Vec<TensorSpec> = inits.iter().map(|t| t.spec()).collect();
+        let Some((cr, prev, args)) = enter(RegionKind::Explicit, &specs) else {
+            crate::trace::orphan("while_loop", &loc);
+            return None;
+        };
+        let b = WhileBuilder {
+            inits,
+            specs,
+            prev,
+            cond_region: cr,
+            body_region: None,
+            ok: true,
+            loc,
+        };
+        Some((b, args))
+    }
+
+    /// Closes the condition region with `pred` (a scalar `pred` tensor) and
+    /// opens the body; returns the body's view of the carried values.
+    pub fn cond_done(&mut self, pred: Tensor) -> Vec<Tensor> {
+        let want = [TensorSpec::scalar(DType::Pred)];
+        self.ok &= leave(
+            "while_loop",
+            self.cond_region,
+            self.prev,
+            &[pred],
+            &want,
+            "loop condition",
+            &self.loc,
+        );
+        match enter(RegionKind::Explicit, &self.specs) {
+            Some((br, _, args)) => {
+                self.body_region = Some(br);
+                args
+            }
+            None => self.inits.clone(),
+        }
+    }
+
+    /// Closes the body with the next carried values and appends the loop;
+    /// returns its results (poisoned handles after an error).
+    pub fn finish(self, outs: Vec<Tensor>) -> Vec<Tensor> {
+        let (n, loc) = (self.inits.len(), self.loc.clone());
+        let Some(br) = self.body_region else {
+            return self.inits;
+        };
+        let mut ok = self.ok;
+        ok &= leave(
+            "while_loop",
+            br,
+            self.prev,
+            &outs,
+            &self.specs,
+            "carried value",
+            &loc,
+        );
+        let mut captured: Vec<ValueId> = Vec::new();
+        with_state(|s| {
+            for r in [self.cond_region, br] {
+                for &(o, _) in &s.graph.regions[r].captures {
+                    if !captured.contains(&o) {
+                        captured.push(o);
+                    }
+                }
+            }
+        });
+        align_captures(self.cond_region, n, &captured);
+        let passthrough = align_captures(br, n, &captured);
+        with_state(|s| s.graph.regions[br].results.extend(passthrough));
+        let poisoned =
+            |inits: &[Tensor]| build("while_loop", inits, loc.clone(), n, |_| Err(String::new()));
+        if !ok {
+            return poisoned(&self.inits);
+        }
+        let (prev, cr, specs) = (self.prev, self.cond_region, self.specs.clone());
+        let results = with_state(|s| {
+            let mut operands = Vec::new();
+            for &t in &self.inits {
+                match s.operand(t) {
+                    Ok(Some(v)) => operands.push(v),
+                    _ => return None,
+                }
+            }
+            operands.extend(&captured);
+            let mut rs = specs;
+            rs.extend(captured.iter().map(|&c| s.graph.values[c].spec.clone()));
+            let ids = s
+                .graph
+                .add_node(prev, Op::While, operands, rs, vec![cr, br], loc.clone());
+            Some(
+                ids[..n]
+                    .iter()
+                    .map(|&value| Tensor { trace: s.id, value })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .flatten();
+        results.unwrap_or_else(|| poisoned(&self.inits))
+    }
+}
+
 /// An XLA `while`: starting from `init`, runs `body` while `cond` (a scalar
 /// `pred` tensor) holds, and returns the final carried value. The body must
 /// return the same structure, shapes and dtypes it receives.
@@ -198,72 +325,13 @@ pub fn while_loop<C: Carry>(
     body: impl FnOnce(C) -> C,
 ) -> C {
     let loc = Location::caller();
-    let inits = flat(&init);
-    let specs: Vec<TensorSpec> = inits.iter().map(|t| t.spec()).collect();
-    let n = inits.len();
-    let Some((cr, prev, cargs)) = enter(RegionKind::Explicit, &specs) else {
-        crate::trace::orphan("while_loop", &loc);
+    let Some((mut b, cargs)) = WhileBuilder::begin(flat(&init), loc) else {
         return init;
     };
     let p = cond(init.rebuild(&mut cargs.into_iter()));
-    let mut ok = leave(
-        "while_loop",
-        cr,
-        prev,
-        &[p],
-        &[TensorSpec::scalar(DType::Pred)],
-        "loop condition",
-        &loc,
-    );
-    let Some((br, _, bargs)) = enter(RegionKind::Explicit, &specs) else {
-        return init;
-    };
+    let bargs = b.cond_done(p);
     let out = flat(&body(init.rebuild(&mut bargs.into_iter())));
-    ok &= leave("while_loop", br, prev, &out, &specs, "carried value", &loc);
-    let mut captured: Vec<ValueId> = Vec::new();
-    with_state(|s| {
-        for r in [cr, br] {
-            for &(o, _) in &s.graph.regions[r].captures {
-                if !captured.contains(&o) {
-                    captured.push(o);
-                }
-            }
-        }
-    });
-    align_captures(cr, n, &captured);
-    let passthrough = align_captures(br, n, &captured);
-    with_state(|s| s.graph.regions[br].results.extend(passthrough));
-    if !ok {
-        return init
-            .rebuild(&mut build("while_loop", &inits, loc, n, |_| Err(String::new())).into_iter());
-    }
-    let results = with_state(|s| {
-        let mut operands = Vec::new();
-        for &t in &inits {
-            match s.operand(t) {
-                Ok(Some(v)) => operands.push(v),
-                _ => return None,
-            }
-        }
-        operands.extend(&captured);
-        let mut rs = specs.clone();
-        rs.extend(captured.iter().map(|&c| s.graph.values[c].spec.clone()));
-        let ids = s
-            .graph
-            .add_node(prev, Op::While, operands, rs, vec![cr, br], loc.clone());
-        Some(
-            ids[..n]
-                .iter()
-                .map(|&value| Tensor { trace: s.id, value })
-                .collect::<Vec<_>>(),
-        )
-    })
-    .flatten();
-    match results {
-        Some(r) => init.rebuild(&mut r.into_iter()),
-        None => init
-            .rebuild(&mut build("while_loop", &inits, loc, n, |_| Err(String::new())).into_iter()),
-    }
+    init.rebuild(&mut b.finish(out).into_iter())
 }
 
 /// A counted loop: `body(i, carry)` for `i` in `lo..hi` (s32 scalars; either
@@ -299,49 +367,109 @@ pub fn fori_loop<C: Carry>(
     out
 }
 
+/// Builds one XLA conditional step by step (the kernel macros' inline
+/// `if`): [`CondBuilder::begin`] opens the then-region,
+/// [`CondBuilder::then_done`] closes it and opens the else-region,
+/// [`CondBuilder::finish`] closes that and appends the conditional.
+pub struct CondBuilder {
+    pred: Tensor,
+    prev: RegionId,
+    then_region: RegionId,
+    else_region: Option<RegionId>,
+    specs: Vec<TensorSpec>,
+    ok: bool,
+    loc: Location,
+}
+
+impl CondBuilder {
+    /// Opens the then-region of a conditional on `pred` (`None` outside a trace).
+    pub fn begin(pred: Tensor, loc: Location) -> Option<CondBuilder> {
+        let Some((tr, prev, _)) = enter(RegionKind::Implicit, &[]) else {
+            crate::trace::orphan("cond", &loc);
+            return None;
+        };
+        Some(CondBuilder {
+            pred,
+            prev,
+            then_region: tr,
+            else_region: None,
+            specs: Vec::new(),
+            ok: true,
+            loc,
+        })
+    }
+
+    /// Closes the then-region with its results and opens the else-region.
+    pub fn then_done(&mut self, outs: &[Tensor]) {
+        self.specs = outs.iter().map(|x| x.spec()).collect();
+        self.ok &= leave(
+            "cond",
+            self.then_region,
+            self.prev,
+            outs,
+            &self.specs,
+            "branch result",
+            &self.loc,
+        );
+        self.else_region = enter(RegionKind::Implicit, &[]).map(|(er, _, _)| er);
+    }
+
+    /// Closes the else-region with its results (same types as the then-region's)
+    /// and appends the conditional; returns its results.
+    pub fn finish(self, outs: &[Tensor]) -> Vec<Tensor> {
+        let Some(er) = self.else_region else {
+            return outs.to_vec();
+        };
+        let mut ok = self.ok;
+        ok &= leave(
+            "cond",
+            er,
+            self.prev,
+            outs,
+            &self.specs,
+            "else-branch result",
+            &self.loc,
+        );
+        let n = self.specs.len().max(1);
+        let (specs, regions) = (self.specs, vec![self.then_region, er]);
+        let r = build("cond", &[self.pred], self.loc, n, move |s| {
+            if s[0].dtype != DType::Pred || s[0].rank() != 0 {
+                return Err(format!(
+                    "the condition must be a scalar pred tensor, got {}",
+                    s[0]
+                ));
+            }
+            if specs.is_empty() {
+                return Err("both branches must return at least one tensor".into());
+            }
+            if !ok {
+                return Err(String::new());
+            }
+            Ok((Op::If, specs))
+        });
+        with_state(|s| {
+            if let Some(&v) = r.first() {
+                if let crate::graph::Def::Result { node, .. } = s.graph.values[v.value].def {
+                    s.graph.nodes[node].regions = regions;
+                }
+            }
+        });
+        r
+    }
+}
+
 /// An XLA conditional on a scalar `pred` tensor: the value of `then` or of
 /// `otherwise`, which must agree in structure, shapes and dtypes. Both
 /// branches are traced; only one runs.
 #[track_caller]
 pub fn cond<C: Carry>(pred: Tensor, then: impl FnOnce() -> C, otherwise: impl FnOnce() -> C) -> C {
-    let loc = Location::caller();
-    let Some((tr, prev, _)) = enter(RegionKind::Implicit, &[]) else {
-        crate::trace::orphan("cond", &loc);
+    let Some(mut b) = CondBuilder::begin(pred, Location::caller()) else {
         return then();
     };
     let t = then();
-    let touts = flat(&t);
-    let specs: Vec<TensorSpec> = touts.iter().map(|x| x.spec()).collect();
-    let mut ok = leave("cond", tr, prev, &touts, &specs, "branch result", &loc);
-    let Some((er, _, _)) = enter(RegionKind::Implicit, &[]) else {
-        return t;
-    };
-    let eouts = flat(&otherwise());
-    ok &= leave("cond", er, prev, &eouts, &specs, "else-branch result", &loc);
-    let n = touts.len().max(1);
-    let r = build("cond", &[pred], loc, n, move |s| {
-        if s[0].dtype != DType::Pred || s[0].rank() != 0 {
-            return Err(format!(
-                "the condition must be a scalar pred tensor, got {}",
-                s[0]
-            ));
-        }
-        if specs.is_empty() {
-            return Err("both branches must return at least one tensor".into());
-        }
-        if !ok {
-            return Err(String::new());
-        }
-        Ok((Op::If, specs))
-    });
-    with_state(|s| {
-        if let Some(&v) = r.first() {
-            if let crate::graph::Def::Result { node, .. } = s.graph.values[v.value].def {
-                s.graph.nodes[node].regions = vec![tr, er];
-            }
-        }
-    });
-    t.rebuild(&mut r.into_iter())
+    b.then_done(&flat(&t));
+    let e = flat(&otherwise());
+    t.rebuild(&mut b.finish(&e).into_iter())
 }
 
 /// Returns `values` unchanged, but XLA may not move computation across this point.

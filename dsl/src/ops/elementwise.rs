@@ -409,15 +409,16 @@ impl Tensor {
         })[0]
     }
 
-    /// `on_true` where `self` (a `pred` tensor) is true, else `on_false`; all three broadcast.
+    /// `on_true` where `self` (a `pred` tensor) is true, else `on_false`; all
+    /// three broadcast. A scalar branch takes the other branch's dtype (f32
+    /// when both are scalars).
     #[track_caller]
     pub fn select(self, on_true: impl Operand, on_false: impl Operand) -> Tensor {
         let loc = Location::caller();
-        // A scalar branch takes the other branch's dtype.
-        let Some(like) = on_true.as_tensor().or(on_false.as_tensor()) else {
-            let m =
-                "select needs at least one tensor branch; make one with Tensor::full".to_string();
-            return build("select", &[self], loc, 1, move |_| Err(m))[0];
+        // A scalar branch takes the other branch's dtype; two scalars are f32.
+        let like = match on_true.as_tensor().or(on_false.as_tensor()) {
+            Some(t) => t,
+            None => crate::ops::constant::full_at(Vec::new(), 0.0, DType::F32, loc.clone()),
         };
         let t = on_true.to_tensor(like, &loc);
         let f = on_false.to_tensor(like, &loc);

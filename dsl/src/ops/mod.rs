@@ -14,7 +14,9 @@ pub mod reduce;
 pub mod shape;
 pub mod sort;
 
-pub use control::{cond, fori_loop, optimization_barrier, while_loop, Carry};
+pub use control::{
+    cond, fori_loop, optimization_barrier, while_loop, Carry, CondBuilder, WhileBuilder,
+};
 pub use elementwise::Scalar;
 pub use indexing::{GatherDims, ScatterCombine, ScatterDims};
 pub use linalg::{DotDims, Precision};

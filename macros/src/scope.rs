@@ -1,0 +1,189 @@
+//! Syntactic facts about a block that the rewrite needs: which outer
+//! variables it assigns (the state a traced branch or loop carries) and
+//! whether it leaves early (`return`, `?`, `break`, `continue`).
+
+use std::collections::BTreeSet;
+
+use proc_macro2::Span;
+use syn::visit::Visit;
+use syn::{Expr, Ident, Pat};
+
+/// The variables a block assigns that it does not declare itself, in order
+/// of first assignment.
+pub fn assigned_outer(block: &syn::Block) -> Vec<Ident> {
+    let mut v = Assigned::default();
+    v.visit_block(block);
+    v.order
+        .into_iter()
+        .filter(|i| !v.declared.contains(&i.to_string()))
+        .collect()
+}
+
+/// The same for an expression (an `else` branch).
+pub fn assigned_outer_expr(e: &Expr) -> Vec<Ident> {
+    let mut v = Assigned::default();
+    v.visit_expr(e);
+    v.order
+        .into_iter()
+        .filter(|i| !v.declared.contains(&i.to_string()))
+        .collect()
+}
+
+#[derive(Default)]
+struct Assigned {
+    order: Vec<Ident>,
+    seen: BTreeSet<String>,
+    declared: BTreeSet<String>,
+}
+
+impl Assigned {
+    fn target(&mut self, e: &Expr) {
+        match e {
+            Expr::Path(p) => {
+                if let Some(id) = p.path.get_ident() {
+                    if self.seen.insert(id.to_string()) {
+                        self.order.push(id.clone());
+                    }
+                }
+            }
+            Expr::Field(f) => self.target(&f.base),
+            Expr::Index(i) => self.target(&i.expr),
+            Expr::Paren(p) => self.target(&p.expr),
+            Expr::Tuple(t) => t.elems.iter().for_each(|e| self.target(e)),
+            Expr::Array(a) => a.elems.iter().for_each(|e| self.target(e)),
+            _ => {}
+        }
+    }
+
+    fn bind(&mut self, p: &Pat) {
+        match p {
+            Pat::Ident(i) => {
+                self.declared.insert(i.ident.to_string());
+                if let Some((_, sub)) = &i.subpat {
+                    self.bind(sub);
+                }
+            }
+            Pat::Tuple(t) => t.elems.iter().for_each(|p| self.bind(p)),
+            Pat::TupleStruct(t) => t.elems.iter().for_each(|p| self.bind(p)),
+            Pat::Struct(s) => s.fields.iter().for_each(|f| self.bind(&f.pat)),
+            Pat::Slice(s) => s.elems.iter().for_each(|p| self.bind(p)),
+            Pat::Reference(r) => self.bind(&r.pat),
+            Pat::Type(t) => self.bind(&t.pat),
+            Pat::Or(o) => o.cases.iter().for_each(|p| self.bind(p)),
+            Pat::Paren(p) => self.bind(&p.pat),
+            _ => {}
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Assigned {
+    fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        self.target(&a.left);
+        syn::visit::visit_expr_assign(self, a);
+    }
+
+    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+        use syn::BinOp::*;
+        if matches!(
+            b.op,
+            AddAssign(_)
+                | SubAssign(_)
+                | MulAssign(_)
+                | DivAssign(_)
+                | RemAssign(_)
+                | BitXorAssign(_)
+                | BitAndAssign(_)
+                | BitOrAssign(_)
+                | ShlAssign(_)
+                | ShrAssign(_)
+        ) {
+            self.target(&b.left);
+        }
+        syn::visit::visit_expr_binary(self, b);
+    }
+
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        self.bind(&l.pat);
+        syn::visit::visit_local(self, l);
+    }
+
+    fn visit_pat(&mut self, p: &'ast Pat) {
+        self.bind(p);
+        syn::visit::visit_pat(self, p);
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// Where a block leaves early, if it does: the first `return`, `?`,
+/// `.await`, or `break`/`continue` that is not inside a loop of its own.
+pub fn early_exit(block: &syn::Block) -> Option<(Span, &'static str)> {
+    let mut v = Exit::default();
+    v.visit_block(block);
+    v.found
+}
+
+/// The same for an expression.
+pub fn early_exit_expr(e: &Expr) -> Option<(Span, &'static str)> {
+    let mut v = Exit::default();
+    v.visit_expr(e);
+    v.found
+}
+
+#[derive(Default)]
+struct Exit {
+    found: Option<(Span, &'static str)>,
+    loop_depth: usize,
+}
+
+impl Exit {
+    fn hit(&mut self, span: Span, what: &'static str) {
+        if self.found.is_none() {
+            self.found = Some((span, what));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Exit {
+    fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+        self.hit(r.return_token.span, "return");
+    }
+    fn visit_expr_try(&mut self, t: &'ast syn::ExprTry) {
+        self.hit(t.question_token.span, "?");
+        syn::visit::visit_expr_try(self, t);
+    }
+    fn visit_expr_await(&mut self, a: &'ast syn::ExprAwait) {
+        self.hit(a.await_token.span, ".await");
+    }
+    fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
+        if self.loop_depth == 0 || b.label.is_some() {
+            self.hit(b.break_token.span, "break");
+        }
+        syn::visit::visit_expr_break(self, b);
+    }
+    fn visit_expr_continue(&mut self, c: &'ast syn::ExprContinue) {
+        if self.loop_depth == 0 || c.label.is_some() {
+            self.hit(c.continue_token.span, "continue");
+        }
+    }
+    fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+        self.visit_expr(&f.expr);
+        self.loop_depth += 1;
+        self.visit_block(&f.body);
+        self.loop_depth -= 1;
+    }
+    fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+        self.visit_expr(&w.cond);
+        self.loop_depth += 1;
+        self.visit_block(&w.body);
+        self.loop_depth -= 1;
+    }
+    fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+        self.loop_depth += 1;
+        self.visit_block(&l.body);
+        self.loop_depth -= 1;
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}

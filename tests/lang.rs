@@ -1,0 +1,331 @@
+//! The kernel language: each body rewrite gives the right numbers
+//! (against plain-Rust references), on the CPU plugin.
+
+use tessel::lang::ds;
+use tessel::prelude::*;
+
+fn dev() -> Device {
+    Device::cpu().expect("the CPU plugin loads")
+}
+
+fn host(v: &[f32], shape: &[usize]) -> HostTensor {
+    HostTensor::from_vec(v.to_vec(), shape.to_vec()).unwrap()
+}
+
+fn f32s(t: &HostTensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+fn close(got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "lengths");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (f64::from(g) - w).abs() <= tol * (1.0 + w.abs()),
+            "element {i}: got {g}, want {w}"
+        );
+    }
+}
+
+#[cpu_kernel]
+fn band(x: Tensor, lo: f32, hi: f32) -> Tensor {
+    let inside = x >= lo && x < hi;
+    let outside = x < lo || !(x < hi);
+    inside.select(x, 0.0) + outside.select(1.0, 0.0) * 100.0
+}
+
+#[test]
+fn comparisons_and_logic_on_tensors() {
+    let x = host(&[-1.0, 0.0, 0.5, 1.0, 2.0, 0.99], &[6]);
+    let y = band::run(&dev(), &x, 0.0, 1.0).unwrap();
+    assert_eq!(f32s(&y), vec![100.0, 0.0, 0.5, 100.0, 100.0, 0.99]);
+}
+
+#[cpu_kernel]
+fn static_branches(x: Tensor, mode: u32, scale: f32) -> Tensor {
+    if mode == 0 {
+        return x;
+    }
+    let mut y = x;
+    if mode == 1 && scale > 0.0 {
+        y = x * scale;
+    } else if mode == 2 {
+        y = x + scale;
+    }
+    let shift = if scale < 0.0 { -1.0 } else { 1.0 };
+    y + shift
+}
+
+#[test]
+fn static_if_is_plain_rust() {
+    let d = dev();
+    let x = host(&[1.0, 2.0], &[2]);
+    assert_eq!(
+        f32s(&static_branches::run(&d, &x, 0, 3.0).unwrap()),
+        vec![1.0, 2.0]
+    );
+    assert_eq!(
+        f32s(&static_branches::run(&d, &x, 1, 3.0).unwrap()),
+        vec![4.0, 7.0]
+    );
+    assert_eq!(
+        f32s(&static_branches::run(&d, &x, 2, 3.0).unwrap()),
+        vec![5.0, 6.0]
+    );
+    assert_eq!(
+        f32s(&static_branches::run(&d, &x, 2, -3.0).unwrap()),
+        vec![-3.0, -2.0]
+    );
+    // Only the taken branch is traced: no conditional in the program.
+    let spec = TensorSpec::new([2], F32);
+    assert!(!static_branches::lower(&spec, 1, 3.0)
+        .unwrap()
+        .contains("stablehlo.if"));
+}
+
+/// A tensor `if` that assigns two variables and also yields a value.
+#[cpu_kernel]
+fn clip_or_shift(x: Tensor, limit: Tensor) -> (Tensor, Tensor, Tensor) {
+    let mut y = x;
+    let mut flag = Tensor::scalar(0.0, F32);
+    let total = x.sum(&[0]);
+    let picked = if total > limit {
+        y = x * 0.5;
+        flag = flag + 1.0;
+        total
+    } else {
+        y = y + 1.0;
+        limit
+    };
+    (y, flag, picked)
+}
+
+#[test]
+fn tensor_if_merges_assigned_variables() {
+    let d = dev();
+    let x = host(&[1.0, 2.0, 3.0], &[3]);
+    let (y, f, p) = clip_or_shift::run(&d, &x, &HostTensor::scalar(5.0f32)).unwrap();
+    assert_eq!(
+        (f32s(&y), f32s(&f), f32s(&p)),
+        (vec![0.5, 1.0, 1.5], vec![1.0], vec![6.0])
+    );
+    let (y, f, p) = clip_or_shift::run(&d, &x, &HostTensor::scalar(7.0f32)).unwrap();
+    assert_eq!(
+        (f32s(&y), f32s(&f), f32s(&p)),
+        (vec![2.0, 3.0, 4.0], vec![0.0], vec![7.0])
+    );
+    let text = clip_or_shift::lower(x.spec(), &TensorSpec::scalar(F32)).unwrap();
+    assert_eq!(text.matches("stablehlo.if").count(), 1);
+}
+
+/// Power iteration: a traced loop carrying two tensors.
+#[cpu_kernel]
+fn power_iteration(a: Tensor, v0: Tensor, steps: usize) -> (Tensor, Tensor) {
+    let mut v = v0;
+    let mut norm = Tensor::scalar(0.0, F32);
+    for _ in 0..steps {
+        let w = a.matmul(v);
+        norm = w.square().sum(&[0]).sqrt();
+        v = w / norm;
+    }
+    (v, norm)
+}
+
+fn power_ref(a: &[f64], n: usize, v0: &[f64], steps: usize) -> (Vec<f64>, f64) {
+    let mut v = v0.to_vec();
+    let mut norm = 0.0;
+    for _ in 0..steps {
+        let w: Vec<f64> = (0..n)
+            .map(|i| (0..n).map(|j| a[i * n + j] * v[j]).sum())
+            .collect();
+        norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v = w.iter().map(|x| x / norm).collect();
+    }
+    (v, norm)
+}
+
+#[test]
+fn traced_for_carries_several_tensors() {
+    let d = dev();
+    let n = 5;
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7 % 5) as f32) * 0.25 + if i % (n + 1) == 0 { 2.0 } else { 0.0 })
+        .collect();
+    let v0 = vec![1.0f32; n];
+    for steps in [1, 7] {
+        let (v, norm) =
+            power_iteration::run(&d, &host(&a, &[n, n]), &host(&v0, &[n]), steps).unwrap();
+        let a64: Vec<f64> = a.iter().map(|&x| f64::from(x)).collect();
+        let (vr, nr) = power_ref(&a64, n, &vec![1.0; n], steps);
+        close(&f32s(&v), &vr, 1e-5);
+        close(&f32s(&norm), &[nr], 1e-5);
+    }
+    let spec = TensorSpec::new([n, n], F32);
+    let text = power_iteration::lower(&spec, &TensorSpec::new([n], F32), 7).unwrap();
+    assert_eq!(
+        text.matches("stablehlo.while").count(),
+        1,
+        "one XLA while, not unrolled"
+    );
+}
+
+#[cpu_kernel]
+fn nested_loops(x: Tensor, outer: i32, inner: i32) -> Tensor {
+    let mut acc = x.zeros_like();
+    for i in 0..outer {
+        for j in 0..inner {
+            acc = acc + x * (i * 10 + j).cast(F32);
+        }
+    }
+    acc
+}
+
+#[test]
+fn nested_traced_loops() {
+    let x = host(&[1.0, -2.0], &[2]);
+    let y = nested_loops::run(&dev(), &x, 3, 4).unwrap();
+    let k: i32 = (0..3).flat_map(|i| (0..4).map(move |j| i * 10 + j)).sum();
+    assert_eq!(f32s(&y), vec![k as f32, -2.0 * k as f32]);
+}
+
+#[cpu_kernel]
+fn unrolled(x: Tensor, n: usize) -> (Tensor, Tensor) {
+    let mut acc = x.zeros_like();
+    #[unroll]
+    for k in 0..n {
+        acc = acc + x.narrow(0, k, k + 1).sum(&[0]) * (k + 1) as f32;
+    }
+    let mut parts = Vec::new();
+    for k in 0..n {
+        parts.push(x.narrow(0, k, k + 1));
+    }
+    (acc, concat(&parts, 0))
+}
+
+#[test]
+fn unroll_and_assignment_free_loops_run_while_tracing() {
+    let x = host(&[1.0, 2.0, 3.0], &[3]);
+    let (acc, cat) = unrolled::run(&dev(), &x, 3).unwrap();
+    assert_eq!(f32s(&acc), vec![14.0; 3]);
+    assert_eq!(f32s(&cat), vec![1.0, 2.0, 3.0]);
+    assert!(!unrolled::lower(x.spec(), 3).unwrap().contains("while"));
+}
+
+/// Doubles until the sum passes a traced limit: a `while` on a tensor.
+#[cpu_kernel]
+fn grow(x: Tensor, limit: Tensor) -> (Tensor, Tensor) {
+    let mut y = x;
+    let mut steps = Tensor::scalar(0.0, S32);
+    while y.sum(&[0]) < limit {
+        y = y * 2.0;
+        steps = steps + 1;
+    }
+    (y, steps)
+}
+
+#[test]
+fn tensor_while() {
+    let d = dev();
+    let x = host(&[1.0, 2.0], &[2]);
+    let (y, s) = grow::run(&d, &x, &HostTensor::scalar(100.0f32)).unwrap();
+    assert_eq!(
+        (f32s(&y), s.to_vec::<i32>().unwrap()),
+        (vec![64.0, 128.0], vec![6])
+    );
+    let (y, s) = grow::run(&d, &x, &HostTensor::scalar(0.0f32)).unwrap();
+    assert_eq!(
+        (f32s(&y), s.to_vec::<i32>().unwrap()),
+        (vec![1.0, 2.0], vec![0])
+    );
+}
+
+#[cpu_kernel]
+fn static_while(x: Tensor, n: usize) -> Tensor {
+    let mut k = 0;
+    let mut y = x;
+    while k < n {
+        y = y + 1.0;
+        k += 1;
+    }
+    y
+}
+
+#[test]
+fn bool_while_is_a_rust_loop() {
+    let x = host(&[1.0], &[1]);
+    assert_eq!(f32s(&static_while::run(&dev(), &x, 4).unwrap()), vec![5.0]);
+}
+
+#[cpu_kernel]
+fn indexing(x: Tensor, row: Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
+    let first = x[0];
+    let cols = x[(.., 1..3)];
+    let last = x[(-1, -1)];
+    let mut y = x;
+    y[(1, ..)] = first * 10.0;
+    y[(0, 2)] = Tensor::scalar(-1.0, F32);
+    let mut picked = x.zeros_like();
+    for i in 0..2 {
+        picked[(i, ..)] = x[row] + x[(i, ..)];
+    }
+    let window = x[(.., ds(row, 2))];
+    (cols + last, y, picked, window)
+}
+
+#[test]
+fn static_and_traced_indexing() {
+    let x = host(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let (cols, y, picked, window) = indexing::run(&dev(), &x, &HostTensor::scalar(1i32)).unwrap();
+    assert_eq!(f32s(&cols), vec![8.0, 9.0, 11.0, 12.0]);
+    assert_eq!(f32s(&y), vec![1.0, 2.0, -1.0, 10.0, 20.0, 30.0]);
+    assert_eq!(f32s(&picked), vec![5.0, 7.0, 9.0, 8.0, 10.0, 12.0]);
+    assert_eq!(window.shape(), &[2, 2]);
+    assert_eq!(f32s(&window), vec![2.0, 3.0, 5.0, 6.0]);
+}
+
+#[cpu_kernel]
+fn plain_rust_inside(x: Tensor, sizes: Vec<usize>) -> Tensor {
+    let mut v = vec![0usize; sizes.len()];
+    v[0] = sizes[0] * 2;
+    let total: usize = v.iter().sum::<usize>() + sizes[1..].iter().sum::<usize>();
+    let ok = total > 3 && sizes.len() == 3;
+    if ok {
+        x * total as f32
+    } else {
+        x
+    }
+}
+
+#[test]
+fn plain_rust_values_keep_rust_semantics() {
+    let x = host(&[1.0], &[1]);
+    assert_eq!(
+        f32s(&plain_rust_inside::run(&dev(), &x, vec![1, 2, 3]).unwrap()),
+        vec![7.0]
+    );
+    assert_eq!(
+        f32s(&plain_rust_inside::run(&dev(), &x, vec![1, 1]).unwrap()),
+        vec![1.0]
+    );
+}
+
+#[test]
+fn trace_errors_in_rewritten_code_point_at_the_user_line() {
+    #[cpu_kernel]
+    fn bad_branch(x: Tensor, flag: Tensor) -> Tensor {
+        let mut y = x;
+        if flag > 0.0 {
+            y = x.sum(&[0]);
+        }
+        y
+    }
+    let x = host(&[1.0, 2.0], &[2]);
+    let err = bad_branch::run(&dev(), &x, &HostTensor::scalar(1.0f32)).unwrap_err();
+    let k = err.as_kernel_error().expect("kernel error");
+    assert_eq!(k.kernel, "bad_branch");
+    assert!(k.location.file.ends_with("lang.rs"), "{}", k.location);
+    assert!(
+        k.message.contains("f32[]") && k.message.contains("f32[2]"),
+        "{}",
+        k.message
+    );
+}
