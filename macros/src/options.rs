@@ -115,7 +115,10 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
         };
         let key = path.get_ident().map(|i| i.to_string()).unwrap_or_default();
         if OPTION_NAMES.contains(&key.as_str()) {
-            known.push(item);
+            match check_form(&key, &item) {
+                Ok(()) => known.push(item),
+                Err(e) => errors.push(e),
+            }
         } else {
             let hint = did_you_mean(&key, OPTION_NAMES)
                 .map(|s| format!("did you mean `{s}`? "))
@@ -213,6 +216,55 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
         donate,
         name: raw.name,
     })
+}
+
+/// What each option's value looks like, for messages.
+fn expected_form(key: &str) -> &'static str {
+    match key {
+        "precision" => "a string: `precision = \"high\"` (\"default\", \"high\" or \"highest\")",
+        "block_size" => "an integer literal: `block_size = 128`",
+        "dtype" => "a string: `dtype = \"bf16\"`",
+        "use_bfloat16" => "a bool: `use_bfloat16 = true`",
+        "accumulate" => "a bool: `accumulate = true`",
+        "auto_pad" => "a bool: `auto_pad = false`",
+        "donate" => "a list of parameter names: `donate(x, y)`",
+        _ => "a string: `name = \"my_kernel\"`",
+    }
+}
+
+/// Checks an option's shape (`key = literal` of the right kind, or
+/// `donate(..)`) before darling parses it, for a message that shows the form.
+fn check_form(key: &str, item: &NestedMeta) -> darling::Result<()> {
+    let bad = |span: Span| {
+        Err(Error::custom(format!("option `{key}` takes {}", expected_form(key))).with_span(&span))
+    };
+    let NestedMeta::Meta(meta) = item else {
+        return Ok(());
+    };
+    match (key, meta) {
+        ("donate", syn::Meta::List(_)) => Ok(()),
+        ("donate", m) => bad(m.span()),
+        (_, syn::Meta::NameValue(nv)) => {
+            let ok = match &nv.value {
+                syn::Expr::Lit(l) => matches!(
+                    (key, &l.lit),
+                    ("block_size", syn::Lit::Int(_))
+                        | ("precision" | "dtype" | "name", syn::Lit::Str(_))
+                        | (
+                            "use_bfloat16" | "accumulate" | "auto_pad",
+                            syn::Lit::Bool(_)
+                        )
+                ),
+                _ => false,
+            };
+            if ok {
+                Ok(())
+            } else {
+                bad(nv.value.span())
+            }
+        }
+        (_, m) => bad(m.span()),
+    }
 }
 
 /// Checks that every donated name is a parameter of the kernel.

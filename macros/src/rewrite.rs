@@ -44,12 +44,12 @@ fn union(mut a: Vec<Ident>, b: Vec<Ident>) -> Vec<Ident> {
 /// `(a, b,) = value;`, or just `value;` when there is no state. The
 /// assignment may be overwritten before it is read (a body that assigns a
 /// carried variable first), which is not the user's doing: no warning.
-fn assign_state(vars: &[Ident], value: TokenStream) -> TokenStream {
+fn assign_state(span: Span, vars: &[Ident], value: TokenStream) -> TokenStream {
     if vars.is_empty() {
-        quote!(let _ = #value;)
+        quote_spanned!(span=> let _ = #value;)
     } else {
         let t = tuple(vars);
-        quote!(#[allow(unused_assignments)] let () = { #t = #value; };)
+        quote_spanned!(span=> #[allow(unused_assignments)] let () = { #t = #value; };)
     }
 }
 
@@ -128,10 +128,11 @@ impl Rewriter {
         let state = tuple(&vars);
         let saved = refs(&vars);
         let restore = assign_state(
+            span,
             &vars,
-            quote!(__tessel_br.leave_then(#state, &__tessel_tv, __tessel_saved)),
+            quote_spanned!(span=> __tessel_br.leave_then(#state, &__tessel_tv, __tessel_saved)),
         );
-        let merge = assign_state(&vars, quote!(__tessel_s));
+        let merge = assign_state(span, &vars, quote_spanned!(span=> __tessel_s));
         quote_spanned! {span=>
             {
                 let __tessel_c = #cond;
@@ -169,9 +170,21 @@ impl Rewriter {
             return quote_spanned!(span=> #label while ::tessel::lang::static_condition(#cond) #body);
         }
         let state = tuple(&vars);
-        let enter_cond = assign_state(&vars, quote!(__tessel_wl.enter_cond(#state)));
-        let enter_body = assign_state(&vars, quote!(__tessel_wl.enter_body(#state)));
-        let leave_body = assign_state(&vars, quote!(__tessel_wl.leave_body(#state)));
+        let enter_cond = assign_state(
+            span,
+            &vars,
+            quote_spanned!(span=> __tessel_wl.enter_cond(#state)),
+        );
+        let enter_body = assign_state(
+            span,
+            &vars,
+            quote_spanned!(span=> __tessel_wl.enter_body(#state)),
+        );
+        let leave_body = assign_state(
+            span,
+            &vars,
+            quote_spanned!(span=> __tessel_wl.leave_body(#state)),
+        );
         quote_spanned! {span=>
             {
                 let __tessel_probe = #cond;
@@ -258,8 +271,16 @@ impl Rewriter {
         self.visit_block_mut(&mut f.body);
         let (pat, body) = (&f.pat, &f.body);
         let state = tuple(&vars);
-        let enter = assign_state(&vars, quote!(__tessel_lp.enter(#state)));
-        let finish = assign_state(&vars, quote!(__tessel_lp.finish(#state)));
+        let enter = assign_state(
+            span,
+            &vars,
+            quote_spanned!(span=> __tessel_lp.enter(#state)),
+        );
+        let finish = assign_state(
+            span,
+            &vars,
+            quote_spanned!(span=> __tessel_lp.finish(#state)),
+        );
         Some(quote_spanned! {span=>
             {
                 let mut __tessel_lp = ::tessel::lang::RangeLoop::#ctor(#lo, #hi);

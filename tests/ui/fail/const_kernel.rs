@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[cpu_kernel]
+const fn k(x: Tensor) -> Tensor {
+    x
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[tpu_kernel(precision)]
+fn k(x: Tensor) -> Tensor {
+    x
+}
+
+fn main() {}
