@@ -46,7 +46,7 @@ fn union(mut a: Vec<Ident>, b: Vec<Ident>) -> Vec<Ident> {
 /// carried variable first), which is not the user's doing: no warning.
 fn assign_state(span: Span, vars: &[Ident], value: TokenStream) -> TokenStream {
     if vars.is_empty() {
-        quote_spanned!(span=> let _ = #value;)
+        quote_spanned!(span=> #value;)
     } else {
         let t = tuple(vars);
         quote_spanned!(span=> #[allow(unused_assignments)] let () = { #t = #value; };)
@@ -132,7 +132,11 @@ impl Rewriter {
             &vars,
             quote_spanned!(span=> __tessel_br.leave_then(#state, &__tessel_tv, __tessel_saved)),
         );
-        let merge = assign_state(span, &vars, quote_spanned!(span=> __tessel_s));
+        let merge = if vars.is_empty() {
+            quote!()
+        } else {
+            assign_state(span, &vars, quote_spanned!(span=> __tessel_s))
+        };
         quote_spanned! {span=>
             {
                 let __tessel_c = #cond;
