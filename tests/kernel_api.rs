@@ -247,3 +247,50 @@ fn executables_refuse_mismatched_arguments() {
         assert!(err.is_device_error(), "{err}");
     }
 }
+
+#[tpu_kernel]
+fn tpu_mm(a: Tensor, b: Tensor) -> Tensor {
+    a.matmul(b)
+}
+
+#[test]
+fn platform_matmul_dtype_is_applied_at_default_precision() {
+    let d = dev();
+    // Values that bf16 cannot hold exactly.
+    let av = vec![1.001f32, 2.003, -0.501, 3.007];
+    let bv = vec![0.999f32, -1.002, 2.0, 0.333];
+    let (a, b) = (
+        HostTensor::from_vec(av.clone(), [2, 2]).unwrap(),
+        HostTensor::from_vec(bv.clone(), [2, 2]).unwrap(),
+    );
+    let mm_ref = |round: bool| -> Vec<f64> {
+        let r = |x: f32| {
+            if round {
+                half::bf16::from_f32(x).to_f64()
+            } else {
+                f64::from(x)
+            }
+        };
+        (0..2)
+            .flat_map(|i| (0..2).map(move |j| (i, j)))
+            .map(|(i, j)| (0..2).map(|k| r(av[i * 2 + k]) * r(bv[k * 2 + j])).sum())
+            .collect()
+    };
+    // TPU default: bf16 operands, f32 accumulation, f32 result.
+    let y = tpu_mm::run(&d, &a, &b).unwrap();
+    assert_eq!(y.dtype(), F32);
+    close(&y.to_vec::<f32>().unwrap(), &mm_ref(true), 1e-6);
+    let text = tpu_mm::lower(a.spec(), b.spec()).unwrap();
+    assert!(
+        text.contains("tensor<2x2xbf16>, tensor<2x2xbf16>) -> tensor<2x2xf32>"),
+        "{text}"
+    );
+    // Highest precision keeps f32 operands.
+    let hi = tpu_mm::CONFIG.with_precision(Precision::Highest);
+    let y = tpu_mm::run_with(&hi, &d, &a, &b).unwrap();
+    close(&y.to_vec::<f32>().unwrap(), &mm_ref(false), 1e-6);
+    // No compute dtype: f32 throughout.
+    let plain = tpu_mm::CONFIG.with_dtype(None);
+    let y = tpu_mm::run_with(&plain, &d, &a, &b).unwrap();
+    close(&y.to_vec::<f32>().unwrap(), &mm_ref(false), 1e-6);
+}

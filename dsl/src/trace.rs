@@ -32,8 +32,13 @@ pub fn thread_trace_count() -> u64 {
 /// Per-trace settings that ops consult (set from the kernel's config).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TraceOptions {
-    /// Default `precision_config` of dot ops: `None` is XLA's default.
+    /// Default `precision_config` of dot ops.
     pub precision: crate::ops::Precision,
+    /// At default precision, `matmul` of f32/f64 operands first rounds them
+    /// to this dtype (the platform's MXU / tensor-core input type).
+    pub matmul_dtype: Option<crate::dtype::DType>,
+    /// With `matmul_dtype`, accumulate in f32 (else in `matmul_dtype`).
+    pub accumulate: bool,
 }
 
 /// The state of one trace in progress.

@@ -45,7 +45,10 @@ pub struct KernelConfig {
     pub precision: Precision,
     /// Tile size of `blocks(..)` loops (`None`: no tiling).
     pub block_size: Option<usize>,
-    /// Compute dtype for matmul inputs (`None`: the inputs' own).
+    /// Compute dtype for `matmul` inputs at default precision (`None`: the
+    /// inputs' own). f32/f64 operands are rounded to it, as the TPU MXU
+    /// (bf16) and GPU tensor cores (f16) do; `precision = "high"` or
+    /// `"highest"` keeps full precision.
     pub dtype: Option<DType>,
     /// Accumulate low-precision matmuls in f32.
     pub accumulate: bool,
@@ -99,6 +102,8 @@ impl KernelConfig {
     pub fn trace_options(&self) -> TraceOptions {
         TraceOptions {
             precision: self.precision,
+            matmul_dtype: self.dtype,
+            accumulate: self.accumulate,
         }
     }
 }

@@ -133,6 +133,19 @@ pub(crate) fn dot_general_at(
 }
 
 fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
+    // The kernel's compute dtype: round wide float operands, accumulate in f32.
+    let opts = with_state(|s| s.options.clone()).unwrap_or_default();
+    if let (Some(d), None) = (opts.matmul_dtype, out) {
+        let wide = matches!(a.dtype(), DType::F32 | DType::F64)
+            && a.dtype() == b.dtype()
+            && d != a.dtype();
+        if wide && opts.precision == Precision::Default && d.is_float() {
+            let acc = if opts.accumulate { DType::F32 } else { d };
+            let orig = a.dtype();
+            let r = matmul_at(a.cast(d), b.cast(d), Some(acc), loc.clone());
+            return r.cast(orig);
+        }
+    }
     let (sa, sb) = (a.spec(), b.spec());
     if sa.rank() == 0 || sb.rank() == 0 {
         let m = "matmul needs operands of rank 1 or more; use * for scalars".to_string();
