@@ -294,3 +294,50 @@ fn platform_matmul_dtype_is_applied_at_default_precision() {
     let y = tpu_mm::run_with(&plain, &d, &a, &b).unwrap();
     close(&y.to_vec::<f32>().unwrap(), &mm_ref(false), 1e-6);
 }
+
+#[test]
+fn profile_reports_times_costs_and_memory() {
+    #[cpu_kernel]
+    fn mm_tanh(a: Tensor, b: Tensor) -> Tensor {
+        a.matmul(b).tanh()
+    }
+    let d = dev();
+    let a = HostTensor::from_fn(TensorSpec::new([64, 48], F32), |i| (i % 7) as f64 * 0.1);
+    let b = HostTensor::from_fn(TensorSpec::new([48, 32], F32), |i| (i % 5) as f64 * 0.1);
+    let opts = tessel::profile::ProfileOptions { warmup: 1, runs: 5 };
+    let p = mm_tanh::profile(&d, opts, &a, &b).unwrap();
+    assert_eq!(p.kernel, "mm_tanh");
+    assert_eq!(p.runs, 5);
+    assert!(p.run.min > 0.0 && p.run.min <= p.run.median && p.run.median <= p.run.max);
+    assert!(p.compile_seconds > 0.0);
+    // 2·M·N·K for the dot, within what XLA adds for tanh.
+    let dot = 2.0 * 64.0 * 48.0 * 32.0;
+    assert!(p.flops >= dot && p.flops < dot * 1.5, "flops {}", p.flops);
+    assert!(p.bytes_accessed >= ((64 * 48 + 48 * 32 + 64 * 32) * 4) as f64);
+    assert!(p
+        .memory
+        .as_ref()
+        .is_some_and(|m| m.output_bytes == 64 * 32 * 4));
+    let summary = p.summary();
+    assert!(
+        summary.contains("kernel mm_tanh(f32[64,48], f32[48,32]) -> (f32[64,32])"),
+        "{summary}"
+    );
+    assert!(summary.contains("GFLOP/s"));
+    let json = p.to_json();
+    assert!(
+        json.starts_with("{\"kernel\": \"mm_tanh\"") && json.ends_with('}'),
+        "{json}"
+    );
+    assert!(
+        json.contains("\"runs\": 5") && json.contains("\"memory\": {\"peak_bytes\""),
+        "{json}"
+    );
+    let (gf, _, gt) = tessel::profile::graph_cost(
+        &tessel::kernel::Kernel::new("g", |x: &[Tensor]| x[0].matmul(x[1]).tanh())
+            .trace(&[a.spec().clone(), b.spec().clone()])
+            .unwrap(),
+    );
+    assert_eq!(gf, dot + 64.0 * 32.0);
+    assert_eq!(gt, 64.0 * 32.0);
+}

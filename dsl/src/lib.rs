@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod lang;
 pub mod lower;
 pub mod ops;
+pub mod profile;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;

@@ -7,6 +7,9 @@ use darling::Error;
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
+/// Names the companion functions use for their own parameters.
+const RESERVED: &[&str] = &["device", "config", "options"];
+
 /// One parameter.
 pub struct Param {
     pub ident: syn::Ident,
@@ -82,6 +85,17 @@ pub fn analyze(f: &ItemFn) -> darling::Result<KernelSig> {
                         errors.push(
                             Error::custom("kernel parameters need concrete types (`Tensor` or a static type), not `impl Trait`")
                                 .with_span(&t.span()),
+                        );
+                        continue;
+                    }
+                    if RESERVED.contains(&pi.ident.to_string().as_str()) {
+                        errors.push(
+                            Error::custom(format!(
+                                "`{}` is a parameter of the generated companion functions (`run(device, ..)`, \
+                                 `run_with(config, device, ..)`, `profile(device, options, ..)`); rename this parameter",
+                                pi.ident
+                            ))
+                            .with_span(&pi.ident),
                         );
                         continue;
                     }

@@ -90,7 +90,7 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
     let dev_ty = quote!(::tessel::runtime::Device);
     let doc = format!(
         "Companion of the kernel [`{name_str}`](fn@{name_str}): `run` (host tensors in and out), \
-         `call` (device buffers), `lower` (StableHLO text), `compile` and `CONFIG`; the `*_with` \
+         `call` (device buffers), `lower` (StableHLO text), `compile`, `profile` and `CONFIG`; the `*_with` \
          forms take a [`KernelConfig`](::tessel::kernel::KernelConfig) that overrides the attribute's."
     );
     let body = |bind: TokenStream| {
@@ -164,6 +164,23 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
                 let mut __c = ::tessel::kernel::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
                 Self::__kernel(config, &__c, #body_spec).compile(device, &__c.specs)
+            }
+
+            /// Profiles the kernel on host tensors under `config`: trace, compile
+            /// and run times, FLOPs, bytes, throughput and compiled memory.
+            pub fn profile_with(config: &#cfg_ty, device: &#dev_ty, options: ::tessel::profile::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> ::tessel::Result<::tessel::profile::Profile>
+            {
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)
+            }
+
+            /// Profiles the kernel on host tensors with [`Self::CONFIG`].
+            pub fn profile(device: &#dev_ty, options: ::tessel::profile::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> ::tessel::Result<::tessel::profile::Profile>
+            {
+                Self::profile_with(&Self::CONFIG, device, options, #(#ps),*)
             }
 
             /// Runs the kernel on host tensors with [`Self::CONFIG`].

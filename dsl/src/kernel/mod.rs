@@ -176,6 +176,21 @@ where
         self.compile(device, &specs)?.run(args)
     }
 
+    /// Traces, compiles afresh (bypassing the cache) and times the kernel on
+    /// `args`; see [`Profile`](crate::profile::Profile).
+    #[track_caller]
+    pub fn profile(
+        &self,
+        device: &Device,
+        args: &[&HostTensor],
+        options: crate::profile::ProfileOptions,
+    ) -> Result<crate::profile::Profile> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        let loc = Location::caller();
+        self.check_arity(specs.len(), loc)?;
+        crate::profile::profile_graph(device, || self.trace(&specs), args, options)
+    }
+
     /// Runs on device buffers, leaving the results on the device.
     #[track_caller]
     pub fn call(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {

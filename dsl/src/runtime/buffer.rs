@@ -248,6 +248,24 @@ impl DeviceBuffer {
         Device::from_client(Arc::clone(&self.buffer.client))
     }
 
+    /// Waits until the computation producing this buffer has finished (for
+    /// timing); reports its error if it failed.
+    pub fn block_until_ready(&self) -> Result<()> {
+        let api = self.buffer.client.api();
+        let f = pjrt_fn!(api, PJRT_Buffer_ReadyEvent)?;
+        let mut args = ffi::PJRT_Buffer_ReadyEvent_Args::new();
+        args.buffer = self.buffer.raw;
+        // SAFETY: `buffer` is a live buffer owned by `self`; the call only
+        // fills `event`.
+        let err = unsafe { f(&mut args) };
+        // SAFETY: `err` is null or a fresh error from this plugin.
+        unsafe { error::check(api, "PJRT_Buffer_ReadyEvent", err) }?;
+        // SAFETY: `args.event` is null or the event this call returned; it is
+        // awaited and destroyed here, once.
+        unsafe { api.await_event("PJRT_Buffer_ReadyEvent", args.event) }?;
+        Ok(())
+    }
+
     /// Copies the buffer to host memory (waits for any computation producing it).
     ///
     /// A failed computation that produced this buffer reports its error here.
