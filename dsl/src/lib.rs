@@ -29,4 +29,4 @@ pub use ops::shape::concat;
 pub use ops::{cond, fori_loop, optimization_barrier, while_loop, Carry, DotDims, Precision};
 pub use shape::{Shape, TensorSpec};
 pub use tensor::Tensor;
-pub use trace::{thread_trace_count, trace, trace_count, TraceOptions};
+pub use trace::{thread_trace_count, trace, trace_count};

@@ -16,9 +16,9 @@ use crate::trace::{self, spec_of};
 /// them.
 ///
 /// ```
-/// use tessel_dsl::{trace, TensorSpec, TraceOptions, F32};
+/// use tessel_dsl::{kernel::KernelConfig, trace, TensorSpec, F32};
 /// let params = [("x".to_string(), TensorSpec::new([2, 3], F32))];
-/// let g = trace("k", &params, TraceOptions::default(), |a| {
+/// let g = trace("k", &params, KernelConfig::default(), |a| {
 ///     let x = a[0];
 ///     assert_eq!(x.shape(), vec![2, 3]);
 ///     assert_eq!(x.dim(-1), 3);

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::error::{KernelError, Location, Result};
 use crate::graph::{Def, Graph, RegionId, RegionKind, ValueId};
+use crate::kernel::KernelConfig;
 use crate::ops::Op;
 use crate::shape::TensorSpec;
 use crate::tensor::Tensor;
@@ -29,25 +30,13 @@ pub fn thread_trace_count() -> u64 {
     THREAD_TRACES.with(|c| c.get())
 }
 
-/// Per-trace settings that ops consult (set from the kernel's config).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TraceOptions {
-    /// Default `precision_config` of dot ops.
-    pub precision: crate::ops::Precision,
-    /// At default precision, `matmul` of f32/f64 operands first rounds them
-    /// to this dtype (the platform's MXU / tensor-core input type).
-    pub matmul_dtype: Option<crate::dtype::DType>,
-    /// With `matmul_dtype`, accumulate in f32 (else in `matmul_dtype`).
-    pub accumulate: bool,
-}
-
 /// The state of one trace in progress.
 pub(crate) struct TraceState {
     pub(crate) id: u32,
     pub(crate) graph: Graph,
     pub(crate) region: RegionId,
     pub(crate) error: Option<KernelError>,
-    pub(crate) options: TraceOptions,
+    pub(crate) options: KernelConfig,
 }
 
 thread_local! {
@@ -335,22 +324,22 @@ mod tuple_impls {
 }
 
 /// Traces `body` into a [`Graph`] named `name` whose parameters have the given
-/// names and types.
+/// names and types, under `options` (precision, compute dtype, block size).
 ///
 /// The body runs once with one [`Tensor`] per parameter; the tensors it
 /// returns become the results of `@main`. The first error any op recorded is
 /// returned with its op, operand types and source line.
 ///
 /// ```
-/// use tessel_dsl::{trace, TensorSpec, TraceOptions, F32};
-/// let g = trace("double", &[("x".into(), TensorSpec::new([4], F32))], TraceOptions::default(), |a| a[0] * 2.0)?;
+/// use tessel_dsl::{trace, kernel::KernelConfig, TensorSpec, F32};
+/// let g = trace("double", &[("x".into(), TensorSpec::new([4], F32))], KernelConfig::default(), |a| a[0] * 2.0)?;
 /// assert_eq!(g.output_specs(), vec![TensorSpec::new([4], F32)]);
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 pub fn trace<O: Outputs>(
     name: &str,
     params: &[(String, TensorSpec)],
-    options: TraceOptions,
+    options: KernelConfig,
     body: impl FnOnce(&[Tensor]) -> O,
 ) -> Result<Graph> {
     TRACE_COUNT.fetch_add(1, Ordering::Relaxed);

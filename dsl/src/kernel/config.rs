@@ -4,7 +4,6 @@ use std::fmt;
 
 use crate::dtype::DType;
 use crate::ops::Precision;
-use crate::trace::TraceOptions;
 
 /// The hardware family a kernel is written for; it sets the defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,15 +95,6 @@ impl KernelConfig {
     pub const fn with_dtype(mut self, dtype: Option<DType>) -> Self {
         self.dtype = dtype;
         self
-    }
-
-    /// The options tracing consults.
-    pub fn trace_options(&self) -> TraceOptions {
-        TraceOptions {
-            precision: self.precision,
-            matmul_dtype: self.dtype,
-            accumulate: self.accumulate,
-        }
     }
 }
 

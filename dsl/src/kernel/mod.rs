@@ -129,9 +129,7 @@ where
                 (n, s.clone())
             })
             .collect();
-        trace(self.name(), &params, self.config.trace_options(), |a| {
-            (self.body)(a)
-        })
+        trace(self.name(), &params, self.config, |a| (self.body)(a))
     }
 
     /// The StableHLO text for arguments of `specs`.

@@ -17,8 +17,8 @@ use crate::shape::TensorSpec;
 /// Lowers a graph to a StableHLO module whose entry point is `@main`.
 ///
 /// ```
-/// use tessel_dsl::{lower::lower, trace, TensorSpec, TraceOptions, F32};
-/// let g = trace("double", &[("x".into(), TensorSpec::new([4], F32))], TraceOptions::default(), |a| a[0] * 2.0)?;
+/// use tessel_dsl::{kernel::KernelConfig, lower::lower, trace, TensorSpec, F32};
+/// let g = trace("double", &[("x".into(), TensorSpec::new([4], F32))], KernelConfig::default(), |a| a[0] * 2.0)?;
 /// let text = lower(&g);
 /// assert!(text.contains("func.func public @main(%v0: tensor<4xf32>"));
 /// assert!(text.contains("stablehlo.multiply"));

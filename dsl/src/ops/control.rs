@@ -307,8 +307,8 @@ impl WhileBuilder {
 /// return the same structure, shapes and dtypes it receives.
 ///
 /// ```
-/// use tessel_dsl::{trace, ops::while_loop, Tensor, TensorSpec, TraceOptions, F32, S32};
-/// let g = trace("count", &[("x".into(), TensorSpec::new([3], F32))], TraceOptions::default(), |a| {
+/// use tessel_dsl::{trace, kernel::KernelConfig, ops::while_loop, Tensor, TensorSpec, F32, S32};
+/// let g = trace("count", &[("x".into(), TensorSpec::new([3], F32))], KernelConfig::default(), |a| {
 ///     let (_, y) = while_loop(
 ///         (Tensor::scalar(0.0, S32), a[0]),
 ///         |(i, _)| i.lt(10),
@@ -338,8 +338,8 @@ pub fn while_loop<C: Carry>(
 /// bound may be a traced tensor), as one XLA `while`.
 ///
 /// ```
-/// use tessel_dsl::{trace, ops::fori_loop, TensorSpec, TraceOptions, F32};
-/// let g = trace("sum", &[("x".into(), TensorSpec::new([3], F32))], TraceOptions::default(), |a| {
+/// use tessel_dsl::{trace, kernel::KernelConfig, ops::fori_loop, TensorSpec, F32};
+/// let g = trace("sum", &[("x".into(), TensorSpec::new([3], F32))], KernelConfig::default(), |a| {
 ///     fori_loop(0, 4, a[0], |_i, acc| acc + 1.0)
 /// })?;
 /// # Ok::<(), tessel_dsl::Error>(())
