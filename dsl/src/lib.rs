@@ -17,6 +17,7 @@ pub mod profile;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;
+pub mod tile;
 pub mod trace;
 
 pub use dtype::{
@@ -29,4 +30,5 @@ pub use ops::shape::concat;
 pub use ops::{cond, fori_loop, optimization_barrier, while_loop, Carry, DotDims, Precision};
 pub use shape::{Shape, TensorSpec};
 pub use tensor::Tensor;
+pub use tile::{blocks, blocks_of, grid};
 pub use trace::{thread_trace_count, trace, trace_count};

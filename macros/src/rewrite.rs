@@ -222,11 +222,12 @@ impl Rewriter {
             self.visit_block_mut(&mut f.body);
             return None;
         }
-        let Expr::Range(range) = &*f.expr else {
+        let is_source = is_loop_source(&f.expr);
+        if !matches!(&*f.expr, Expr::Range(_)) && !is_source {
             self.visit_expr_mut(&mut f.expr);
             self.visit_block_mut(&mut f.body);
             return None;
-        };
+        }
         let vars = assigned_outer(&f.body);
         if vars.is_empty() {
             // Assigns nothing outside: nothing to trace, so it runs while tracing.
@@ -250,6 +251,35 @@ impl Rewriter {
                 "a traced `for` loop cannot have a label; write `#[unroll]` for a Rust loop",
             );
         }
+        if is_source {
+            self.visit_expr_mut(&mut f.expr);
+            self.visit_block_mut(&mut f.body);
+            let (pat, body, src) = (&f.pat, &f.body, &f.expr);
+            let state = tuple(&vars);
+            let enter = assign_state(
+                span,
+                &vars,
+                quote_spanned!(span=> __tessel_lp.enter(#state)),
+            );
+            let finish = assign_state(
+                span,
+                &vars,
+                quote_spanned!(span=> __tessel_lp.finish(#state)),
+            );
+            return Some(quote_spanned! {span=>
+                {
+                    let mut __tessel_lp = ::tessel::lang::LoopSource::driver(#src);
+                    #enter
+                    #[allow(unused_variables)]
+                    let #pat = __tessel_lp.index();
+                    #body
+                    #finish
+                }
+            });
+        }
+        let Expr::Range(range) = &*f.expr else {
+            return None;
+        };
         let range = range.clone();
         let lo = match &range.start {
             Some(s) => {
@@ -295,6 +325,24 @@ impl Rewriter {
                 #finish
             }
         })
+    }
+}
+
+/// Whether `e` is a call of `blocks(..)`, `blocks_of(..)` or `grid(..)`
+/// (by the function's last path segment), which drive traced loops.
+fn is_loop_source(e: &Expr) -> bool {
+    match e {
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
+                matches!(
+                    s.ident.to_string().as_str(),
+                    "blocks" | "blocks_of" | "grid"
+                )
+            }),
+            _ => false,
+        },
+        Expr::Paren(p) => is_loop_source(&p.expr),
+        _ => false,
     }
 }
 
