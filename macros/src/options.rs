@@ -157,6 +157,17 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
                 errors.push(Error::custom("block_size must be at least 1").with_span(&b.span()));
                 None
             }
+            Ok(n) if n % 8 != 0 => {
+                errors.push(
+                    Error::custom(format!(
+                        "block_size = {n} is not a multiple of 8: tiles are made of 8-row sublanes, and on TPU a \
+                         block's last two dimensions must be divisible by 8 and 128 respectively (or equal the \
+                         array's full extent)"
+                    ))
+                    .with_span(&b.span()),
+                );
+                None
+            }
             Ok(n) => Some(n),
             Err(e) => {
                 errors.push(

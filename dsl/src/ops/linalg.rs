@@ -134,7 +134,7 @@ pub(crate) fn dot_general_at(
 
 fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
     // The kernel's compute dtype: round wide float operands, accumulate in f32.
-    let opts = with_state(|s| s.options.clone()).unwrap_or_default();
+    let opts = with_state(|s| s.options).unwrap_or_default();
     if let (Some(d), None) = (opts.dtype, out) {
         let wide = matches!(a.dtype(), DType::F32 | DType::F64)
             && a.dtype() == b.dtype()

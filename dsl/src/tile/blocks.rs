@@ -42,7 +42,7 @@ impl Blocks {
 
     /// Whether the last block is ragged.
     pub fn ragged(&self) -> bool {
-        self.block > 0 && self.extent % self.block != 0
+        self.block > 0 && !self.extent.is_multiple_of(self.block)
     }
 }
 
@@ -158,18 +158,18 @@ fn check_block(bs: usize, axis: usize, rank: usize, n: usize) -> Result<(), Stri
         return Ok(());
     }
     let platform = with_state(|s| s.options.platform).unwrap_or(Platform::Cpu);
-    if bs % 8 != 0 && bs < n {
+    if !bs.is_multiple_of(8) && bs < n {
         return Err(format!(
             "block size {bs} is not a multiple of 8 (tiles are made of 8-row sublanes; {TPU_RULE})"
         ));
     }
-    if platform == Platform::Tpu && axis + 1 == rank && bs % 128 != 0 && bs < n {
+    if platform == Platform::Tpu && axis + 1 == rank && !bs.is_multiple_of(128) && bs < n {
         return Err(format!(
             "block size {bs} on the minor (last) axis is not a multiple of 128: {TPU_RULE}"
         ));
     }
     let auto_pad = with_state(|s| s.options.auto_pad).unwrap_or(true);
-    if !auto_pad && n % bs != 0 {
+    if !auto_pad && !n.is_multiple_of(bs) {
         return Err(format!(
             "axis {axis} has extent {n}, not a multiple of the block size {bs}, and auto_pad = false; \
              pad the input or set auto_pad = true"
@@ -229,7 +229,7 @@ pub(crate) fn read_block(
         &starts_at(spec.rank(), a, clamped, &loc),
         &sizes_with(&spec.shape, a, bs),
     );
-    if n % bs == 0 {
+    if n.is_multiple_of(bs) {
         return window;
     }
     // The last block starts `delta` past the clamped start: shift it down and fill with `pad`.
@@ -280,7 +280,7 @@ pub(crate) fn write_block(
     let limit = s32(n - bs, &loc);
     let clamped = binary_at(start, limit, BinaryOp::Min, loc.clone());
     let starts = starts_at(spec.rank(), a, clamped, &loc);
-    if n % bs == 0 {
+    if n.is_multiple_of(bs) {
         return x.dynamic_update_slice(value, &starts);
     }
     let delta = binary_at(start, clamped, BinaryOp::Sub, loc.clone());
