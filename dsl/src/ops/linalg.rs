@@ -132,6 +132,7 @@ pub(crate) fn dot_general_at(
     })[0]
 }
 
+#[track_caller]
 fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
     let (sa, sb) = (a.spec(), b.spec());
     if sa.rank() == 0 || sb.rank() == 0 {
