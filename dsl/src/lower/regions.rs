@@ -92,7 +92,7 @@ pub(crate) fn sort_region(
 }
 
 /// The (value, index) selector of argmax / argmin: the extreme value wins,
-/// ties go to the smaller index, NaN counts as the extreme.
+/// ties go to the smaller index, NaN counts as the extreme (the first NaN wins).
 pub(crate) fn arg_reduce_region(
     p: &mut Printer,
     max: bool,
@@ -127,14 +127,28 @@ pub(crate) fn arg_reduce_region(
         "{take_src} = \"stablehlo.or\"({better}, {tie}) : (tensor<i1>, tensor<i1>) -> tensor<i1>"
     ));
     if spec.dtype.is_float() {
-        let nan = p.fresh();
+        // A NaN `a` wins unless `b` is a NaN with a smaller index, so the
+        // selector stays commutative (XLA may combine in any order).
+        let (nan, nan_b, ok_b, either) = (p.fresh(), p.fresh(), p.fresh(), p.fresh());
+        let (nan_wins, t2) = (p.fresh(), p.fresh());
+        let ne = compare_attrs(Comparison::Ne, ct);
         lines.push(format!(
-            "{nan} = \"stablehlo.compare\"({a}, {a}) {{{}}} : ({st}, {st}) -> tensor<i1>",
-            compare_attrs(Comparison::Ne, ct)
+            "{nan} = \"stablehlo.compare\"({a}, {a}) {{{ne}}} : ({st}, {st}) -> tensor<i1>"
         ));
-        let t2 = p.fresh();
         lines.push(format!(
-            "{t2} = \"stablehlo.or\"({take_src}, {nan}) : (tensor<i1>, tensor<i1>) -> tensor<i1>"
+            "{nan_b} = \"stablehlo.compare\"({b}, {b}) {{{ne}}} : ({st}, {st}) -> tensor<i1>"
+        ));
+        lines.push(format!(
+            "{ok_b} = \"stablehlo.not\"({nan_b}) : (tensor<i1>) -> tensor<i1>"
+        ));
+        lines.push(format!(
+            "{either} = \"stablehlo.or\"({ok_b}, {lt_i}) : (tensor<i1>, tensor<i1>) -> tensor<i1>"
+        ));
+        lines.push(format!(
+            "{nan_wins} = \"stablehlo.and\"({nan}, {either}) : (tensor<i1>, tensor<i1>) -> tensor<i1>"
+        ));
+        lines.push(format!(
+            "{t2} = \"stablehlo.or\"({take_src}, {nan_wins}) : (tensor<i1>, tensor<i1>) -> tensor<i1>"
         ));
         take_src = t2;
     }

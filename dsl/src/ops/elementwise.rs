@@ -150,6 +150,19 @@ fn unary_check(op: UnaryOp, s: &TensorSpec) -> Result<TensorSpec, String> {
 }
 
 pub(crate) fn unary_at(x: Tensor, op: UnaryOp, loc: Location) -> Tensor {
+    // StableHLO's abs and sign reject unsigned integers: there |x| = x and
+    // sign(x) = min(x, 1).
+    let d = x.dtype();
+    if d.is_unsigned() && crate::trace::spec_of(x).is_some() {
+        match op {
+            UnaryOp::Abs => return x,
+            UnaryOp::Sign => {
+                let one = full_at(Vec::new(), 1.0, d, loc.clone());
+                return binary_at(x, one, BinaryOp::Min, loc);
+            }
+            _ => {}
+        }
+    }
     build(unary_name(op), &[x], loc, 1, move |s| {
         Ok((Op::Unary(op), vec![unary_check(op, &s[0])?]))
     })[0]
@@ -222,9 +235,19 @@ fn same_dtype_broadcast(name: &str, a: &TensorSpec, b: &TensorSpec) -> Result<Sh
     })
 }
 
+/// Whether `a` or `b` is not a tensor of the current trace: `build` then
+/// reports that under the op's name, before the placeholder spec such a
+/// handle reads as (a scalar f32) could mislead the dtype and shape checks.
+fn foreign(a: Tensor, b: Tensor) -> bool {
+    crate::trace::spec_of(a).is_none() || crate::trace::spec_of(b).is_none()
+}
+
 /// Applies a two-operand elementwise op after checking dtypes and broadcasting.
 pub(crate) fn binary_at(a: Tensor, b: Tensor, op: BinaryOp, loc: Location) -> Tensor {
     let name = binary_name(op);
+    if foreign(a, b) {
+        return build(name, &[a, b], loc, 1, |_| Err(String::new()))[0];
+    }
     let (sa, sb) = (a.spec(), b.spec());
     let shape = match same_dtype_broadcast(name, &sa, &sb) {
         Ok(s) => s,
@@ -257,6 +280,9 @@ pub(crate) fn compare_at(a: Tensor, b: Tensor, dir: Comparison, loc: Location) -
         Comparison::Gt => "gt",
         Comparison::Ge => "ge",
     };
+    if foreign(a, b) {
+        return build(name, &[a, b], loc, 1, |_| Err(String::new()))[0];
+    }
     let shape = match same_dtype_broadcast(name, &a.spec(), &b.spec()) {
         Ok(s) => s,
         Err(m) => return build(name, &[a, b], loc, 1, move |_| Err(m))[0],

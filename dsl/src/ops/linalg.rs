@@ -132,6 +132,7 @@ pub(crate) fn dot_general_at(
     })[0]
 }
 
+#[track_caller]
 fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
     // The kernel's compute dtype: round wide float operands, accumulate in f32.
     let opts = with_state(|s| s.options).unwrap_or_default();

@@ -63,14 +63,28 @@ pub fn random_bits(seed: impl Operand, shape: impl Into<Shape>) -> Tensor {
     mix_traced(x, &loc).reshape(&dims)
 }
 
-/// Uniform random numbers in `[0, 1)` of `shape` and float `dtype` (24 random bits each).
+/// Uniform random numbers in `[0, 1)` of `shape` and float `dtype`: 24
+/// random bits each, or as many as the dtype's significand holds (8 for
+/// bf16, 11 for f16), so that no sample rounds up to 1.
 #[track_caller]
 pub fn uniform(seed: impl Operand, shape: impl Into<Shape>, dtype: DType) -> Tensor {
     let loc = Location::caller();
+    let digits: u32 = match dtype {
+        DType::F16 => 11,
+        DType::BF16 => 8,
+        DType::F8E4M3FN => 4,
+        DType::F8E5M2 => 3,
+        _ => 24,
+    };
     let bits = random_bits(seed, shape);
-    let k8 = full_at(Vec::new(), 8.0, DType::U32, loc.clone());
-    let top = binary_at(bits, k8, BinaryOp::ShiftRightLogical, loc.clone()).cast(DType::F32);
-    let scale = full_at(Vec::new(), 1.0 / 16_777_216.0, DType::F32, loc.clone());
+    let shift = full_at(Vec::new(), f64::from(32 - digits), DType::U32, loc.clone());
+    let top = binary_at(bits, shift, BinaryOp::ShiftRightLogical, loc.clone()).cast(DType::F32);
+    let scale = full_at(
+        Vec::new(),
+        0.5f64.powi(digits as i32),
+        DType::F32,
+        loc.clone(),
+    );
     binary_at(top, scale, BinaryOp::Mul, loc).cast(dtype)
 }
 

@@ -20,7 +20,7 @@ pub enum ReduceKind {
     Max,
     /// `min(a, b)`, starting at the highest value.
     Min,
-    /// `a && b` over `pred` (or bitwise and), starting at true.
+    /// `a && b` over `pred` (or bitwise and), starting at true (all bits set).
     And,
     /// `a || b` over `pred` (or bitwise or), starting at false.
     Or,
@@ -31,7 +31,16 @@ impl ReduceKind {
     pub fn init(self, dtype: DType) -> f64 {
         match self {
             ReduceKind::Sum | ReduceKind::Or => 0.0,
-            ReduceKind::Prod | ReduceKind::And => 1.0,
+            ReduceKind::Prod => 1.0,
+            // All bits set: -1 for signed integers, the maximum for unsigned.
+            ReduceKind::And if dtype.is_integer() => {
+                if dtype.is_unsigned() {
+                    highest(dtype)
+                } else {
+                    -1.0
+                }
+            }
+            ReduceKind::And => 1.0,
             ReduceKind::Max => lowest(dtype),
             ReduceKind::Min => highest(dtype),
         }
@@ -235,9 +244,10 @@ impl Tensor {
 
 fn arg_reduce(x: Tensor, max: bool, axis: isize, loc: Location) -> Tensor {
     let spec = x.spec();
+    let name = if max { "argmax" } else { "argmin" };
     let Some(a) = normalize_axis(axis, spec.rank()) else {
         let m = format!("axis {axis} is out of range for {spec}");
-        return build("argmax", &[x], loc, 1, move |_| Err(m))[0];
+        return build(name, &[x], loc, 1, move |_| Err(m))[0];
     };
     let idx = build("iota", &[], loc.clone(), 1, {
         let spec = TensorSpec::new(spec.shape.clone(), DType::S32);
@@ -250,7 +260,6 @@ fn arg_reduce(x: Tensor, max: bool, axis: isize, loc: Location) -> Tensor {
     };
     let init_v = full_at(Vec::new(), kind.init(spec.dtype), spec.dtype, loc.clone());
     let init_i = full_at(Vec::new(), 0.0, DType::S32, loc.clone());
-    let name = if max { "argmax" } else { "argmin" };
     build(name, &[x, idx, init_v, init_i], loc, 2, move |s| {
         if s[0].dtype.is_pred() {
             return Err(format!("{name} is not defined for pred"));

@@ -1,0 +1,356 @@
+//! The StableHLO text: its structure, the user locations every op carries,
+//! and that the text of each op family compiles on the XLA CPU plugin.
+
+mod common;
+
+use common::*;
+use tessel_dsl::kernel::Kernel;
+use tessel_dsl::ops::random::{random_bits, uniform};
+use tessel_dsl::ops::{GatherDims, ScatterCombine};
+use tessel_dsl::runtime::Program;
+use tessel_dsl::{
+    concat, cond, fori_loop, optimization_barrier, while_loop, DotDims, HostTensor, Tensor,
+    TensorSpec, BF16, F32, PRED, S32,
+};
+
+type Body = fn(&[Tensor]) -> Vec<Tensor>;
+
+/// One kernel per op family, all over (x: f32[4,6], y: f32[6,4], i: s32[3], n: s32[]).
+fn families() -> Vec<(&'static str, Body)> {
+    vec![
+        ("elementwise", |a| {
+            let (x, i) = (a[0], a[2]);
+            let e = (x.exp() + x.tanh() * 2.0 - x.erf()) / (x.abs() + 1.0);
+            let c = x.gt(0.0).select(x.sqrt(), x.sin()).clamp(-1.0, 1.0);
+            let b = (i.shift_left(2) ^ i.popcount()) & !i;
+            vec![
+                e,
+                c.cast(BF16).cast(F32),
+                b,
+                x.is_finite(),
+                x.round().pow(2.0).atan2(x),
+            ]
+        }),
+        ("shape", |a| {
+            let (x, y, n) = (a[0], a[1], a[3]);
+            let t = x.t() + y.transpose(&[0, 1]).reshape(&[6, -1]);
+            let s = t.slice(&[1, 0], &[6, 4], &[2, 2]).narrow(0, 0, 1);
+            let d = x.dynamic_slice(&[n, n], &[2, 3]);
+            let u = x.dynamic_update_slice(d * 0.0, &[n, n]);
+            let c = concat(&[u, x.pad(0.0, &[0, 0], &[1, -5], &[0, 1])], 0);
+            vec![
+                s.expand_dims(0).squeeze(0),
+                c,
+                x.broadcast_in_dim([2, 4, 6], &[1, 2]),
+                x.pad_to_multiple(1, 4, 0.0),
+            ]
+        }),
+        ("reduce", |a| {
+            let x = a[0];
+            vec![
+                x.sum(&[0]),
+                x.prod(&[1]),
+                x.max_keepdims(&[0, 1]),
+                x.mean(&[-1]),
+                x.gt(0.0).any(&[1]),
+                x.gt(0.0).all(&[0]),
+                x.argmax(1),
+                x.argmin(0),
+                x.softmax(1),
+                x.logsumexp(0),
+            ]
+        }),
+        ("linalg", |a| {
+            let (x, y) = (a[0], a[1]);
+            let d = DotDims {
+                lhs_contract: vec![0],
+                rhs_contract: vec![1],
+                ..DotDims::default()
+            };
+            vec![
+                x.matmul(y),
+                x.dot_general(y, d, None, None),
+                x.cast(BF16).matmul_acc(y.cast(BF16), F32),
+            ]
+        }),
+        ("indexing", |a| {
+            let (x, i) = (a[0], a[2]);
+            let g = x.take(i, 1);
+            let dims = GatherDims {
+                offset_dims: vec![1],
+                collapsed_slice_dims: vec![0],
+                start_index_map: vec![0],
+                index_vector_dim: 1,
+            };
+            let h = x.gather(i, dims, &[1, 6]);
+            vec![
+                g,
+                h,
+                x.index_update(1, i, g, ScatterCombine::Add),
+                x.index_update(0, i, h, ScatterCombine::Set),
+            ]
+        }),
+        ("sort", |a| {
+            let x = a[0];
+            let (k, v) = x.sort_with(x * 2.0, 1, true);
+            let (tv, ti) = x.top_k(2);
+            vec![x.sort(0, false), x.argsort(1, false), k, v, tv, ti]
+        }),
+        ("control", |a| {
+            let (x, n) = (a[0], a[3]);
+            let (_, y) = while_loop(
+                (Tensor::scalar(0.0, S32), x),
+                |(i, _)| i.lt(n),
+                |(i, y)| (i + 1, y * 0.5),
+            );
+            let z = fori_loop(0, n, y, |i, c| cond(i.eq(1), || c + x, || c));
+            let (p, q) = optimization_barrier((y, z));
+            vec![p, q]
+        }),
+        ("random", |a| {
+            let x = a[0];
+            vec![
+                random_bits(a[3], [3, 5]),
+                uniform(7u32, [4], F32),
+                x.dropout(0.5, 3u32),
+            ]
+        }),
+        ("constants", |a| {
+            let host = HostTensor::from_vec(vec![true, false, true], [3]).unwrap();
+            vec![
+                Tensor::constant(&host),
+                Tensor::full([2], 1.0, PRED),
+                Tensor::iota([2, 3], 1, F32),
+                Tensor::arange(4, S32) + a[3],
+                Tensor::constant(&HostTensor::from_vec(vec![1.5f32, -2.0], [2]).unwrap()),
+            ]
+        }),
+    ]
+}
+
+fn specs() -> Vec<TensorSpec> {
+    vec![
+        spec(&[4, 6], F32),
+        spec(&[6, 4], F32),
+        spec(&[3], S32),
+        spec(&[], S32),
+    ]
+}
+
+/// The `loc(...)` of every op line: (op name, file, line).
+fn op_locations(text: &str) -> Vec<(String, String, u32)> {
+    text.lines()
+        .filter_map(|l| {
+            let at = l.rfind(" loc(\"")?;
+            let rest = &l[at + 6..];
+            let (name, rest) = rest.split_once("\"(\"")?;
+            let (file, rest) = rest.split_once("\":")?;
+            let line = rest.split(':').next()?.parse().ok()?;
+            Some((name.to_string(), file.to_string(), line))
+        })
+        .collect()
+}
+
+#[test]
+fn every_family_lowers_with_locations_in_this_file_and_compiles() {
+    let dev = device();
+    for (name, body) in families() {
+        let graph = Kernel::new(format!("fam_{name}"), body)
+            .params(["x", "y", "i", "n"])
+            .trace(&specs())
+            .unwrap();
+        let text = tessel_dsl::lower::lower(&graph);
+        assert!(
+            text.starts_with(&format!("module @fam_{name} ")),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("func.func public @main(%v0: tensor<4x6xf32> loc(\"x\")"),
+            "{name}"
+        );
+        assert!(text.contains("loc(\"n\")"), "{name}");
+        let locs = op_locations(&text);
+        assert!(
+            locs.len() >= graph.num_ops(),
+            "{name}: {} locations for {} ops",
+            locs.len(),
+            graph.num_ops()
+        );
+        for (op, file, line) in &locs {
+            assert_eq!(file, file!(), "{name}: {op} is located in {file}:{line}");
+            assert!(*line > 0);
+        }
+        let program = Program::new(
+            name,
+            text.clone(),
+            graph.input_specs(),
+            graph.output_specs(),
+        );
+        if let Err(e) = dev.compile(&program) {
+            panic!("{name} does not compile: {e}\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_kernel_with_every_family_runs() {
+    let all = |a: &[Tensor]| {
+        families()
+            .into_iter()
+            .flat_map(|(_, f)| f(a))
+            .collect::<Vec<_>>()
+    };
+    let text = lower(all, &specs());
+    for op in [
+        "stablehlo.exponential",
+        "chlo.erf",
+        "stablehlo.select",
+        "stablehlo.clamp",
+        "stablehlo.convert",
+        "stablehlo.shift_left",
+        "stablehlo.popcnt",
+        "stablehlo.not",
+        "stablehlo.is_finite",
+        "stablehlo.power",
+        "stablehlo.atan2",
+        "stablehlo.transpose",
+        "stablehlo.reshape",
+        "stablehlo.slice",
+        "stablehlo.dynamic_slice",
+        "stablehlo.dynamic_update_slice",
+        "stablehlo.concatenate",
+        "stablehlo.pad",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.reduce",
+        "stablehlo.dot_general",
+        "stablehlo.gather",
+        "stablehlo.scatter",
+        "stablehlo.sort",
+        "chlo.top_k",
+        "stablehlo.while",
+        "stablehlo.if",
+        "stablehlo.optimization_barrier",
+        "stablehlo.iota",
+        "stablehlo.constant",
+        "stablehlo.shift_right_logical",
+        "stablehlo.xor",
+    ] {
+        assert!(text.contains(&format!("\"{op}\"")), "{op} missing");
+    }
+    let mut rng = Rng::new(90);
+    let x = random(&mut rng, &[4, 6], F32, -1.0, 1.0);
+    let y = random(&mut rng, &[6, 4], F32, -1.0, 1.0);
+    let i = tensor(&[0.0, 3.0, 1.0], &[3], S32);
+    let out = run(all, &[&x, &y, &i, &s32(2)]);
+    assert_eq!(out.len(), 42);
+    // Spot check: the first elementwise result.
+    let xv = x.to_f64_vec();
+    let want: Vec<f64> = xv
+        .iter()
+        .map(|&v| (v.exp() + v.tanh() * 2.0 - erf(v)) / (v.abs() + 1.0))
+        .collect();
+    assert_close(&out[0], &want, Class::Transcendental, "first result");
+}
+
+/// erf via its Maclaurin series (plenty for |x| <= 1).
+fn erf(x: f64) -> f64 {
+    let mut sum = 0.0;
+    let mut term = x;
+    for n in 0..40 {
+        sum += term / (2 * n + 1) as f64;
+        term *= -x * x / (n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn locations_name_the_calling_line_and_column() {
+    let line = line!() + 1;
+    let text = lower(|a| a[0].exp(), &[spec(&[2], F32)]);
+    let want = format!("loc(\"exponential\"(\"{}\":{line}:", file!());
+    assert!(text.contains(&want), "{want} not in\n{text}");
+    // Ops a method builds internally (a vector matmul's reshapes, keepdims,
+    // softmax's pieces, fori_loop's counter) are located at the user's call.
+    let s3 = [spec(&[3], F32)];
+    let l1 = line!() + 1;
+    let t1 = lower(|a| a[0].matmul(a[0]), &s3);
+    let l2 = line!() + 1;
+    let t2 = lower(|a| a[0].softmax(0), &s3);
+    let l3 = line!() + 1;
+    let t3 = lower(|a| fori_loop(0, 2, a[0], |_, c| c), &s3);
+    for (text, line) in [(t1, l1), (t2, l2), (t3, l3)] {
+        let locs = op_locations(&text);
+        assert!(locs.len() >= 3, "{text}");
+        for (op, file, l) in locs {
+            assert_eq!((file.as_str(), l), (file!(), line), "{op}");
+        }
+    }
+}
+
+#[test]
+fn module_and_parameter_names_are_sanitized_and_quoted() {
+    let k = Kernel::new("my-kernel.v2", |a: &[Tensor]| a[0] + a[1]).params(["x", "we\"ird\\name"]);
+    let specs = [spec(&[2], F32), spec(&[2], F32)];
+    let text = k.lower(&specs).unwrap();
+    assert!(text.starts_with("module @my_kernel_v2 "), "{text}");
+    assert!(text.contains(r#"loc("we\"ird\\name")"#), "{text}");
+    let x = tensor(&[1.0, 2.0], &[2], F32);
+    let out = k.run(&device(), &[&x, &x]).unwrap();
+    check(
+        &out[0],
+        F32,
+        &[2],
+        &[2.0, 4.0],
+        Class::Exact,
+        "quoted names compile",
+    );
+}
+
+#[test]
+fn results_may_repeat_and_pass_parameters_through() {
+    let x = tensor(&[1.0, 2.0], &[2], F32);
+    let p = HostTensor::from_vec(vec![true, false], [2]).unwrap();
+    let out = run(|a| (a[0], a[0] * 2.0, a[0], a[1]), &[&x, &p]);
+    assert_eq!(out.len(), 4);
+    check(&out[0], F32, &[2], &[1.0, 2.0], Class::Exact, "parameter");
+    check(&out[1], F32, &[2], &[2.0, 4.0], Class::Exact, "computed");
+    check(&out[2], F32, &[2], &[1.0, 2.0], Class::Exact, "repeated");
+    check(
+        &out[3],
+        PRED,
+        &[2],
+        &[1.0, 0.0],
+        Class::Exact,
+        "pred parameter",
+    );
+    let text = lower(|a| a[0], &[spec(&[2], F32)]);
+    assert!(text.contains("func.return %v0 : tensor<2xf32>"), "{text}");
+}
+
+#[test]
+fn multi_result_ops_and_constants_print_as_expected() {
+    let text = lower(
+        |a| {
+            let host = HostTensor::from_vec(vec![true, false, true, true], [2, 2]).unwrap();
+            (
+                a[0].argmax(0),
+                Tensor::constant(&host),
+                Tensor::full([3], 1.0, PRED),
+                Tensor::full([2], 1.5, F32),
+            )
+        },
+        &[spec(&[5], F32)],
+    );
+    assert!(text.contains(":2 = \"stablehlo.reduce\""), "{text}");
+    assert!(text.contains("#1"), "{text}");
+    assert!(
+        text.contains("dense<[[true, false], [true, true]]> : tensor<2x2xi1>"),
+        "{text}"
+    );
+    assert!(text.contains("dense<true> : tensor<3xi1>"), "{text}");
+    // 1.5f32 = 0x3FC00000, little-endian bytes.
+    assert!(
+        text.contains("dense<\"0x0000C03F\"> : tensor<2xf32>"),
+        "{text}"
+    );
+}
