@@ -448,9 +448,6 @@ fn argmax_over_long_rows_with_several_nans_and_infinities() {
 }
 
 #[test]
-#[ignore = "XLA:CPU drops NaN in max/min reductions of runtime data (openxla/xla#21461) \
-            unless compiled with xla_cpu_enable_fast_min_max=false, which the runtime's \
-            compile options do not set"]
 fn max_min_reductions_propagate_nan() {
     let x = tensor(&[1.0, f64::NAN, 3.0, 2.0, 0.5, -1.0], &[2, 3], F32);
     let out = run(

@@ -10,7 +10,7 @@ use super::buffer::{from_pjrt_type, pjrt_type_name};
 use super::client::Client;
 use super::error;
 use super::ffi;
-use super::options::compile_options;
+use super::options::{compile_options, platform_overrides};
 use crate::error::{DeviceError, Result};
 use crate::shape::TensorSpec;
 
@@ -138,7 +138,11 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         )));
     }
     let f = pjrt_fn!(api, PJRT_Client_Compile)?;
-    let options = compile_options(program.num_replicas, program.num_partitions);
+    let options = compile_options(
+        program.num_replicas,
+        program.num_partitions,
+        platform_overrides(client.platform_name()),
+    );
     let format = "mlir";
     let mut prog = ffi::PJRT_Program::new();
     // PJRT declares `code` mutable, but Compile only reads it.

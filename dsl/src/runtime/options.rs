@@ -1,7 +1,9 @@
 //! A hand-serialized `xla.CompileOptionsProto`.
 //!
 //! Only what tessel sets is encoded: field 3 `executable_build_options`
-//! { 4 `num_replicas`, 5 `num_partitions`, 6 `use_spmd_partitioning` }.
+//! { 4 `num_replicas`, 5 `num_partitions`, 6 `use_spmd_partitioning` } and
+//! field 7 `env_option_overrides` (a map from `DebugOptions` field names to
+//! `OptionOverrideProto { 2 bool_field }`), which XLA applies by name.
 //! The bytes are never empty: XLA aborts the process on empty compile options.
 
 /// Appends `value` as a protobuf base-128 varint.
@@ -27,8 +29,13 @@ fn field_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
 }
 
 /// Serialized compile options for `num_replicas` × `num_partitions`
-/// (both at least 1); SPMD partitioning is on when `num_partitions > 1`.
-pub(crate) fn compile_options(num_replicas: usize, num_partitions: usize) -> Vec<u8> {
+/// (both at least 1); SPMD partitioning is on when `num_partitions > 1`;
+/// each `(name, value)` of `bool_overrides` sets a boolean `DebugOptions` field.
+pub(crate) fn compile_options(
+    num_replicas: usize,
+    num_partitions: usize,
+    bool_overrides: &[(&str, bool)],
+) -> Vec<u8> {
     let mut build = Vec::new();
     field_varint(&mut build, 4, num_replicas as u64);
     field_varint(&mut build, 5, num_partitions as u64);
@@ -37,7 +44,24 @@ pub(crate) fn compile_options(num_replicas: usize, num_partitions: usize) -> Vec
     }
     let mut out = Vec::new();
     field_bytes(&mut out, 3, &build);
+    for (name, value) in bool_overrides {
+        let mut value_proto = Vec::new();
+        field_varint(&mut value_proto, 2, u64::from(*value));
+        let mut entry = Vec::new();
+        field_bytes(&mut entry, 1, name.as_bytes());
+        field_bytes(&mut entry, 2, &value_proto);
+        field_bytes(&mut out, 7, &entry);
+    }
     out
+}
+
+/// The `DebugOptions` tessel sets on a platform: on CPU, min/max keep NaN
+/// (XLA's CPU default drops NaN in max/min reductions).
+pub(crate) fn platform_overrides(platform: &str) -> &'static [(&'static str, bool)] {
+    match platform {
+        "cpu" => &[("xla_cpu_enable_fast_min_max", false)],
+        _ => &[],
+    }
 }
 
 #[cfg(test)]
@@ -46,16 +70,29 @@ mod tests {
 
     #[test]
     fn minimal_options_match_the_measured_bytes() {
-        assert_eq!(compile_options(1, 1), [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]);
         assert_eq!(
-            compile_options(1, 2),
+            compile_options(1, 1, &[]),
+            [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]
+        );
+        assert_eq!(
+            compile_options(1, 2, &[]),
             [0x1a, 0x06, 0x20, 0x01, 0x28, 0x02, 0x30, 0x01]
         );
     }
 
     #[test]
+    fn overrides_are_map_entries() {
+        let bytes = compile_options(1, 1, &[("ab", false)]);
+        assert_eq!(&bytes[..6], [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]);
+        assert_eq!(
+            &bytes[6..],
+            [0x3a, 0x08, 0x0a, 0x02, b'a', b'b', 0x12, 0x02, 0x10, 0x00]
+        );
+    }
+
+    #[test]
     fn large_counts_use_multi_byte_varints() {
-        let bytes = compile_options(1, 300);
+        let bytes = compile_options(1, 300, &[]);
         assert_eq!(
             bytes,
             [0x1a, 0x07, 0x20, 0x01, 0x28, 0xac, 0x02, 0x30, 0x01]
