@@ -17,6 +17,7 @@ pub mod profile;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;
+pub mod tile;
 pub mod trace;
 
 pub use dtype::{

@@ -1,0 +1,2 @@
+//! Tiling helpers for blocked kernels: attention masks classified per block ([`mask`]).
+pub mod mask;
