@@ -1,8 +1,11 @@
 //! Tiling: blocks and grids at the kernel's block size, block reads and
-//! writes with virtual auto-padding.
+//! writes with virtual auto-padding, block-sparse matrices, and block masks
+//! computed lazily at block granularity.
 
 pub mod blocks;
+pub mod mask;
 pub mod sparse;
 
 pub use blocks::{block_size, blocks, blocks_of, grid, Blocks, Grid2, Grid3, GridAxes, TPU_RULE};
+pub use mask::{BlockIndex, BlockKind, BlockLayout, Mask, MaskInfo, MultiHeadMask};
 pub use sparse::{BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, DeviceBlockSparse, HostBlockSparse, SparseBlock};
