@@ -33,22 +33,7 @@
 //! attributes) and `tessel-kernels` (the kernel library).
 
 pub use tessel_dsl::*;
-pub use tessel_macros::{cpu_kernel, gpu_kernel, tpu_kernel};
+pub use tessel_macros::{cpu_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 
 /// The kernel library, written with tessel's own macros.
 pub use tessel_kernels as kernels;
-
-/// Everything a kernel file usually needs: `use tessel::prelude::*;`.
-pub mod prelude {
-    pub use crate::kernel::{KernelConfig, Platform, StaticArg};
-    pub use crate::lang::ds;
-    pub use crate::ops::random::{random_bits, uniform};
-    pub use crate::runtime::{Device, DeviceBuffer, Executable};
-    pub use crate::tile::{blocks, blocks_of, grid};
-    pub use crate::{
-        concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error, HostTensor,
-        Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32,
-        S64, S8, U32, U8,
-    };
-    pub use tessel_macros::{cpu_kernel, gpu_kernel, tpu_kernel};
-}

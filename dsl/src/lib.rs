@@ -32,3 +32,18 @@ pub use shape::{Shape, TensorSpec};
 pub use tensor::Tensor;
 pub use tile::{blocks, blocks_of, grid};
 pub use trace::{thread_trace_count, trace, trace_count};
+
+/// Everything a kernel file usually needs: `use tessel::prelude::*;`.
+pub mod prelude {
+    pub use crate::kernel::{KernelConfig, Platform, StaticArg};
+    pub use crate::lang::ds;
+    pub use crate::ops::random::{random_bits, uniform};
+    pub use crate::runtime::{Device, DeviceBuffer, Executable};
+    pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
+    pub use crate::{
+        concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error, HostTensor,
+        Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32,
+        S64, S8, U32, U8,
+    };
+    pub use tessel_macros::{cpu_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
+}

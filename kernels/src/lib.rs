@@ -1,6 +1,9 @@
 //! tessel's kernel library, written with tessel's own macros.
 //!
 //! The macros expand to paths under `::tessel`; inside this crate that name
-//! is the DSL crate itself.
+//! is the DSL crate itself, so the kernels here are written exactly as a
+//! user writes theirs.
 
 extern crate tessel_dsl as tessel;
+
+pub mod sparse;

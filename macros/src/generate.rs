@@ -12,7 +12,7 @@ fn config_expr(o: &Options) -> TokenStream {
     let platform = match o.platform {
         Platform::Tpu => quote!(::tessel::kernel::Platform::Tpu),
         Platform::Gpu => quote!(::tessel::kernel::Platform::Gpu),
-        Platform::Cpu => quote!(::tessel::kernel::Platform::Cpu),
+        Platform::Cpu | Platform::Sparse => quote!(::tessel::kernel::Platform::Cpu),
     };
     let mut fields = Vec::new();
     if let Some(p) = &o.precision {

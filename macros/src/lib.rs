@@ -49,6 +49,16 @@ pub fn cpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(Platform::Cpu, attr.into(), item.into()).into()
 }
 
+/// Marks a Rust function as a block-sparse kernel: its parameters may be
+/// `BlockSparse` matrices (static or dynamic layouts), and the body loops
+/// over their stored blocks. Needs `block_size = N`; `platform = "tpu" |
+/// "gpu" | "cpu"` (default cpu) picks the platform defaults; the other
+/// options are those of `tpu_kernel`.
+#[proc_macro_attribute]
+pub fn sparse_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Platform::Sparse, attr.into(), item.into()).into()
+}
+
 fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     let func: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,

@@ -15,7 +15,13 @@ pub enum Platform {
     Tpu,
     Gpu,
     Cpu,
+    /// `sparse_kernel`: platform chosen by its `platform` option (default cpu).
+    Sparse,
 }
+
+/// The option names `sparse_kernel` accepts beyond the common ones.
+pub const SPARSE_OPTION_NAMES: &[&str] = &["platform"];
+const PLATFORMS: &[&str] = &["tpu", "gpu", "cpu"];
 
 /// The option names every platform attribute accepts.
 pub const OPTION_NAMES: &[&str] = &[
@@ -44,6 +50,7 @@ struct RawOptions {
     auto_pad: Option<bool>,
     donate: Option<PathList>,
     name: Option<String>,
+    platform: Option<SpannedValue<String>>,
 }
 
 /// Validated options.
@@ -114,13 +121,17 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
             }
         };
         let key = path.get_ident().map(|i| i.to_string()).unwrap_or_default();
-        if OPTION_NAMES.contains(&key.as_str()) {
+        let mut allowed: Vec<&str> = OPTION_NAMES.to_vec();
+        if platform == Platform::Sparse {
+            allowed.extend_from_slice(SPARSE_OPTION_NAMES);
+        }
+        if allowed.contains(&key.as_str()) {
             match check_form(&key, &item) {
                 Ok(()) => known.push(item),
                 Err(e) => errors.push(e),
             }
         } else {
-            let hint = did_you_mean(&key, OPTION_NAMES)
+            let hint = did_you_mean(&key, &allowed)
                 .map(|s| format!("did you mean `{s}`? "))
                 .unwrap_or_default();
             errors.push(
@@ -131,7 +142,7 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
                     } else {
                         key
                     },
-                    OPTION_NAMES.join(", ")
+                    allowed.join(", ")
                 ))
                 .with_span(&path.span()),
             );
@@ -217,6 +228,25 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
                 .collect()
         })
         .unwrap_or_default();
+    let sparse = platform == Platform::Sparse;
+    let platform = match (platform, raw.platform.as_ref()) {
+        (Platform::Sparse, Some(p)) => match p.as_str() {
+            "tpu" => Platform::Tpu,
+            "gpu" => Platform::Gpu,
+            "cpu" => Platform::Cpu,
+            other => {
+                errors.push(one_of("platform", other, PLATFORMS, p.span()));
+                Platform::Cpu
+            }
+        },
+        (Platform::Sparse, None) => Platform::Cpu,
+        (p, _) => p,
+    };
+    if sparse && raw.block_size.is_none() {
+        errors.push(Error::custom(
+            "sparse_kernel needs a block size: `#[sparse_kernel(block_size = 128)]`",
+        ));
+    }
     errors.finish_with(Options {
         platform,
         precision,
@@ -239,6 +269,7 @@ fn expected_form(key: &str) -> &'static str {
         "accumulate" => "a bool: `accumulate = true`",
         "auto_pad" => "a bool: `auto_pad = false`",
         "donate" => "a list of parameter names: `donate(x, y)`",
+        "platform" => "a string: `platform = \"tpu\"` (\"tpu\", \"gpu\" or \"cpu\")",
         _ => "a string: `name = \"my_kernel\"`",
     }
 }
@@ -260,7 +291,10 @@ fn check_form(key: &str, item: &NestedMeta) -> darling::Result<()> {
                 syn::Expr::Lit(l) => matches!(
                     (key, &l.lit),
                     ("block_size", syn::Lit::Int(_))
-                        | ("precision" | "dtype" | "name", syn::Lit::Str(_))
+                        | (
+                            "precision" | "dtype" | "name" | "platform",
+                            syn::Lit::Str(_)
+                        )
                         | (
                             "use_bfloat16" | "accumulate" | "auto_pad",
                             syn::Lit::Bool(_)

@@ -8,4 +8,7 @@ pub mod sparse;
 
 pub use blocks::{block_size, blocks, blocks_of, grid, Blocks, Grid2, Grid3, GridAxes, TPU_RULE};
 pub use mask::{BlockIndex, BlockKind, BlockLayout, Mask, MaskInfo, MultiHeadMask};
-pub use sparse::{BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, DeviceBlockSparse, HostBlockSparse, SparseBlock};
+pub use sparse::{
+    BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, DeviceBlockSparse, HostBlockSparse,
+    SparseBlock,
+};

@@ -71,7 +71,10 @@ impl HostBlockSparse {
     /// element (row-major block order); static layout.
     pub fn from_dense(dense: &HostTensor, block: (usize, usize)) -> Result<Self> {
         if dense.shape().len() != 2 || block.0 == 0 || block.1 == 0 {
-            return Err(sparse_err(format!("need a rank-2 matrix and non-zero block sizes, got {} and {block:?}", dense.spec())));
+            return Err(sparse_err(format!(
+                "need a rank-2 matrix and non-zero block sizes, got {} and {block:?}",
+                dense.spec()
+            )));
         }
         let (rows, cols) = (dense.shape()[0], dense.shape()[1]);
         let v = dense.to_f64_vec();
@@ -88,7 +91,10 @@ impl HostBlockSparse {
                         0.0
                     }
                 };
-                let tile: Vec<f64> = (0..block.0).flat_map(|i| (0..block.1).map(move |j| (i, j))).map(|(i, j)| at(i, j)).collect();
+                let tile: Vec<f64> = (0..block.0)
+                    .flat_map(|i| (0..block.1).map(move |j| (i, j)))
+                    .map(|(i, j)| at(i, j))
+                    .collect();
                 if tile.iter().any(|&x| x != 0.0) {
                     coords.push((br, bc));
                     data.extend(tile);
@@ -106,14 +112,25 @@ impl HostBlockSparse {
 
     /// A matrix from stored blocks and their coordinates, checked: one
     /// coordinate per block, each inside the matrix, no duplicates.
-    pub fn from_blocks(values: HostTensor, coords: Vec<(usize, usize)>, shape: (usize, usize)) -> Result<Self> {
+    pub fn from_blocks(
+        values: HostTensor,
+        coords: Vec<(usize, usize)>,
+        shape: (usize, usize),
+    ) -> Result<Self> {
         let s = values.shape();
         if s.len() != 3 || s[1] == 0 || s[2] == 0 {
-            return Err(sparse_err(format!("values must be [nnz, block_rows, block_cols], got {}", values.spec())));
+            return Err(sparse_err(format!(
+                "values must be [nnz, block_rows, block_cols], got {}",
+                values.spec()
+            )));
         }
         let block = (s[1], s[2]);
         if coords.len() != s[0] {
-            return Err(sparse_err(format!("{} coordinates for {} stored blocks", coords.len(), s[0])));
+            return Err(sparse_err(format!(
+                "{} coordinates for {} stored blocks",
+                coords.len(),
+                s[0]
+            )));
         }
         let (nbr, nbc) = (shape.0.div_ceil(block.0), shape.1.div_ceil(block.1));
         let mut seen = std::collections::HashSet::new();
@@ -128,7 +145,12 @@ impl HostBlockSparse {
                 return Err(sparse_err(format!("block ({r}, {c}) is stored twice")));
             }
         }
-        Ok(BlockSparseOf { values, coords: Coords::Static(coords), shape, block })
+        Ok(BlockSparseOf {
+            values,
+            coords: Coords::Static(coords),
+            shape,
+            block,
+        })
     }
 
     /// The same matrix with its coordinates passed as a tensor argument
@@ -136,10 +158,17 @@ impl HostBlockSparse {
     pub fn into_dynamic(self) -> Self {
         match self.coords {
             Coords::Static(c) => {
-                let flat: Vec<i32> = c.iter().flat_map(|&(r, col)| [r as i32, col as i32]).collect();
+                let flat: Vec<i32> = c
+                    .iter()
+                    .flat_map(|&(r, col)| [r as i32, col as i32])
+                    .collect();
                 let n = c.len();
-                let coords = HostTensor::from_vec(flat, [n, 2]).unwrap_or_else(|_| HostTensor::zeros(TensorSpec::new([n, 2], DType::S32)));
-                BlockSparseOf { coords: Coords::Dynamic(coords), ..self }
+                let coords = HostTensor::from_vec(flat, [n, 2])
+                    .unwrap_or_else(|_| HostTensor::zeros(TensorSpec::new([n, 2], DType::S32)));
+                BlockSparseOf {
+                    coords: Coords::Dynamic(coords),
+                    ..self
+                }
             }
             Coords::Dynamic(_) => self,
         }
@@ -149,13 +178,19 @@ impl HostBlockSparse {
     /// the kernel as an argument), checked like [`HostBlockSparse::from_blocks`].
     pub fn dynamic(values: HostTensor, coords: &HostTensor, shape: (usize, usize)) -> Result<Self> {
         if coords.dtype() != DType::S32 || coords.shape().len() != 2 || coords.shape()[1] != 2 {
-            return Err(sparse_err(format!("coordinates must be s32[nnz, 2], got {}", coords.spec())));
+            return Err(sparse_err(format!(
+                "coordinates must be s32[nnz, 2], got {}",
+                coords.spec()
+            )));
         }
         let v = coords.to_f64_vec();
         if v.iter().any(|&x| x < 0.0) {
             return Err(sparse_err("block coordinates must be non-negative".into()));
         }
-        let pairs: Vec<(usize, usize)> = v.chunks(2).map(|p| (p[0] as usize, p[1] as usize)).collect();
+        let pairs: Vec<(usize, usize)> = v
+            .chunks(2)
+            .map(|p| (p[0] as usize, p[1] as usize))
+            .collect();
         Ok(Self::from_blocks(values, pairs, shape)?.into_dynamic())
     }
 
@@ -183,7 +218,9 @@ impl HostBlockSparse {
             Coords::Static(c) => c.clone(),
             Coords::Dynamic(t) => {
                 let v = t.to_f64_vec();
-                v.chunks(2).map(|p| (p[0] as usize, p[1] as usize)).collect()
+                v.chunks(2)
+                    .map(|p| (p[0] as usize, p[1] as usize))
+                    .collect()
             }
         };
         let (rows, cols) = self.shape;
@@ -200,7 +237,10 @@ impl HostBlockSparse {
                 }
             }
         }
-        Ok(HostTensor::from_fn(TensorSpec::new([rows, cols], self.values.dtype()), |i| out[i]))
+        Ok(HostTensor::from_fn(
+            TensorSpec::new([rows, cols], self.values.dtype()),
+            |i| out[i],
+        ))
     }
 }
 
@@ -246,6 +286,35 @@ pub struct SparseBlock {
 }
 
 impl BlockSparse {
+    /// A block-sparse matrix made inside a kernel from traced parts: `values`
+    /// `[nnz, b0, b1]` and `coords` `s32[nnz, 2]` (a dynamic layout) of a
+    /// `shape.0 × shape.1` matrix. Shape errors are trace errors.
+    #[track_caller]
+    pub fn from_parts(values: Tensor, coords: Tensor, shape: (usize, usize)) -> BlockSparse {
+        let (vs, cs) = (values.spec(), coords.spec());
+        let loc = Location::caller();
+        let ok = vs.rank() == 3
+            && cs.rank() == 2
+            && cs.shape[1] == 2
+            && cs.shape[0] == vs.shape[0]
+            && cs.dtype.is_integer();
+        if !ok {
+            let m = format!("block-sparse parts must be values [nnz, b0, b1] and integer coordinates [nnz, 2], got {vs} and {cs}");
+            crate::tensor::fail("block_sparse", &[values, coords], m, &loc);
+        }
+        let block = if vs.rank() == 3 {
+            (vs.shape[1], vs.shape[2])
+        } else {
+            (1, 1)
+        };
+        BlockSparse {
+            values,
+            coords: Coords::Dynamic(coords.cast(DType::S32)),
+            shape,
+            block,
+        }
+    }
+
     /// Dense rows.
     pub fn rows(&self) -> usize {
         self.shape.0
@@ -282,11 +351,17 @@ impl BlockSparse {
         let i = i.to_s32(&loc);
         let zero = Tensor::scalar(0.0, DType::S32);
         let (b0, b1) = self.block;
-        let values = self.values.dynamic_slice(&[i, zero, zero], &[1, b0, b1]).reshape(&[b0 as isize, b1 as isize]);
+        let values = self
+            .values
+            .dynamic_slice(&[i, zero, zero], &[1, b0, b1])
+            .reshape(&[b0 as isize, b1 as isize]);
         let table = match &self.coords {
             Coords::Dynamic(t) => *t,
             Coords::Static(c) => {
-                let flat: Vec<i32> = c.iter().flat_map(|&(r, col)| [r as i32, col as i32]).collect();
+                let flat: Vec<i32> = c
+                    .iter()
+                    .flat_map(|&(r, col)| [r as i32, col as i32])
+                    .collect();
                 match HostTensor::from_vec(flat, [c.len(), 2]) {
                     Ok(h) => Tensor::constant(&h),
                     Err(_) => Tensor::zeros([c.len(), 2], DType::S32),
@@ -326,13 +401,23 @@ fn record_layout<T>(a: &BlockSparseOf<T>, name: &str, c: &mut ArgCollector<'_>) 
     }
 }
 
-fn bind(shape: (usize, usize), block: (usize, usize), coords: Coords<()>, next: &mut dyn Iterator<Item = Tensor>) -> BlockSparse {
+fn bind(
+    shape: (usize, usize),
+    block: (usize, usize),
+    coords: Coords<()>,
+    next: &mut dyn Iterator<Item = Tensor>,
+) -> BlockSparse {
     let values = next.next().unwrap_or(Tensor::INERT);
     let coords = match coords {
         Coords::Static(v) => Coords::Static(v),
         Coords::Dynamic(()) => Coords::Dynamic(next.next().unwrap_or(Tensor::INERT)),
     };
-    BlockSparse { values, coords, shape, block }
+    BlockSparse {
+        values,
+        coords,
+        shape,
+        block,
+    }
 }
 
 fn unit_coords<T>(c: &Coords<T>) -> Coords<()> {
@@ -366,7 +451,11 @@ impl KernelParam for BlockSparse {
             c.specs.push(t.clone());
         }
     }
-    fn collect_buffer<'a>(arg: &&'a DeviceBlockSparse, name: &'static str, c: &mut ArgCollector<'a>) {
+    fn collect_buffer<'a>(
+        arg: &&'a DeviceBlockSparse,
+        name: &'static str,
+        c: &mut ArgCollector<'a>,
+    ) {
         record_layout(*arg, name, c);
         c.names.push(name);
         c.buffers.push(&arg.values);
