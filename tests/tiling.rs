@@ -247,3 +247,46 @@ fn unrolled_blocks_are_rust_loops() {
     assert_close(&unrolled_sum::run(&dev(), &x).unwrap(), &want, 1e-5);
     assert!(!unrolled_sum::lower(x.spec()).unwrap().contains("while"));
 }
+
+#[test]
+fn map_blocks_loop_and_batched_forms_agree() {
+    use tessel::tile::BlockMode;
+    #[cpu_kernel(block_size = 8)]
+    fn normalize_rows(x: Tensor, batched: bool) -> Tensor {
+        let mode = if batched {
+            BlockMode::Batched
+        } else {
+            BlockMode::Loop
+        };
+        x.map_blocks_with(0, mode, |tile| {
+            tile.softmax(-1) * 2.0 - tile.mean_keepdims(&[-1])
+        })
+    }
+    let d = dev();
+    for rows in [1, 8, 13, 24] {
+        let x = rand(TensorSpec::new([rows, 6], F32), rows as u64);
+        let looped = normalize_rows::run(&d, &x, false).unwrap();
+        let batched = normalize_rows::run(&d, &x, true).unwrap();
+        assert_close(&batched, &looped.to_f64_vec(), 1e-6);
+        // And against a direct whole-tensor computation.
+        let v = x.to_f64_vec();
+        let want: Vec<f64> = v
+            .chunks(6)
+            .flat_map(|r| {
+                let m = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = r.iter().map(|x| (x - m).exp()).collect();
+                let s: f64 = e.iter().sum();
+                let mean = r.iter().sum::<f64>() / 6.0;
+                e.into_iter().map(move |x| x / s * 2.0 - mean)
+            })
+            .collect();
+        assert_close(&looped, &want, 1e-5);
+    }
+    let spec = TensorSpec::new([13, 6], F32);
+    assert!(normalize_rows::lower(&spec, false)
+        .unwrap()
+        .contains("stablehlo.while"));
+    assert!(!normalize_rows::lower(&spec, true)
+        .unwrap()
+        .contains("stablehlo.while"));
+}

@@ -131,9 +131,15 @@ pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> 
                 Err(e) => errors.push(e),
             }
         } else {
-            let hint = did_you_mean(&key, &allowed)
-                .map(|s| format!("did you mean `{s}`? "))
-                .unwrap_or_default();
+            let hint = if key == "platform" {
+                "the attribute sets the platform (`tpu_kernel`, `gpu_kernel`, `cpu_kernel`; `platform` is an option of \
+                 `sparse_kernel`); "
+                    .to_string()
+            } else {
+                did_you_mean(&key, &allowed)
+                    .map(|s| format!("did you mean `{s}`? "))
+                    .unwrap_or_default()
+            };
             errors.push(
                 Error::custom(format!(
                     "unknown option `{}`; {hint}expected one of: {}",

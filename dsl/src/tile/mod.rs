@@ -3,10 +3,12 @@
 //! computed lazily at block granularity.
 
 pub mod blocks;
+pub mod map;
 pub mod mask;
 pub mod sparse;
 
 pub use blocks::{block_size, blocks, blocks_of, grid, Blocks, Grid2, Grid3, GridAxes, TPU_RULE};
+pub use map::BlockMode;
 pub use mask::{BlockIndex, BlockKind, BlockLayout, Mask, MaskInfo, MultiHeadMask};
 pub use sparse::{
     BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, DeviceBlockSparse, HostBlockSparse,

@@ -1,0 +1,8 @@
+use tessel::prelude::*;
+
+#[sparse_kernel(platform = "tpu")]
+fn k(a: BlockSparse, b: Tensor) -> Tensor {
+    b
+}
+
+fn main() {}
