@@ -134,16 +134,21 @@ pub(crate) fn dot_general_at(
 
 #[track_caller]
 fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor {
+    matmul_full(a, b, None, out, loc)
+}
+
+#[track_caller]
+fn matmul_full(a: Tensor, b: Tensor, precision: Option<Precision>, out: Option<DType>, loc: Location) -> Tensor {
     // The kernel's compute dtype: round wide float operands, accumulate in f32.
     let opts = with_state(|s| s.options).unwrap_or_default();
     if let (Some(d), None) = (opts.dtype, out) {
         let wide = matches!(a.dtype(), DType::F32 | DType::F64)
             && a.dtype() == b.dtype()
             && d != a.dtype();
-        if wide && opts.precision == Precision::Default && d.is_float() {
+        if wide && precision.unwrap_or(opts.precision) == Precision::Default && d.is_float() {
             let acc = if opts.accumulate { DType::F32 } else { d };
             let orig = a.dtype();
-            let r = matmul_at(a.cast(d), b.cast(d), Some(acc), loc.clone());
+            let r = matmul_full(a.cast(d), b.cast(d), precision, Some(acc), loc.clone());
             return r.cast(orig);
         }
     }
@@ -183,7 +188,7 @@ fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor 
         lhs_contract: vec![nb + 1],
         rhs_contract: vec![nb],
     };
-    let r = dot_general_at(a3, b3, dims, None, out, loc);
+    let r = dot_general_at(a3, b3, dims, precision, out, loc);
     match (sa.rank(), sb.rank()) {
         (1, 1) => r.reshape(&[]),
         (1, _) => r.squeeze(-2),
@@ -213,6 +218,14 @@ impl Tensor {
     #[track_caller]
     pub fn matmul(self, rhs: Tensor) -> Tensor {
         matmul_at(self, rhs, None, Location::caller())
+    }
+
+    /// `matmul` at a chosen `precision` (the kernel's when `None`) accumulating
+    /// and returning `acc` elements (the operands' dtype when `None`; an
+    /// explicit `acc` also skips the kernel's compute-dtype rounding).
+    #[track_caller]
+    pub fn matmul_with(self, rhs: Tensor, precision: Option<Precision>, acc: Option<DType>) -> Tensor {
+        matmul_full(self, rhs, precision, acc, Location::caller())
     }
 
     /// `matmul` accumulating and returning `acc` elements (for example bf16

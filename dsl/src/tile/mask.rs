@@ -53,7 +53,7 @@ pub use trace::BlockIndex;
 ///
 /// ```
 /// use tessel_dsl::tile::mask::{BlockKind, Mask};
-/// use tessel_dsl::{trace, TensorSpec, TraceOptions, PRED};
+/// use tessel_dsl::{kernel::KernelConfig, trace, TensorSpec, PRED};
 ///
 /// // A causal sliding window of 3 keys, without the first key.
 /// let mask = Mask::local(6, 6, Some(2), Some(0))
@@ -68,7 +68,7 @@ pub use trace::BlockIndex;
 /// assert_eq!(row, [(0, BlockKind::Full), (1, BlockKind::Partial)]);
 ///
 /// // The element mask of one block, traced into a kernel.
-/// let g = trace("k", &[], TraceOptions::default(), |_| {
+/// let g = trace("k", &[], KernelConfig::default(), |_| {
 ///     Mask::causal(512, 512).block_mask(1, 1, 128, 128)
 /// })?;
 /// assert_eq!(g.output_specs()[0], TensorSpec::new([128, 128], PRED));
