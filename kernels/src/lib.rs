@@ -6,4 +6,6 @@
 
 extern crate tessel_dsl as tessel;
 
+pub mod gemm;
+pub mod quantized;
 pub mod sparse;

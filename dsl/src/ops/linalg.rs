@@ -138,7 +138,13 @@ fn matmul_at(a: Tensor, b: Tensor, out: Option<DType>, loc: Location) -> Tensor 
 }
 
 #[track_caller]
-fn matmul_full(a: Tensor, b: Tensor, precision: Option<Precision>, out: Option<DType>, loc: Location) -> Tensor {
+fn matmul_full(
+    a: Tensor,
+    b: Tensor,
+    precision: Option<Precision>,
+    out: Option<DType>,
+    loc: Location,
+) -> Tensor {
     // The kernel's compute dtype: round wide float operands, accumulate in f32.
     let opts = with_state(|s| s.options).unwrap_or_default();
     if let (Some(d), None) = (opts.dtype, out) {
@@ -224,7 +230,12 @@ impl Tensor {
     /// and returning `acc` elements (the operands' dtype when `None`; an
     /// explicit `acc` also skips the kernel's compute-dtype rounding).
     #[track_caller]
-    pub fn matmul_with(self, rhs: Tensor, precision: Option<Precision>, acc: Option<DType>) -> Tensor {
+    pub fn matmul_with(
+        self,
+        rhs: Tensor,
+        precision: Option<Precision>,
+        acc: Option<DType>,
+    ) -> Tensor {
         matmul_full(self, rhs, precision, acc, Location::caller())
     }
 

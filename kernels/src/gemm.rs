@@ -1,0 +1,153 @@
+//! GEMM with transposes, mixed precision and a fused epilogue, and
+//! quantized matmuls (int8 / fp8 weights and activations with per-channel or
+//! per-block scales) with their quantize / dequantize helpers.
+
+use tessel::prelude::*;
+
+/// The activation applied in a GEMM's epilogue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// None.
+    #[default]
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, erf form.
+    Gelu,
+    /// GELU, tanh approximation.
+    GeluTanh,
+    /// `x · sigmoid(x)`.
+    Silu,
+}
+
+impl StaticArg for Activation {}
+
+/// Options of [`gemm`] and [`gemm_bias`] (a static argument: each distinct
+/// value is its own compiled program).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmOptions {
+    /// Use `aᵀ` (the last two axes swapped).
+    pub transpose_a: bool,
+    /// Use `bᵀ`.
+    pub transpose_b: bool,
+    /// The result dtype (`None`: the inputs' dtype, or f32 for fp8 and integer inputs).
+    pub out_dtype: Option<DType>,
+    /// The dot's precision (`None`: the kernel's).
+    pub precision: Option<Precision>,
+    /// Epilogue activation.
+    pub activation: Activation,
+    /// Accumulate over K in blocks of this size in a traced loop (`None`: one
+    /// `dot_general`, which XLA tiles for the hardware itself — the fastest
+    /// form on CPU and GPU; blocks bound the live K slab on TPU).
+    pub block_k: Option<usize>,
+}
+
+impl Default for GemmOptions {
+    fn default() -> Self {
+        GemmOptions {
+            transpose_a: false,
+            transpose_b: false,
+            out_dtype: None,
+            precision: None,
+            activation: Activation::Identity,
+            block_k: None,
+        }
+    }
+}
+
+impl StaticArg for GemmOptions {}
+
+/// The dtype the operands are multiplied in: fp8 operands are widened to
+/// bf16 (exactly) so every backend can run the dot.
+fn compute_dtype(d: DType) -> DType {
+    match d {
+        DType::F8E4M3FN | DType::F8E5M2 => DType::BF16,
+        other => other,
+    }
+}
+
+/// The accumulation dtype: f32 for floats below f64, s32 for 8-bit integers.
+fn accumulate_dtype(d: DType) -> DType {
+    match d {
+        DType::F64 => DType::F64,
+        DType::S8 | DType::U8 | DType::S32 => DType::S32,
+        DType::S64 => DType::S64,
+        _ => DType::F32,
+    }
+}
+
+fn activate(y: Tensor, act: Activation) -> Tensor {
+    match act {
+        Activation::Identity => y,
+        Activation::Relu => y.relu(),
+        Activation::Gelu => y * ((y * std::f64::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5,
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            (((y + y * y * y * 0.044715) * c).tanh() + 1.0) * y * 0.5
+        }
+        Activation::Silu => y * y.sigmoid(),
+    }
+}
+
+/// The product in the accumulation dtype, before the epilogue.
+fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
+    let a = if opts.transpose_a { a.t() } else { a };
+    let b = if opts.transpose_b { b.t() } else { b };
+    let a = a.cast(compute_dtype(a.dtype()));
+    let b = b.cast(compute_dtype(b.dtype()));
+    let acc = accumulate_dtype(a.dtype());
+    let dot = |x: Tensor, y: Tensor| x.matmul_with(y, opts.precision, Some(acc));
+    match opts.block_k {
+        None => dot(a, b),
+        Some(bk) => {
+            let k = a.dim(-1);
+            let mut out_shape = a.shape();
+            let last = out_shape.len() - 1;
+            out_shape[last] = b.dim(-1);
+            let mut y = Tensor::zeros(out_shape, acc);
+            for kb in blocks_of(k, bk) {
+                y = y + dot(
+                    a.block_sized(-1, kb, bk, 0.0),
+                    b.block_sized(-2, kb, bk, 0.0),
+                );
+            }
+            y
+        }
+    }
+}
+
+fn out_dtype(input: DType, opts: GemmOptions) -> DType {
+    opts.out_dtype.unwrap_or(match input {
+        DType::F8E4M3FN | DType::F8E5M2 | DType::S8 | DType::U8 => DType::F32,
+        other => other,
+    })
+}
+
+/// `a · b` for `[.., M, K] × [.., K, N]` (batch axes broadcast), with
+/// optional transposes, accumulation in f32 (s32 for int8), an activation
+/// epilogue and a chosen output dtype.
+///
+/// ```
+/// use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
+/// use tessel::prelude::*;
+/// let dev = Device::cpu()?;
+/// let a = HostTensor::from_vec(vec![1.0f32, -2.0, 3.0, 4.0], [2, 2])?;
+/// let opts = GemmOptions { activation: Activation::Relu, ..GemmOptions::default() };
+/// let y = gemm::run(&dev, &a, &a, opts)?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![0.0, 0.0, 15.0, 10.0]);
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[tpu_kernel]
+pub fn gemm(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
+    let dt = out_dtype(a.dtype(), opts);
+    activate(product(a, b, opts), opts.activation).cast(dt)
+}
+
+/// `activation(a · b + bias)`, the bias broadcast over the rows (`[N]` or any
+/// shape that broadcasts to the result), fused into one program.
+#[tpu_kernel]
+pub fn gemm_bias(a: Tensor, b: Tensor, bias: Tensor, opts: GemmOptions) -> Tensor {
+    let y = product(a, b, opts);
+    let dt = out_dtype(a.dtype(), opts);
+    activate(y + bias.cast(y.dtype()), opts.activation).cast(dt)
+}

@@ -1,0 +1,317 @@
+//! GEMM and quantized matmuls against f64 plain-Rust references.
+//!
+//! Tolerances (relative to 1 + |reference|): f32 operands 1e-5 · K; bf16 and
+//! f16 operands are compared with the reference computed on the rounded
+//! operands (the kernel accumulates in f32), 1e-5 · K; fp8 likewise; int8
+//! operands exact before scaling; quantization round trips within one
+//! quantization step (scale / 2 for int8, the fp8 spacing at the value).
+
+use tessel_dsl::prelude::*;
+use tessel_kernels::gemm::{gemm, gemm_bias, Activation, GemmOptions};
+use tessel_kernels::quantized::{
+    dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
+};
+
+fn dev() -> Device {
+    Device::cpu().expect("the CPU plugin loads")
+}
+
+fn rand(shape: &[usize], dtype: DType, seed: u64) -> HostTensor {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), dtype), |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 2001) as f64 / 1000.0 - 1.0
+    })
+}
+
+/// `[.., M, K] x [.., K, N]` with equal batch axes, in f64 on the stored values.
+fn mm(a: &HostTensor, b: &HostTensor, ta: bool, tb: bool) -> (Vec<f64>, Vec<usize>) {
+    let (sa, sb) = (a.shape(), b.shape());
+    let r = sa.len();
+    let batch: usize = sa[..r - 2].iter().product();
+    let (am, ak) = (sa[r - 2], sa[r - 1]);
+    let (bk, bn) = (sb[r - 2], sb[r - 1]);
+    let (m, k) = if ta { (ak, am) } else { (am, ak) };
+    let n = if tb { bk } else { bn };
+    let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
+    let mut out = Vec::with_capacity(batch * m * n);
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|p| {
+                        let x = if ta {
+                            av[bi * am * ak + p * ak + i]
+                        } else {
+                            av[bi * am * ak + i * ak + p]
+                        };
+                        let y = if tb {
+                            bv[bi * bk * bn + j * bn + p]
+                        } else {
+                            bv[bi * bk * bn + p * bn + j]
+                        };
+                        x * y
+                    })
+                    .sum();
+                out.push(s);
+            }
+        }
+    }
+    let mut shape = sa[..r - 2].to_vec();
+    shape.extend([m, n]);
+    (out, shape)
+}
+
+fn close(got: &HostTensor, want: &[f64], tol: f64) {
+    let g = got.to_f64_vec();
+    assert_eq!(g.len(), want.len());
+    for (i, (x, y)) in g.iter().zip(want).enumerate() {
+        assert!(
+            (x - y).abs() <= tol * (1.0 + y.abs()),
+            "element {i}: {x} vs {y}"
+        );
+    }
+}
+
+#[test]
+fn gemm_shapes_transposes_and_batches() {
+    let d = dev();
+    for (i, &(m, k, n)) in [(1, 1, 1), (7, 13, 5), (33, 17, 9), (64, 130, 3)]
+        .iter()
+        .enumerate()
+    {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = rand(&if ta { [k, m] } else { [m, k] }, F32, i as u64);
+            let b = rand(&if tb { [n, k] } else { [k, n] }, F32, 50 + i as u64);
+            let opts = GemmOptions {
+                transpose_a: ta,
+                transpose_b: tb,
+                ..GemmOptions::default()
+            };
+            let (want, shape) = mm(&a, &b, ta, tb);
+            let y = gemm::run(&d, &a, &b, opts).unwrap();
+            assert_eq!(y.shape(), &shape[..]);
+            close(&y, &want, 1e-5 * k as f64);
+        }
+    }
+    let a = rand(&[3, 5, 7], F32, 1);
+    let b = rand(&[3, 7, 4], F32, 2);
+    let (want, _) = mm(&a, &b, false, false);
+    close(
+        &gemm::run(&d, &a, &b, GemmOptions::default()).unwrap(),
+        &want,
+        1e-4,
+    );
+}
+
+#[test]
+fn gemm_blocked_k_equals_single_dot() {
+    let d = dev();
+    let a = rand(&[9, 300], F32, 3);
+    let b = rand(&[300, 11], F32, 4);
+    let (want, _) = mm(&a, &b, false, false);
+    for bk in [128, 256] {
+        let opts = GemmOptions {
+            block_k: Some(bk),
+            ..GemmOptions::default()
+        };
+        close(&gemm::run(&d, &a, &b, opts).unwrap(), &want, 1e-5 * 300.0);
+    }
+    // K blocks of 8 break the TPU rule on the minor axis; under CPU rules they are fine.
+    let opts = GemmOptions {
+        block_k: Some(8),
+        ..GemmOptions::default()
+    };
+    let err = gemm::run(&d, &a, &b, opts).unwrap_err();
+    assert!(err.to_string().contains("multiple of 128"), "{err}");
+    let cpu = KernelConfig {
+        platform: Platform::Cpu,
+        ..gemm::CONFIG
+    };
+    close(
+        &gemm::run_with(&cpu, &d, &a, &b, opts).unwrap(),
+        &want,
+        1e-5 * 300.0,
+    );
+    let text = gemm::lower(a.spec(), b.spec(), GemmOptions::default()).unwrap();
+    assert_eq!(text.matches("stablehlo.dot_general").count(), 1);
+}
+
+#[test]
+fn gemm_low_precision_inputs_accumulate_in_f32() {
+    let d = dev();
+    for dtype in [BF16, F16, F8E4M3FN, F8E5M2] {
+        let a = rand(&[6, 40], dtype, 5);
+        let b = rand(&[40, 3], dtype, 6);
+        let (want, _) = mm(&a, &b, false, false);
+        let opts = GemmOptions {
+            out_dtype: Some(F32),
+            ..GemmOptions::default()
+        };
+        let y = gemm::run(&d, &a, &b, opts).unwrap();
+        assert_eq!(y.dtype(), F32, "{dtype}");
+        close(&y, &want, 1e-5 * 40.0);
+        // Default output dtype: the input's for 16-bit floats, f32 for fp8.
+        let y = gemm::run(&d, &a, &b, GemmOptions::default()).unwrap();
+        let expect = if dtype == F8E4M3FN || dtype == F8E5M2 {
+            F32
+        } else {
+            dtype
+        };
+        assert_eq!(y.dtype(), expect);
+    }
+}
+
+#[test]
+fn gemm_bias_and_activation_epilogues() {
+    let d = dev();
+    let a = rand(&[5, 8], F32, 7);
+    let b = rand(&[8, 4], F32, 8);
+    let bias = rand(&[4], F32, 9);
+    let (prod, _) = mm(&a, &b, false, false);
+    let bv = bias.to_f64_vec();
+    let erf = |x: f64| {
+        // Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7).
+        let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+        let y = 1.0
+            - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+                + 0.254829592)
+                * t
+                * (-x * x).exp();
+        y.copysign(x)
+    };
+    type Act = Box<dyn Fn(f64) -> f64>;
+    let acts: [(Activation, Act); 5] = [
+        (Activation::Identity, Box::new(|x| x)),
+        (Activation::Relu, Box::new(|x: f64| x.max(0.0))),
+        (
+            Activation::Gelu,
+            Box::new(move |x: f64| 0.5 * x * (1.0 + erf(x / 2f64.sqrt()))),
+        ),
+        (
+            Activation::GeluTanh,
+            Box::new(|x: f64| {
+                0.5 * x
+                    * (1.0
+                        + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+            }),
+        ),
+        (Activation::Silu, Box::new(|x: f64| x / (1.0 + (-x).exp()))),
+    ];
+    for (act, f) in acts {
+        let opts = GemmOptions {
+            activation: act,
+            ..GemmOptions::default()
+        };
+        let want: Vec<f64> = prod
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| f(p + bv[i % 4]))
+            .collect();
+        close(
+            &gemm_bias::run(&d, &a, &b, &bias, opts).unwrap(),
+            &want,
+            1e-5,
+        );
+        let want: Vec<f64> = prod.iter().map(|&p| f(p)).collect();
+        close(&gemm::run(&d, &a, &b, opts).unwrap(), &want, 1e-5);
+    }
+}
+
+#[test]
+fn gemm_bad_shapes_are_kernel_errors() {
+    let d = dev();
+    let err = gemm::run(
+        &d,
+        &rand(&[2, 3], F32, 1),
+        &rand(&[4, 5], F32, 2),
+        GemmOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.is_kernel_error() && err.to_string().contains("contracting"),
+        "{err}"
+    );
+}
+
+#[test]
+fn quantize_round_trips_within_one_step() {
+    let d = dev();
+    let w = rand(&[37, 6], F32, 11);
+    let wv = w.to_f64_vec();
+    for (dtype, block) in [
+        (S8, None),
+        (S8, Some(8)),
+        (F8E4M3FN, None),
+        (F8E5M2, Some(16)),
+    ] {
+        let (q, s) = quantize::run(&d, &w, dtype, block).unwrap();
+        assert_eq!(q.dtype(), dtype);
+        let back = dequantize::run(&d, &q, &s, block).unwrap().to_f64_vec();
+        let sv = s.to_f64_vec();
+        for (i, (&x, &y)) in wv.iter().zip(&back).enumerate() {
+            let (r, c) = (i / 6, i % 6);
+            let scale = match block {
+                None => sv[c],
+                Some(bk) => sv[(r / bk) * 6 + c],
+            };
+            // int8: half a step; fp8: relative spacing (3 mantissa bits e4m3, 2 e5m2).
+            let tol = match dtype {
+                S8 => scale * 0.5 + 1e-7,
+                F8E4M3FN => x.abs() * 0.0625 + scale * 0.01,
+                _ => x.abs() * 0.125 + scale * 0.01,
+            };
+            assert!(
+                (x - y).abs() <= tol,
+                "{dtype} {block:?} element {i}: {x} vs {y}"
+            );
+        }
+    }
+}
+
+#[test]
+fn quantized_matmuls_match_dequantized_references() {
+    let d = dev();
+    let x = rand(&[5, 40], F32, 21);
+    let w = rand(&[40, 7], F32, 22);
+    for (dtype, block) in [
+        (S8, None),
+        (S8, Some(16)),
+        (F8E4M3FN, None),
+        (F8E4M3FN, Some(8)),
+    ] {
+        let (q, s) = quantize::run(&d, &w, dtype, block).unwrap();
+        let wd = dequantize::run(&d, &q, &s, block).unwrap();
+        let (want, _) = mm(&x, &wd, false, false);
+        close(
+            &quantized_matmul::run(&d, &x, &q, &s, block).unwrap(),
+            &want,
+            1e-5 * 40.0,
+        );
+    }
+    // Both operands int8: exact integer dot, then the two scales.
+    let (xq, xs) = quantize_rows::run(&d, &x, S8).unwrap();
+    let (wq, ws) = quantize::run(&d, &w, S8, None).unwrap();
+    let (iprod, _) = mm(&xq, &wq, false, false);
+    let (xsv, wsv) = (xs.to_f64_vec(), ws.to_f64_vec());
+    let want: Vec<f64> = iprod
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| p * xsv[i / 7] * wsv[i % 7])
+        .collect();
+    close(
+        &quantized_matmul_both::run(&d, &xq, &xs, &wq, &ws).unwrap(),
+        &want,
+        1e-6,
+    );
+    // And it approximates the float product.
+    let (exact, _) = mm(&x, &w, false, false);
+    let approx = quantized_matmul_both::run(&d, &xq, &xs, &wq, &ws)
+        .unwrap()
+        .to_f64_vec();
+    for (a, e) in approx.iter().zip(&exact) {
+        assert!((a - e).abs() < 0.1, "{a} vs {e}");
+    }
+}
