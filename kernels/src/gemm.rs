@@ -128,14 +128,14 @@ fn out_dtype(input: DType, opts: GemmOptions) -> DType {
 /// epilogue and a chosen output dtype.
 ///
 /// ```
-/// use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
-/// use tessel::prelude::*;
+/// use tessel_kernels::gemm::{gemm, Activation, GemmOptions};
+/// use tessel_dsl::prelude::*;
 /// let dev = Device::cpu()?;
 /// let a = HostTensor::from_vec(vec![1.0f32, -2.0, 3.0, 4.0], [2, 2])?;
 /// let opts = GemmOptions { activation: Activation::Relu, ..GemmOptions::default() };
 /// let y = gemm::run(&dev, &a, &a, opts)?;
 /// assert_eq!(y.to_vec::<f32>()?, vec![0.0, 0.0, 15.0, 10.0]);
-/// # Ok::<(), tessel::Error>(())
+/// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 #[tpu_kernel]
 pub fn gemm(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {

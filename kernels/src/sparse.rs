@@ -7,8 +7,8 @@ use tessel::prelude::*;
 /// the output rows it covers. Empty blocks cost nothing.
 ///
 /// ```
-/// use tessel::kernels::sparse::block_sparse_matmul;
-/// use tessel::prelude::*;
+/// use tessel_kernels::sparse::block_sparse_matmul;
+/// use tessel_dsl::prelude::*;
 /// let dev = Device::cpu()?;
 /// let mut dense = vec![0.0f32; 16 * 16];
 /// dense[3] = 2.0; // only block (0, 0) is non-zero
@@ -16,7 +16,7 @@ use tessel::prelude::*;
 /// let b = HostTensor::from_vec(vec![1.0f32; 16 * 4], [16, 4])?;
 /// let y = block_sparse_matmul::run(&dev, &a, &b)?;
 /// assert_eq!(y.to_vec::<f32>()?[..4], [2.0; 4]);
-/// # Ok::<(), tessel::Error>(())
+/// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 #[sparse_kernel(block_size = 128)]
 pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
