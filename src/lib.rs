@@ -33,7 +33,7 @@
 //! attributes) and `tessel-kernels` (the kernel library).
 
 pub use tessel_dsl::*;
-pub use tessel_macros::{cpu_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
+pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 
 /// The kernel library, written with tessel's own macros.
 pub use tessel_kernels as kernels;

@@ -12,6 +12,7 @@ pub mod host;
 pub mod kernel;
 pub mod lang;
 pub mod lower;
+pub mod moe;
 pub mod ops;
 pub mod profile;
 pub mod runtime;
@@ -45,5 +46,5 @@ pub mod prelude {
         Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32,
         S64, S8, U32, U8,
     };
-    pub use tessel_macros::{cpu_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
+    pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }

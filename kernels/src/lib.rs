@@ -7,5 +7,6 @@
 extern crate tessel_dsl as tessel;
 
 pub mod gemm;
+pub mod moe;
 pub mod quantized;
 pub mod sparse;

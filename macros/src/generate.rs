@@ -76,8 +76,23 @@ fn config_expr(o: &Options) -> TokenStream {
 /// function and `name::run(..)` reaches the companion, also for kernels
 /// declared inside function bodies).
 pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
-    let vis = &func.vis;
-    let name = &func.sig.ident;
+    let companion = companion(&func.vis, &func.sig.ident, &func.sig.ident, opts, sig);
+    quote! {
+        #func
+
+        #companion
+    }
+}
+
+/// The companion struct `name` whose functions trace `callee` (a function
+/// with the signature `sig`).
+pub fn companion(
+    vis: &syn::Visibility,
+    name: &syn::Ident,
+    callee: &syn::Ident,
+    opts: &Options,
+    sig: &KernelSig,
+) -> TokenStream {
     let name_str = name.to_string();
     let config = config_expr(opts);
     let ps: Vec<_> = sig.params.iter().map(|p| &p.ident).collect();
@@ -98,7 +113,7 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
             move |__t: &[::tessel::Tensor]| {
                 let mut __it = __t.iter().copied();
                 #( let #ps = <#tys as #kp>::#bind(&#ps, &mut __it); )*
-                #name(#(#ps),*)
+                #callee(#(#ps),*)
             }
         }
     };
@@ -106,8 +121,6 @@ pub fn generate(func: &ItemFn, opts: &Options, sig: &KernelSig) -> TokenStream {
     let body_spec = body(quote!(bind_spec));
     let body_buf = body(quote!(bind_buffer));
     quote! {
-        #func
-
         #[doc = #doc]
         #[allow(non_camel_case_types)]
         #vis struct #name {}

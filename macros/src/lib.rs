@@ -11,6 +11,7 @@
 //! item, so one typo does not cascade.
 
 mod analyze;
+mod expert;
 mod generate;
 mod options;
 mod rewrite;
@@ -57,6 +58,51 @@ pub fn cpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn sparse_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(Platform::Sparse, attr.into(), item.into()).into()
+}
+
+/// Marks one expert's computation (tokens first, then that expert's
+/// parameters) and generates the routed mixture-of-experts layer around it:
+/// `name_moe(tokens, router, stacked params..)` (grouped, megablox style),
+/// `name_moe_dense(..)` (dense einsum dispatch, the reference) and the
+/// companion `name::run(&dev, ..)` for the routed layer. Options:
+/// `num_experts = N` (required), `top_k = K` (default 2),
+/// `capacity_factor = F` (default 1.25), `renormalize = bool` (default
+/// true), `precision`, `name`.
+#[proc_macro_attribute]
+pub fn expert_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item2: TokenStream2 = item.into();
+    let func: syn::ItemFn = match syn::parse2(item2.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let msg = syn::Error::new(e.span(), format!("expert_kernel applies to functions: {e}"))
+                .to_compile_error();
+            return quote! { #msg #item2 }.into();
+        }
+    };
+    let mut errors = darling::Error::accumulator();
+    let opts = errors.handle(expert::parse(attr.into()));
+    let sig = errors.handle(analyze::analyze(&func));
+    if let Some(sig) = &sig {
+        errors.handle(expert::check(sig, &func));
+    }
+    let mut body = func.block.clone();
+    let mut rw = rewrite::Rewriter { errors: Vec::new() };
+    syn::visit_mut::VisitMut::visit_block_mut(&mut rw, &mut body);
+    for e in rw.errors {
+        errors.push(e.into());
+    }
+    match (errors.finish(), opts, sig) {
+        (Ok(()), Some(opts), Some(sig)) => {
+            let mut rewritten = func.clone();
+            rewritten.block = body;
+            expert::generate(&rewritten, &opts, &sig).into()
+        }
+        (Err(e), _, _) => {
+            let errs = e.write_errors();
+            quote! { #errs #func }.into()
+        }
+        _ => quote! { #func }.into(),
+    }
 }
 
 fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {

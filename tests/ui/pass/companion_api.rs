@@ -42,3 +42,13 @@ fn main() {
     let run: fn(&Device, &HostTensor, &HostTensor) -> tessel::Result<(HostTensor, HostTensor)> = gpu::run;
     let _ = run;
 }
+
+#[expert_kernel(num_experts = 4, top_k = 2, capacity_factor = 1.5, renormalize = false, precision = "highest")]
+fn expert(x: Tensor, w: Tensor) -> Tensor {
+    x.matmul(w).relu()
+}
+
+#[allow(dead_code)]
+fn uses_the_routed_layer(dev: &Device, x: &HostTensor, r: &HostTensor, w: &HostTensor) {
+    let _: tessel::Result<(HostTensor, HostTensor, HostTensor, HostTensor)> = expert::run(dev, x, r, w);
+}
