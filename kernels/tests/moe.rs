@@ -43,6 +43,7 @@ struct Ref {
 /// The routed layer in f64: softmax router, top-k (ties to the lower index),
 /// optional renormalization, assignments ranked by (choice, token), capacity
 /// per expert, relu FFN experts, gated sum.
+#[allow(clippy::too_many_arguments)]
 fn reference(
     x: &HostTensor,
     router: &HostTensor,
@@ -105,8 +106,8 @@ fn reference(
     let mut out = vec![0.0; t * d];
     let mut dropped = 0;
     for slot in 0..k {
-        for i in 0..t {
-            let (j, g) = choice[i][slot];
+        for (i, ch) in choice.iter().enumerate() {
+            let (j, g) = ch[slot];
             counts[j] += 1;
             if used[j] >= cap {
                 dropped += 1;
