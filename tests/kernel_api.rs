@@ -341,3 +341,50 @@ fn profile_reports_times_costs_and_memory() {
     assert_eq!(gf, dot + 64.0 * 32.0);
     assert_eq!(gt, 64.0 * 32.0);
 }
+
+#[test]
+fn donated_buffers_are_reused_for_results() {
+    #[cpu_kernel(donate(acc))]
+    fn accumulate(acc: Tensor, x: Tensor) -> Tensor {
+        acc + x * 2.0
+    }
+    let d = dev();
+    let acc = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]).unwrap();
+    let x = HostTensor::from_vec(vec![10.0f32, 20.0, 30.0], [3]).unwrap();
+    let text = accumulate::lower(acc.spec(), x.spec()).unwrap();
+    assert!(
+        text.contains("%v0: tensor<3xf32> {tf.aliasing_output = 0 : i32}"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("%v1: tensor<3xf32> {tf.aliasing_output"),
+        "only the donated parameter aliases"
+    );
+    // Host calls copy in fresh buffers, so donation is invisible.
+    assert_eq!(
+        accumulate::run(&d, &acc, &x)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![21.0, 42.0, 63.0]
+    );
+    // Device calls hand the donated buffer over: reading it afterwards is an error, not a crash.
+    let (ab, xb) = (d.to_device(&acc).unwrap(), d.to_device(&x).unwrap());
+    let out = accumulate::call(&d, &ab, &xb).unwrap();
+    assert_eq!(
+        out.to_host().unwrap().to_vec::<f32>().unwrap(),
+        vec![21.0, 42.0, 63.0]
+    );
+    assert!(ab.to_host().is_err(), "the donated buffer was consumed");
+    assert!(xb.to_host().is_ok(), "the other argument was not");
+
+    #[cpu_kernel(donate(x))]
+    fn shrink(x: Tensor) -> Tensor {
+        x.sum(&[0])
+    }
+    let err = shrink::run(&d, &x).unwrap_err();
+    assert!(
+        err.is_kernel_error() && err.to_string().contains("donated"),
+        "{err}"
+    );
+}

@@ -103,9 +103,38 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// Every region; region 0 is the function body.
     pub regions: Vec<Region>,
+    /// Donated parameters: (parameter index, result index) pairs whose
+    /// buffers XLA may reuse for that result.
+    pub aliases: Vec<(usize, usize)>,
 }
 
 impl Graph {
+    /// Marks the parameters named in `donate` as donated, each to the first
+    /// result of the same type not yet taken. Returns the names that found
+    /// no such result or are not parameters.
+    pub fn donate(&mut self, donate: &[&str]) -> Vec<String> {
+        let outs = self.output_specs();
+        let ins = self.input_specs();
+        let mut missing = Vec::new();
+        for name in donate {
+            let params: Vec<usize> = (0..self.param_names.len())
+                .filter(|&i| self.param_names[i] == *name)
+                .collect();
+            if params.is_empty() {
+                missing.push((*name).to_string());
+            }
+            for p in params {
+                let free = (0..outs.len())
+                    .find(|&o| outs[o] == ins[p] && !self.aliases.iter().any(|&(_, t)| t == o));
+                match free {
+                    Some(o) => self.aliases.push((p, o)),
+                    None => missing.push((*name).to_string()),
+                }
+            }
+        }
+        missing
+    }
+
     /// An empty graph whose body takes parameters of the given types.
     pub fn new(name: &str, params: &[(String, TensorSpec)]) -> Graph {
         let mut g = Graph {
@@ -121,6 +150,7 @@ impl Graph {
                 results: Vec::new(),
                 captures: Vec::new(),
             }],
+            aliases: Vec::new(),
         };
         for (_, spec) in params {
             g.add_arg(0, spec.clone());

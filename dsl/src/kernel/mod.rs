@@ -129,7 +129,22 @@ where
                 (n, s.clone())
             })
             .collect();
-        trace(self.name(), &params, self.config, |a| (self.body)(a))
+        let mut graph = trace(self.name(), &params, self.config, |a| (self.body)(a))?;
+        let unmatched = graph.donate(self.config.donate);
+        if let Some(name) = unmatched.first() {
+            return Err(KernelError {
+                kernel: self.name().to_string(),
+                op: "donate".into(),
+                operands: graph.input_specs().iter().map(|s| s.to_string()).collect(),
+                message: format!(
+                    "`{name}` is donated but no result has its type (or it is not a tensor parameter); \
+                     a donated buffer is reused for a result of the same shape and dtype"
+                ),
+                location: Location::caller(),
+            }
+            .into());
+        }
+        Ok(graph)
     }
 
     /// The StableHLO text for arguments of `specs`.

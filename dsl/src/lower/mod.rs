@@ -101,7 +101,18 @@ impl<'g> Printer<'g> {
             .enumerate()
             .map(|(i, &v)| {
                 let pname = g.param_names.get(i).cloned().unwrap_or_default();
-                format!("{}: {} loc({})", self.name(v), self.ty(v), quote(&pname))
+                let alias = g
+                    .aliases
+                    .iter()
+                    .find(|&&(p, _)| p == i)
+                    .map(|&(_, o)| format!(" {{tf.aliasing_output = {o} : i32}}"))
+                    .unwrap_or_default();
+                format!(
+                    "{}: {}{alias} loc({})",
+                    self.name(v),
+                    self.ty(v),
+                    quote(&pname)
+                )
             })
             .collect();
         let results: Vec<String> = g.regions[0].results.iter().map(|&v| self.ty(v)).collect();
