@@ -1,0 +1,173 @@
+//! The `tessel` command: `info`, `list`, `lower` and `run` over the prebuilt
+//! kernels. Every error is one line on stderr and a non-zero exit code.
+
+pub mod args;
+pub mod registry;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use args::{npy, pairs, spec, Args};
+use registry::{find, Opts};
+
+use crate::runtime::Device;
+
+const USAGE: &str = "usage: tessel <command> [options]
+
+commands:
+  info                       the PJRT plugin, its versions and devices
+  list                       the prebuilt kernels with their arguments and options
+  lower KERNEL --shape name=2x128x64:f32 ... [--opt key=value ...]
+                             print the kernel's StableHLO
+  run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out out.npy ...]
+                             run the kernel on .npy inputs, write its outputs, print timing
+
+`tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i32, i64, u8, bool;
+bf16 as uint16 bit patterns.";
+
+/// Runs the command line `words` (without the program name); `Ok` holds what
+/// to print, `Err` the one-line error.
+pub fn main_with(words: &[String]) -> Result<String, String> {
+    let Some((cmd, rest)) = words.split_first() else {
+        return Ok(USAGE.to_string());
+    };
+    let a = Args::parse(rest)?;
+    match cmd.as_str() {
+        "-h" | "--help" | "help" => Ok(USAGE.to_string()),
+        "info" => info(&a),
+        "list" => list(&a),
+        "lower" => lower(&a),
+        "run" => run(&a),
+        other => Err(format!(
+            "unknown command `{other}`; commands: info, list, lower, run (tessel --help)"
+        )),
+    }
+}
+
+fn info(a: &Args) -> Result<String, String> {
+    if a.help() {
+        return Ok("usage: tessel info\n\nPrints the PJRT plugin's path, PJRT and StableHLO versions, platform and devices.".into());
+    }
+    a.only(&[])?;
+    let d = Device::cpu().map_err(|e| e.to_string())?;
+    let (maj, min) = d.api_version();
+    Ok(format!(
+        "plugin:      {}\nplatform:    {}\ndevices:     {}\nPJRT API:    {maj}.{min}\nStableHLO:   {}\nXLA version: {}",
+        d.plugin_path().display(),
+        d.platform_name(),
+        d.device_count(),
+        d.stablehlo_version().unwrap_or_else(|| "unknown".into()),
+        d.xla_version().map(|v| v.to_string()).unwrap_or_else(|| "unknown".into()),
+    ))
+}
+
+fn list(a: &Args) -> Result<String, String> {
+    if a.help() {
+        return Ok(
+            "usage: tessel list\n\nLists the prebuilt kernels, their tensor arguments and options."
+                .into(),
+        );
+    }
+    a.only(&[])?;
+    let mut s = String::new();
+    for e in registry::entries() {
+        s.push_str(&format!(
+            "{}({})\n    {}\n",
+            e.name,
+            e.args.join(", "),
+            e.about
+        ));
+        for (k, d, h) in e.options {
+            s.push_str(&format!("    --opt {k}=…   {h} (default {d})\n"));
+        }
+    }
+    Ok(s.trim_end().to_string())
+}
+
+fn named<T>(
+    entry: &registry::Entry,
+    given: BTreeMap<String, String>,
+    what: &str,
+    load: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    for k in given.keys() {
+        if !entry.args.contains(&k.as_str()) {
+            return Err(format!(
+                "kernel {} has no argument `{k}`; arguments: {}",
+                entry.name,
+                entry.args.join(", ")
+            ));
+        }
+    }
+    entry
+        .args
+        .iter()
+        .map(|n| {
+            let v = given
+                .get(*n)
+                .ok_or_else(|| format!("missing --{what} {n}=… for kernel {}", entry.name))?;
+            load(v)
+        })
+        .collect()
+}
+
+fn lower(a: &Args) -> Result<String, String> {
+    if a.help() {
+        return Ok("usage: tessel lower KERNEL --shape name=2x128x64:f32 ... [--opt key=value ...]\n\nPrints the StableHLO of KERNEL for arguments of these shapes (dtype after the colon, f32 by default).".into());
+    }
+    a.only(&["shape", "opt"])?;
+    let name = a
+        .positional
+        .first()
+        .ok_or("lower needs a kernel name (tessel list)")?;
+    let entry = find(name)?;
+    let specs = named(&entry, pairs(a.all("shape"), "shape")?, "shape", spec)?;
+    let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
+    (entry.lower)(&specs, &opts).map_err(|e| e.to_string())
+}
+
+fn run(a: &Args) -> Result<String, String> {
+    if a.help() {
+        return Ok("usage: tessel run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out file.npy ...]\n\nRuns KERNEL on the .npy inputs, writes its outputs to the --out files in order (or prints them when small), and prints the time.".into());
+    }
+    a.only(&["arg", "opt", "out"])?;
+    let name = a
+        .positional
+        .first()
+        .ok_or("run needs a kernel name (tessel list)")?;
+    let entry = find(name)?;
+    let inputs = named(&entry, pairs(a.all("arg"), "arg")?, "arg", npy)?;
+    let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
+    let d = Device::cpu().map_err(|e| e.to_string())?;
+    let refs: Vec<_> = inputs.iter().collect();
+    let t0 = Instant::now();
+    let outs = (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
+    let first = t0.elapsed();
+    let t1 = Instant::now();
+    (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
+    let cached = t1.elapsed();
+    let files = a.all("out");
+    if files.len() > outs.len() {
+        return Err(format!(
+            "{} --out files for {} outputs",
+            files.len(),
+            outs.len()
+        ));
+    }
+    let mut s = String::new();
+    for (i, o) in outs.iter().enumerate() {
+        match files.get(i) {
+            Some(f) => {
+                o.write_npy(f).map_err(|e| e.to_string())?;
+                s.push_str(&format!("output {i}: {} -> {f}\n", o.spec()));
+            }
+            None => s.push_str(&format!("output {i}: {o:?}\n")),
+        }
+    }
+    s.push_str(&format!(
+        "time: {:.3} ms first call (trace + compile + run), {:.3} ms cached",
+        first.as_secs_f64() * 1e3,
+        cached.as_secs_f64() * 1e3
+    ));
+    Ok(s)
+}

@@ -1,0 +1,176 @@
+//! The prebuilt kernels the `tessel` command can list, lower and run.
+
+use std::collections::BTreeMap;
+
+use crate::kernels::gemm::{gemm, Activation, GemmOptions};
+use crate::kernels::moe::moe;
+use crate::kernels::sparse::block_sparse;
+use crate::runtime::Device;
+use crate::{DType, Error, HostError, HostTensor, Result, TensorSpec};
+
+/// `--opt key=value` settings, checked against an entry's options.
+pub struct Opts(BTreeMap<String, String>);
+
+fn bad(msg: String) -> Error {
+    HostError::Other(msg).into()
+}
+
+impl Opts {
+    /// Checks `given` against `entry`'s options and fills in defaults.
+    pub fn new(
+        entry: &Entry,
+        given: BTreeMap<String, String>,
+    ) -> std::result::Result<Opts, String> {
+        let mut all: BTreeMap<String, String> = entry
+            .options
+            .iter()
+            .map(|(k, d, _)| (k.to_string(), d.to_string()))
+            .collect();
+        for (k, v) in given {
+            if !all.contains_key(&k) {
+                let known: Vec<&str> = entry.options.iter().map(|o| o.0).collect();
+                return Err(format!(
+                    "kernel {} has no option `{k}`; options: {}",
+                    entry.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+            all.insert(k, v);
+        }
+        Ok(Opts(all))
+    }
+
+    fn get(&self, k: &str) -> &str {
+        self.0.get(k).map(String::as_str).unwrap_or("")
+    }
+
+    fn bool(&self, k: &str) -> Result<bool> {
+        match self.get(k) {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            v => Err(bad(format!("option {k} takes true or false, got `{v}`"))),
+        }
+    }
+
+    fn usize_opt(&self, k: &str) -> Result<Option<usize>> {
+        match self.get(k) {
+            "" | "none" => Ok(None),
+            v => v.parse().map(Some).map_err(|_| {
+                bad(format!(
+                    "option {k} takes a positive integer or none, got `{v}`"
+                ))
+            }),
+        }
+    }
+
+    fn dtype_opt(&self, k: &str) -> Result<Option<DType>> {
+        match self.get(k) {
+            "" | "none" => Ok(None),
+            v => DType::parse(v).map(Some).ok_or_else(|| {
+                bad(format!(
+                    "option {k} takes a dtype (f32, bf16, ...), got `{v}`"
+                ))
+            }),
+        }
+    }
+}
+
+/// A kernel the command knows: its argument names, options, and how to run and lower it.
+pub struct Entry {
+    /// The kernel's name on the command line.
+    pub name: &'static str,
+    /// One line on what it computes.
+    pub about: &'static str,
+    /// Its tensor arguments, in order.
+    pub args: &'static [&'static str],
+    /// (option, default, meaning).
+    pub options: &'static [(&'static str, &'static str, &'static str)],
+    /// Runs it.
+    pub run: fn(&Device, &[&HostTensor], &Opts) -> Result<Vec<HostTensor>>,
+    /// Lowers it.
+    pub lower: fn(&[TensorSpec], &Opts) -> Result<String>,
+}
+
+fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
+    let activation = match o.get("activation") {
+        "none" | "identity" => Activation::Identity,
+        "relu" => Activation::Relu,
+        "gelu" => Activation::Gelu,
+        "gelu_tanh" => Activation::GeluTanh,
+        "silu" => Activation::Silu,
+        v => {
+            return Err(bad(format!(
+                "option activation takes none, relu, gelu, gelu_tanh or silu, got `{v}`"
+            )))
+        }
+    };
+    Ok(GemmOptions {
+        transpose_a: o.bool("transpose_a")?,
+        transpose_b: o.bool("transpose_b")?,
+        out_dtype: o.dtype_opt("out_dtype")?,
+        precision: None,
+        activation,
+        block_k: o.usize_opt("block_k")?,
+    })
+}
+
+fn block_sparse_config(o: &Opts) -> Result<crate::kernel::KernelConfig> {
+    let bs = o.usize_opt("block_size")?.unwrap_or(128);
+    Ok(block_sparse::CONFIG.with_block_size(Some(bs)))
+}
+
+/// Every prebuilt kernel, by name.
+pub fn entries() -> Vec<Entry> {
+    vec![
+        Entry {
+            name: "gemm",
+            about: "a · b for [.., M, K] x [.., K, N], f32 accumulation, fused activation",
+            args: &["a", "b"],
+            options: &[
+                ("transpose_a", "false", "use aᵀ"),
+                ("transpose_b", "false", "use bᵀ"),
+                ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),
+                ("out_dtype", "none", "result dtype; none keeps the inputs'"),
+                ("block_k", "none", "accumulate over K in blocks of this size"),
+            ],
+            run: |d, a, o| {
+                let y = gemm::run(d, a[0], a[1], gemm_opts(o)?)?;
+                Ok(vec![y])
+            },
+            lower: |s, o| gemm::lower(&s[0], &s[1], gemm_opts(o)?),
+        },
+        Entry {
+            name: "block_sparse",
+            about: "sparse · dense for a square block-sparse matrix given as values [nnz, b, b] and s32 block indices [nnz, 2]",
+            args: &["dense", "sparse_values", "indices"],
+            options: &[("block_size", "128", "the kernel's block size")],
+            run: |d, a, o| Ok(vec![block_sparse::run_with(&block_sparse_config(o)?, d, a[0], a[1], a[2])?]),
+            lower: |s, o| block_sparse::lower_with(&block_sparse_config(o)?, &s[0], &s[1], &s[2]),
+        },
+        Entry {
+            name: "moe",
+            about: "routed MoE layer: 8 GELU experts, top-2, capacity 1.25 (outputs: y, aux_loss, z_loss, dropped)",
+            args: &["x", "router", "w1", "w2"],
+            options: &[],
+            run: |d, a, _| {
+                let (y, aux, z, dropped) = moe::run(d, a[0], a[1], a[2], a[3])?;
+                Ok(vec![y, aux, z, dropped])
+            },
+            lower: |s, _| moe::lower(&s[0], &s[1], &s[2], &s[3]),
+        },
+    ]
+}
+
+/// The entry called `name`.
+pub fn find(name: &str) -> std::result::Result<Entry, String> {
+    let all = entries();
+    let names: Vec<&str> = all.iter().map(|e| e.name).collect();
+    let list = names.join(", ");
+    all.into_iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| format!("unknown kernel `{name}`; kernels: {list}"))
+}

@@ -1,0 +1,167 @@
+//! The `tessel` command: each command on small inputs (a `.npy` round trip
+//! equals the library call), `--help` everywhere, and errors as one line
+//! with exit code 2.
+
+use std::process::Command;
+
+use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
+use tessel::prelude::*;
+
+fn tessel(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn last_line(s: &str) -> &str {
+    s.lines()
+        .filter(|l| l.starts_with("tessel:"))
+        .last()
+        .unwrap_or("")
+}
+
+#[test]
+fn list_info_and_help() {
+    let (code, out, _) = tessel(&["list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("gemm(a, b)") && out.contains("block_sparse(dense, sparse_values, indices)"),
+        "{out}"
+    );
+    let (code, out, _) = tessel(&["info"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("platform:    cpu") && out.contains("StableHLO:"),
+        "{out}"
+    );
+    for cmd in ["info", "list", "lower", "run"] {
+        let (code, out, _) = tessel(&[cmd, "--help"]);
+        assert_eq!(code, 0, "{cmd}");
+        assert!(
+            out.starts_with(&format!("usage: tessel {cmd}")),
+            "{cmd}: {out}"
+        );
+    }
+    let (code, out, _) = tessel(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("commands:"));
+}
+
+#[test]
+fn lower_prints_stablehlo() {
+    let (code, out, err) = tessel(&[
+        "lower",
+        "gemm",
+        "--shape",
+        "a=2x3:f32",
+        "--shape",
+        "b=3x4",
+        "--opt",
+        "activation=relu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("func.func public @main(%v0: tensor<2x3xf32>")
+            && out.contains("stablehlo.maximum"),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_round_trips_through_npy() {
+    let dir = std::env::temp_dir().join(format!("tessel-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = HostTensor::from_fn(TensorSpec::new([3, 5], F32), |i| i as f64 * 0.25 - 1.0);
+    let b = HostTensor::from_fn(TensorSpec::new([5, 2], F32), |i| 1.0 - i as f64 * 0.5);
+    let (pa, pb, po) = (dir.join("a.npy"), dir.join("b.npy"), dir.join("out.npy"));
+    a.write_npy(&pa).unwrap();
+    b.write_npy(&pb).unwrap();
+    let (code, out, err) = tessel(&[
+        "run",
+        "gemm",
+        "--arg",
+        &format!("a={}", pa.display()),
+        "--arg",
+        &format!("b={}", pb.display()),
+        "--opt",
+        "activation=silu",
+        "--out",
+        po.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("output 0: f32[3,2]") && out.contains("ms cached"),
+        "{out}"
+    );
+    let got = HostTensor::read_npy(&po).unwrap();
+    let want = gemm::run(
+        &Device::cpu().unwrap(),
+        &a,
+        &b,
+        GemmOptions {
+            activation: Activation::Silu,
+            ..GemmOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn errors_are_one_line_with_exit_code_2() {
+    let cases: [(&[&str], &str); 8] = [
+        (&["frobnicate"], "unknown command `frobnicate`"),
+        (
+            &["lower", "nope", "--shape", "a=1"],
+            "unknown kernel `nope`",
+        ),
+        (&["lower", "gemm", "--shape", "a=2x3"], "missing --shape b="),
+        (
+            &["lower", "gemm", "--shape", "a=2y3", "--shape", "b=3x4"],
+            "bad shape `2y3`",
+        ),
+        (
+            &[
+                "lower",
+                "gemm",
+                "--shape",
+                "a=2x3",
+                "--shape",
+                "b=3x4",
+                "--opt",
+                "fast=true",
+            ],
+            "no option `fast`",
+        ),
+        (
+            &[
+                "run",
+                "gemm",
+                "--arg",
+                "a=/nonexistent/a.npy",
+                "--arg",
+                "b=/nonexistent/b.npy",
+            ],
+            "No such file",
+        ),
+        (
+            &["lower", "gemm", "--shape", "a=2x3", "--shape", "b=4x5"],
+            "contracting",
+        ),
+        (&["run", "gemm", "--bogus", "1"], "unknown option --bogus"),
+    ];
+    for (args, needle) in cases {
+        let (code, out, err) = tessel(args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        let line = last_line(&err);
+        assert!(line.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("tessel:")).count(), 1);
+    }
+}
