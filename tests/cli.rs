@@ -20,10 +20,7 @@ fn tessel(args: &[&str]) -> (i32, String, String) {
 }
 
 fn last_line(s: &str) -> &str {
-    s.lines()
-        .filter(|l| l.starts_with("tessel:"))
-        .last()
-        .unwrap_or("")
+    s.lines().rfind(|l| l.starts_with("tessel:")).unwrap_or("")
 }
 
 #[test]
