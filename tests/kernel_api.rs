@@ -388,3 +388,36 @@ fn donated_buffers_are_reused_for_results() {
         "{err}"
     );
 }
+
+#[test]
+fn profile_kernel_scope_counts_calls() {
+    #[cpu_kernel]
+    fn triple(x: Tensor) -> Tensor {
+        x * 3.0
+    }
+    let d = Device::cpu_with_devices(1).unwrap();
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    let (outs, report) = tessel::profile::profile_kernel(|| {
+        let a = triple::run(&d, &x).unwrap();
+        let b = triple::run(&d, &x).unwrap();
+        let buf = d.to_device(&x).unwrap();
+        let c = scaled_softmax::call(&d, &buf, 1.0).unwrap();
+        (a, b, c)
+    });
+    assert_eq!(outs.0.to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+    let t = &report.kernels["triple"];
+    assert_eq!((t.calls, t.compiles), (2, 1));
+    assert!(t.min_seconds <= t.max_seconds && t.total_seconds > 0.0);
+    assert_eq!(report.kernels["scaled_softmax"].calls, 1);
+    assert!(report.summary().contains("triple"));
+    assert!(
+        report
+            .to_json()
+            .starts_with("{\"scaled_softmax\": {\"calls\": 1"),
+        "{}",
+        report.to_json()
+    );
+    // Calls outside the scope are not recorded.
+    let (_, empty) = tessel::profile::profile_kernel(|| ());
+    assert!(empty.kernels.is_empty());
+}

@@ -185,8 +185,13 @@ where
     /// Runs on host tensors: compile (cached), copy in, execute, copy out.
     #[track_caller]
     pub fn run(&self, device: &Device, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
+        let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.compile(device, &specs)?.run(args)
+        let misses = device.cache().stats().misses;
+        let out = self.compile(device, &specs)?.run(args)?;
+        let compiled = device.cache().stats().misses != misses;
+        crate::profile::record(self.name(), t.elapsed(), compiled);
+        Ok(out)
     }
 
     /// Traces, compiles afresh (bypassing the cache) and times the kernel on
@@ -207,7 +212,12 @@ where
     /// Runs on device buffers, leaving the results on the device.
     #[track_caller]
     pub fn call(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.compile(device, &specs)?.execute(args)
+        let misses = device.cache().stats().misses;
+        let out = self.compile(device, &specs)?.execute(args)?;
+        let compiled = device.cache().stats().misses != misses;
+        crate::profile::record(self.name(), t.elapsed(), compiled);
+        Ok(out)
     }
 }

@@ -2,8 +2,13 @@
 //! repeated executions, FLOPs and bytes (from XLA's cost analysis, or counted
 //! from the graph), achieved throughput, and compiled memory.
 
+mod scope;
+
 use std::fmt::Write;
 use std::time::{Duration, Instant};
+
+pub(crate) use scope::record;
+pub use scope::{profile_kernel, KernelCalls, ScopeReport};
 
 use crate::error::Result;
 use crate::graph::Graph;
@@ -244,7 +249,7 @@ fn num(x: f64) -> String {
     }
 }
 
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {
         match c {
