@@ -32,6 +32,9 @@
 //! ops, tracing, lowering, the PJRT runtime), `tessel-macros` (the
 //! attributes) and `tessel-kernels` (the kernel library).
 
+// The macros expand to `::tessel::..` paths, which inside this crate name the crate itself.
+extern crate self as tessel;
+
 pub use tessel_dsl::*;
 pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 

@@ -162,3 +162,58 @@ fn errors_are_one_line_with_exit_code_2() {
         assert_eq!(err.lines().filter(|l| l.starts_with("tessel:")).count(), 1);
     }
 }
+
+/// Tags balance and every element is closed: enough to call the SVG well-formed.
+fn well_formed(svg: &str) -> bool {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = svg;
+    while let Some(start) = rest.find('<') {
+        let Some(end) = rest[start..].find('>') else {
+            return false;
+        };
+        let tag = &rest[start + 1..start + end];
+        rest = &rest[start + end + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            if stack.pop().as_deref() != Some(name.trim()) {
+                return false;
+            }
+        } else if !tag.ends_with('/') {
+            stack.push(tag.split_whitespace().next().unwrap_or("").to_string());
+        }
+    }
+    stack.is_empty()
+}
+
+#[test]
+fn bench_writes_a_table_json_and_a_well_formed_svg() {
+    let dir = std::env::temp_dir().join(format!("tessel-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, svg) = (dir.join("b.json"), dir.join("b.svg"));
+    let (code, out, err) = tessel(&[
+        "bench",
+        "sparse",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("dense matmul (reference)") && out.contains("block-sparse 10%"),
+        "{out}"
+    );
+    assert!(err.contains("1/1 done"), "progress on stderr: {err}");
+    let j = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        j.starts_with("[{\"workload\": \"sparse\"") && j.ends_with("}]"),
+        "{j}"
+    );
+    assert_eq!(j.matches("\"speedup\"").count(), 3);
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && well_formed(&s), "{s}");
+    assert!(s.contains("polyline"));
+    let (code, _, err) = tessel(&["bench", "warp"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown workload `warp`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

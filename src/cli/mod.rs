@@ -2,6 +2,7 @@
 //! kernels. Every error is one line on stderr and a non-zero exit code.
 
 pub mod args;
+pub mod bench;
 pub mod registry;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,8 @@ commands:
                              print the kernel's StableHLO
   run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out out.npy ...]
                              run the kernel on .npy inputs, write its outputs, print timing
+  bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]
+                             the benchmark suite: each workload against its reference
 
 `tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i32, i64, u8, bool;
 bf16 as uint16 bit patterns.";
@@ -38,8 +41,9 @@ pub fn main_with(words: &[String]) -> Result<String, String> {
         "list" => list(&a),
         "lower" => lower(&a),
         "run" => run(&a),
+        "bench" => bench(&a),
         other => Err(format!(
-            "unknown command `{other}`; commands: info, list, lower, run (tessel --help)"
+            "unknown command `{other}`; commands: info, list, lower, run, bench (tessel --help)"
         )),
     }
 }
@@ -170,4 +174,60 @@ fn run(a: &Args) -> Result<String, String> {
         cached.as_secs_f64() * 1e3
     ));
     Ok(s)
+}
+
+fn bench(a: &Args) -> Result<String, String> {
+    let all = bench::workloads();
+    if a.help() {
+        let mut s = String::from(
+            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
+        );
+        for w in &all {
+            s.push_str(&format!("  {:<8} {}\n", w.name, w.about));
+        }
+        return Ok(s.trim_end().to_string());
+    }
+    a.only(&["json", "plot"])?;
+    let chosen: Vec<&bench::Workload> = if a.positional.is_empty() {
+        all.iter().collect()
+    } else {
+        a.positional
+            .iter()
+            .map(|n| {
+                all.iter().find(|w| w.name == n).ok_or_else(|| {
+                    format!(
+                        "unknown workload `{n}`; workloads: {}",
+                        all.iter().map(|w| w.name).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let d = Device::cpu().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    let n = chosen.len();
+    for (i, w) in chosen.iter().enumerate() {
+        let done = (i * 20) / n.max(1);
+        eprintln!(
+            "[{}{}] {}/{n} {} ...",
+            "#".repeat(done),
+            " ".repeat(20 - done),
+            i + 1,
+            w.name
+        );
+        rows.extend((w.run)(&d).map_err(|e| format!("{}: {e}", w.name))?);
+    }
+    eprintln!("[{}] {n}/{n} done", "#".repeat(20));
+    if let Some(f) = a.one("json") {
+        std::fs::write(f, bench::json(&rows)).map_err(|e| format!("{f}: {e}"))?;
+    }
+    if let Some(f) = a.one("plot") {
+        let workload = if rows.iter().any(|r| r.workload == "attention") {
+            "attention"
+        } else {
+            rows.first().map(|r| r.workload.as_str()).unwrap_or("")
+        };
+        std::fs::write(f, bench::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
+    }
+    Ok(bench::table(&rows))
 }

@@ -249,6 +249,11 @@ fn num(x: f64) -> String {
     }
 }
 
+/// `s` as a JSON string literal.
+pub fn json_string(s: &str) -> String {
+    json_str(s)
+}
+
 pub(crate) fn json_str(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {

@@ -1,0 +1,332 @@
+//! `tessel bench`: the benchmark suite, each workload timed against its
+//! reference in the same run, as a table, JSON and an SVG plot.
+
+use std::fmt::Write;
+
+use crate::kernels::gemm::{gemm, GemmOptions};
+use crate::kernels::moe::{moe, moe_moe_dense};
+use crate::kernels::sparse::block_sparse_matmul;
+use crate::prelude::*;
+use crate::profile::{Profile, ProfileOptions};
+
+/// One measured kernel.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The workload (`gemm`, `sparse`, `moe`, ...).
+    pub workload: String,
+    /// The kernel measured (`gemm f32`, `reference`, ...).
+    pub variant: String,
+    /// The swept size (sequence length, density in %, ...), for plots.
+    pub size: f64,
+    /// Median run time, milliseconds.
+    pub median_ms: f64,
+    /// Achieved GFLOP/s.
+    pub gflops: f64,
+    /// Temp memory of the compiled program, MiB.
+    pub temp_mib: f64,
+    /// Reference time divided by this time (>1: faster than the reference).
+    pub speedup: f64,
+}
+
+fn row(workload: &str, variant: &str, size: f64, p: &Profile, reference: &Profile) -> Row {
+    Row {
+        workload: workload.into(),
+        variant: variant.into(),
+        size,
+        median_ms: p.run.median * 1e3,
+        gflops: p.gflops_per_second(),
+        temp_mib: p
+            .memory
+            .as_ref()
+            .map(|m| m.temp_bytes as f64 / 1048576.0)
+            .unwrap_or(0.0),
+        speedup: reference.run.median / p.run.median.max(1e-12),
+    }
+}
+
+/// A named workload of the suite.
+pub struct Workload {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// What it compares.
+    pub about: &'static str,
+    /// Runs it.
+    pub run: fn(&Device) -> Result<Vec<Row>>,
+}
+
+#[cpu_kernel]
+fn single_dot(a: Tensor, b: Tensor) -> Tensor {
+    a.dot_general(
+        b,
+        crate::DotDims {
+            lhs_contract: vec![1],
+            rhs_contract: vec![0],
+            ..Default::default()
+        },
+        None,
+        None,
+    )
+}
+
+#[cpu_kernel]
+fn moe_dense_reference(
+    x: Tensor,
+    router: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+) -> (Tensor, Tensor, Tensor, Tensor) {
+    moe_moe_dense(x, router, w1, w2)
+}
+
+fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
+        (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale
+    })
+}
+
+const QUICK: ProfileOptions = ProfileOptions { warmup: 1, runs: 5 };
+
+fn gemm_workload(dev: &Device) -> Result<Vec<Row>> {
+    let n = 2048;
+    let (a, b) = (data(vec![n, n], 1.0), data(vec![n, n], 1.0));
+    let reference = single_dot::profile(dev, QUICK, &a, &b)?;
+    let f32_gemm = gemm::profile(dev, QUICK, &a, &b, GemmOptions::default())?;
+    let bf16 = GemmOptions {
+        out_dtype: Some(F32),
+        ..GemmOptions::default()
+    };
+    let bf16_gemm = gemm::profile(dev, QUICK, &a.cast(BF16), &b.cast(BF16), bf16)?;
+    Ok(vec![
+        row(
+            "gemm",
+            "dot_general f32 (reference)",
+            n as f64,
+            &reference,
+            &reference,
+        ),
+        row("gemm", "gemm f32", n as f64, &f32_gemm, &reference),
+        row(
+            "gemm",
+            "gemm bf16 operands",
+            n as f64,
+            &bf16_gemm,
+            &reference,
+        ),
+    ])
+}
+
+fn sparse_workload(dev: &Device) -> Result<Vec<Row>> {
+    let (n, block) = (2048, 128);
+    let b = data(vec![n, n], 1.0);
+    let pattern = |density: f64| {
+        let nb = n / block;
+        HostTensor::from_fn(TensorSpec::new([n, n], F32), move |i| {
+            let (r, c) = (i / n / block, i % n / block);
+            let h = ((r * nb + c) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            if ((h % 1000) as f64) < density * 1000.0 {
+                ((i % 17) as f64 - 8.0) / 8.0
+            } else {
+                0.0
+            }
+        })
+    };
+    let full = pattern(1.0);
+    let reference = single_dot::profile(dev, QUICK, &full, &b)?;
+    let mut rows = vec![row(
+        "sparse",
+        "dense matmul (reference)",
+        100.0,
+        &reference,
+        &reference,
+    )];
+    for density in [0.1, 0.5] {
+        let a = HostBlockSparse::from_dense(&pattern(density), (block, block))?;
+        let p = block_sparse_matmul::profile(dev, QUICK, &a, &b)?;
+        rows.push(row(
+            "sparse",
+            &format!("block-sparse {:.0}%", density * 100.0),
+            density * 100.0,
+            &p,
+            &reference,
+        ));
+    }
+    Ok(rows)
+}
+
+fn moe_workload(dev: &Device) -> Result<Vec<Row>> {
+    let (t, d, ff, e) = (4096, 1024, 4096, 8);
+    let x = data(vec![t, d], 1.0);
+    let router = data(vec![d, e], 0.05);
+    let (w1, w2) = (data(vec![e, d, ff], 0.03), data(vec![e, ff, d], 0.03));
+    let opts = ProfileOptions { warmup: 1, runs: 3 };
+    let reference = moe_dense_reference::profile(dev, opts, &x, &router, &w1, &w2)?;
+    let grouped = moe::profile(dev, opts, &x, &router, &w1, &w2)?;
+    Ok(vec![
+        row(
+            "moe",
+            "dense dispatch (reference)",
+            t as f64,
+            &reference,
+            &reference,
+        ),
+        row(
+            "moe",
+            "grouped expert_kernel",
+            t as f64,
+            &grouped,
+            &reference,
+        ),
+    ])
+}
+
+/// The suite, in order.
+pub fn workloads() -> Vec<Workload> {
+    vec![
+        Workload {
+            name: "gemm",
+            about: "gemm f32 and bf16 2048³ vs one dot_general",
+            run: gemm_workload,
+        },
+        Workload {
+            name: "sparse",
+            about: "block-sparse matmul 2048³ at 10% / 50% vs dense",
+            run: sparse_workload,
+        },
+        Workload {
+            name: "moe",
+            about: "MoE T=4096 d=1024 ff=4096 E=8 top-2 vs dense dispatch",
+            run: moe_workload,
+        },
+    ]
+}
+
+/// The rows as a table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<8} {:<30} {:>10} {:>10} {:>10} {:>12}\n",
+        "workload", "kernel", "median ms", "GFLOP/s", "temp MiB", "vs reference"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<8} {:<30} {:>10.2} {:>10.1} {:>10.1} {:>11.2}x",
+            r.workload, r.variant, r.median_ms, r.gflops, r.temp_mib, r.speedup
+        );
+    }
+    s
+}
+
+/// The rows as a JSON array.
+pub fn json(rows: &[Row]) -> String {
+    let items: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"workload\": {}, \"kernel\": {}, \"size\": {}, \"median_ms\": {}, \"gflops\": {}, \"temp_mib\": {}, \"speedup\": {}}}",
+                crate::profile::json_string(&r.workload),
+                crate::profile::json_string(&r.variant),
+                r.size,
+                r.median_ms,
+                r.gflops,
+                r.temp_mib,
+                r.speedup
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// An SVG with two panels (time and temp memory against size), one line per
+/// kernel of `workload`.
+pub fn svg(rows: &[Row], workload: &str) -> String {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
+    let mut variants: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !variants.contains(&r.variant.as_str()) {
+            variants.push(&r.variant);
+        }
+    }
+    let (w, h, pad) = (420.0, 300.0, 50.0);
+    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"];
+    let xmax = rows.iter().map(|r| r.size).fold(1.0, f64::max);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+        2.0 * w,
+        h + 40.0
+    );
+    for (panel, (label, value)) in [("median time (ms)", 0usize), ("temp memory (MiB)", 1usize)]
+        .iter()
+        .enumerate()
+    {
+        let x0 = panel as f64 * w;
+        let get = |r: &Row| if *value == 0 { r.median_ms } else { r.temp_mib };
+        let ymax = rows.iter().map(|r| get(r)).fold(1e-9, f64::max);
+        let _ = writeln!(
+            s,
+            "<rect x=\"{}\" y=\"{pad}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>",
+            x0 + pad,
+            w - 1.5 * pad,
+            h - 2.0 * pad
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\">{} — {}</text>",
+            x0 + pad,
+            pad - 10.0,
+            esc(workload),
+            label
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\">0 .. {:.0} (size)</text>",
+            x0 + pad,
+            h - pad + 15.0,
+            xmax
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\">{:.1}</text>",
+            x0 + 2.0,
+            pad + 4.0,
+            ymax
+        );
+        for (vi, v) in variants.iter().enumerate() {
+            let pts: Vec<String> = rows
+                .iter()
+                .filter(|r| r.variant == *v)
+                .map(|r| {
+                    let x = x0 + pad + r.size / xmax * (w - 1.5 * pad);
+                    let y = h - pad - get(r) / ymax * (h - 2.0 * pad);
+                    format!("{x:.1},{y:.1}")
+                })
+                .collect();
+            let c = colors[vi % colors.len()];
+            let _ = writeln!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
+                pts.join(" ")
+            );
+            for p in &pts {
+                let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+                let _ = writeln!(s, "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{c}\"/>");
+            }
+            if panel == 0 {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{}</text>",
+                    pad,
+                    h + 10.0 + 14.0 * vi as f64 - 14.0,
+                    esc(v)
+                );
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
