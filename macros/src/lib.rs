@@ -70,58 +70,51 @@ pub fn sparse_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// true), `precision`, `name`.
 #[proc_macro_attribute]
 pub fn expert_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let item2: TokenStream2 = item.into();
-    let func: syn::ItemFn = match syn::parse2(item2.clone()) {
-        Ok(f) => f,
-        Err(e) => {
-            let msg = syn::Error::new(e.span(), format!("expert_kernel applies to functions: {e}"))
-                .to_compile_error();
-            return quote! { #msg #item2 }.into();
-        }
-    };
-    let mut errors = darling::Error::accumulator();
-    let opts = errors.handle(expert::parse(attr.into()));
-    let sig = errors.handle(analyze::analyze(&func));
-    if let Some(sig) = &sig {
-        errors.handle(expert::check(sig, &func));
-    }
-    let mut body = func.block.clone();
-    let mut rw = rewrite::Rewriter { errors: Vec::new() };
-    syn::visit_mut::VisitMut::visit_block_mut(&mut rw, &mut body);
-    for e in rw.errors {
-        errors.push(e.into());
-    }
-    match (errors.finish(), opts, sig) {
-        (Ok(()), Some(opts), Some(sig)) => {
-            let mut rewritten = func.clone();
-            rewritten.block = body;
-            expert::generate(&rewritten, &opts, &sig).into()
-        }
-        (Err(e), _, _) => {
-            let errs = e.write_errors();
-            quote! { #errs #func }.into()
-        }
-        _ => quote! { #func }.into(),
-    }
+    pipeline(
+        "expert_kernel applies to functions",
+        attr.into(),
+        item.into(),
+        expert::parse,
+        |_, sig, func| expert::check(sig, func),
+        expert::generate,
+    )
+    .into()
 }
 
 fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
+    pipeline(
+        "kernel attributes apply to functions",
+        attr,
+        item,
+        |a| options::parse(platform, a),
+        |opts, sig, _| options::check_donate(opts, sig),
+        generate::generate,
+    )
+}
+
+/// parse options and the function -> analyze -> rewrite the body ->
+/// generate; every error found on the way is emitted, with the original item.
+fn pipeline<O>(
+    not_a_function: &str,
+    attr: TokenStream2,
+    item: TokenStream2,
+    parse: impl FnOnce(TokenStream2) -> darling::Result<O>,
+    check: impl FnOnce(&O, &analyze::KernelSig, &syn::ItemFn) -> darling::Result<()>,
+    generate: impl FnOnce(&syn::ItemFn, &O, &analyze::KernelSig) -> TokenStream2,
+) -> TokenStream2 {
     let func: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {
-            let msg = syn::Error::new(
-                e.span(),
-                format!("kernel attributes apply to functions: {e}"),
-            )
-            .to_compile_error();
+            let msg =
+                syn::Error::new(e.span(), format!("{not_a_function}: {e}")).to_compile_error();
             return quote! { #msg #item };
         }
     };
     let mut errors = darling::Error::accumulator();
-    let opts = errors.handle(options::parse(platform, attr));
+    let opts = errors.handle(parse(attr));
     let sig = errors.handle(analyze::analyze(&func));
     if let (Some(opts), Some(sig)) = (&opts, &sig) {
-        errors.handle(options::check_donate(opts, sig));
+        errors.handle(check(opts, sig, &func));
     }
     let mut body = func.block.clone();
     let mut rw = rewrite::Rewriter { errors: Vec::new() };
@@ -133,7 +126,7 @@ fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenSt
         (Ok(()), Some(opts), Some(sig)) => {
             let mut rewritten = func.clone();
             rewritten.block = body;
-            generate::generate(&rewritten, &opts, &sig)
+            generate(&rewritten, &opts, &sig)
         }
         (Err(e), _, _) => {
             let errs = e.write_errors();

@@ -53,6 +53,36 @@ fn assign_state(span: Span, vars: &[Ident], value: TokenStream) -> TokenStream {
     }
 }
 
+/// `(a, b,) = DRIVER.METHOD((a, b,));` (or the bare call when there is no state).
+fn step(span: Span, vars: &[Ident], driver: &str, method: &str) -> TokenStream {
+    let (d, m) = (Ident::new(driver, span), Ident::new(method, span));
+    let state = tuple(vars);
+    assign_state(span, vars, quote_spanned!(span=> #d.#m(#state)))
+}
+
+/// The block a traced `for` becomes: the driver opens the loop, the pattern
+/// binds its index, the body runs once inside it, the driver closes it.
+fn traced_loop(
+    span: Span,
+    driver: TokenStream,
+    vars: &[Ident],
+    pat: &syn::Pat,
+    body: &syn::Block,
+) -> TokenStream {
+    let enter = step(span, vars, "__tessel_lp", "enter");
+    let finish = step(span, vars, "__tessel_lp", "finish");
+    quote_spanned! {span=>
+        {
+            let mut __tessel_lp = #driver;
+            #enter
+            #[allow(unused_variables)]
+            let #pat = __tessel_lp.index();
+            #body
+            #finish
+        }
+    }
+}
+
 fn has_attr(attrs: &[syn::Attribute], name: &str) -> bool {
     attrs.iter().any(|a| a.path().is_ident(name))
 }
@@ -173,22 +203,9 @@ impl Rewriter {
         if exit.is_some() || label.is_some() {
             return quote_spanned!(span=> #label while ::tessel::lang::static_condition(#cond) #body);
         }
-        let state = tuple(&vars);
-        let enter_cond = assign_state(
-            span,
-            &vars,
-            quote_spanned!(span=> __tessel_wl.enter_cond(#state)),
-        );
-        let enter_body = assign_state(
-            span,
-            &vars,
-            quote_spanned!(span=> __tessel_wl.enter_body(#state)),
-        );
-        let leave_body = assign_state(
-            span,
-            &vars,
-            quote_spanned!(span=> __tessel_wl.leave_body(#state)),
-        );
+        let enter_cond = step(span, &vars, "__tessel_wl", "enter_cond");
+        let enter_body = step(span, &vars, "__tessel_wl", "enter_body");
+        let leave_body = step(span, &vars, "__tessel_wl", "leave_body");
         quote_spanned! {span=>
             {
                 let __tessel_probe = #cond;
@@ -254,28 +271,9 @@ impl Rewriter {
         if is_source {
             self.visit_expr_mut(&mut f.expr);
             self.visit_block_mut(&mut f.body);
-            let (pat, body, src) = (&f.pat, &f.body, &f.expr);
-            let state = tuple(&vars);
-            let enter = assign_state(
-                span,
-                &vars,
-                quote_spanned!(span=> __tessel_lp.enter(#state)),
-            );
-            let finish = assign_state(
-                span,
-                &vars,
-                quote_spanned!(span=> __tessel_lp.finish(#state)),
-            );
-            return Some(quote_spanned! {span=>
-                {
-                    let mut __tessel_lp = ::tessel::lang::LoopSource::driver(#src);
-                    #enter
-                    #[allow(unused_variables)]
-                    let #pat = __tessel_lp.index();
-                    #body
-                    #finish
-                }
-            });
+            let src = &f.expr;
+            let driver = quote_spanned!(span=> ::tessel::lang::LoopSource::driver(#src));
+            return Some(traced_loop(span, driver, &vars, &f.pat, &f.body));
         }
         let Expr::Range(range) = &*f.expr else {
             return None;
@@ -303,28 +301,8 @@ impl Rewriter {
             syn::RangeLimits::Closed(_) => quote!(new_inclusive),
         };
         self.visit_block_mut(&mut f.body);
-        let (pat, body) = (&f.pat, &f.body);
-        let state = tuple(&vars);
-        let enter = assign_state(
-            span,
-            &vars,
-            quote_spanned!(span=> __tessel_lp.enter(#state)),
-        );
-        let finish = assign_state(
-            span,
-            &vars,
-            quote_spanned!(span=> __tessel_lp.finish(#state)),
-        );
-        Some(quote_spanned! {span=>
-            {
-                let mut __tessel_lp = ::tessel::lang::RangeLoop::#ctor(#lo, #hi);
-                #enter
-                #[allow(unused_variables)]
-                let #pat = __tessel_lp.index();
-                #body
-                #finish
-            }
-        })
+        let driver = quote_spanned!(span=> ::tessel::lang::RangeLoop::#ctor(#lo, #hi));
+        Some(traced_loop(span, driver, &vars, &f.pat, &f.body))
     }
 }
 
