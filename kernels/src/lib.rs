@@ -6,4 +6,9 @@
 
 extern crate tessel_dsl as tessel;
 
+pub mod activation;
+pub mod einsum;
+pub mod norm;
+pub mod rope;
+pub mod softmax;
 pub mod sparse;
