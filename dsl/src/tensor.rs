@@ -95,6 +95,35 @@ impl fmt::Debug for Tensor {
     }
 }
 
+/// Fails the current trace with `message`, reported under the op name `op`
+/// with `operands`' types and the caller's source line, and returns a
+/// poisoned handle (later ops on it are skipped; the trace returns this
+/// error as an [`Error::Kernel`](crate::Error::Kernel)).
+///
+/// This is how code built on the op set (a kernel library, a helper called
+/// from kernels) rejects arguments the ops themselves would accept: a
+/// malformed einsum equation, a static parameter out of range. Like every
+/// op it never panics: if an operand is already poisoned the earlier error
+/// stands, and outside any trace the error is kept for
+/// [`take_orphan_error`](crate::trace::take_orphan_error).
+///
+/// ```
+/// use tessel_dsl::{kernel::KernelConfig, tensor::trace_error, trace, TensorSpec, F32};
+/// let params = [("x".to_string(), TensorSpec::new([2], F32))];
+/// let err = trace("k", &params, KernelConfig::default(), |a| {
+///     trace_error("my_op", &[a[0]], "rate must be in [0, 1), got 1.5")
+/// })
+/// .unwrap_err();
+/// let k = err.as_kernel_error().unwrap();
+/// assert_eq!((k.op.as_str(), k.operands.as_slice()), ("my_op", &["f32[2]".to_string()][..]));
+/// assert!(k.message.contains("rate must be"));
+/// ```
+#[track_caller]
+pub fn trace_error(op: &str, operands: &[Tensor], message: impl Into<String>) -> Tensor {
+    let message = message.into();
+    trace::build(op, operands, Location::caller(), 1, move |_| Err(message))[0]
+}
+
 /// `axis` in `-rank..rank` as a non-negative index.
 pub(crate) fn normalize_axis(axis: isize, rank: usize) -> Option<usize> {
     let r = rank as isize;

@@ -6,7 +6,12 @@
 
 extern crate tessel_dsl as tessel;
 
+pub mod activation;
+pub mod einsum;
 pub mod gemm;
 pub mod moe;
+pub mod norm;
 pub mod quantized;
+pub mod rope;
+pub mod softmax;
 pub mod sparse;

@@ -1,0 +1,363 @@
+//! Rotary position embeddings (RoPE) with a precomputed cos/sin table.
+//!
+//! Feature pair `i` of the row at position `p` is rotated by the angle
+//! `p · base^(-2i/R)`, where `R` is the rotary dimension (the head
+//! dimension `D` unless only a prefix rotates, below):
+//! `(a, b) ↦ (a·cos − b·sin, a·sin + b·cos)`. [`RopeLayout`] says which
+//! features form pair `i`: `(2i, 2i+1)` (the original RoFormer/GPT-J
+//! layout) or `(i, i + R/2)` (the GPT-NeoX/Llama layout).
+//!
+//! The table lives on the host: [`RopeTable::new`] computes
+//! `cos`/`sin` of every angle in f64 (so long contexts keep full accuracy;
+//! an in-trace f32 `iota · inv_freq` loses about 1e-3 rad at position 8192),
+//! rounds them to f32 `[max_len, R/2]` [`HostTensor`]s, and caches the
+//! result process-wide per `(max_len, R, base)`: every later call with the
+//! same three values returns the same `Arc` without recomputing. The
+//! kernels take the two tables as ordinary tensor arguments (pass
+//! `table.cos()` and `table.sin()` to `run`, or upload them once with
+//! `Device::to_device` and use `call`), so one compiled program serves every
+//! table of the same shape.
+//!
+//! Inputs are `[.., S, D]`: the second-to-last axis is the sequence
+//! (positions `offset, offset + 1, ..`), the last the features. Leading axes
+//! (batch, heads) are broadcast over. If the table's `R` is smaller than
+//! `D`, only the first `R` features rotate and the rest pass through
+//! unchanged (partial rotary embeddings, GPT-NeoX's `rotary_pct`). The
+//! rotation runs in f32 for bf16, f16 and fp8 inputs (f64 for f64) and
+//! the result has the input's dtype.
+//!
+//! - [`rope`](fn@rope) takes a static `offset: usize` (prefill, training): positions
+//!   past the table's end are a trace error.
+//! - [`rope_at`](fn@rope_at) takes the offset as a traced integer scalar (decoding: one
+//!   program for every step). Like every XLA dynamic slice, the start is
+//!   clamped so that the `S` rows fit inside the table; keep
+//!   `offset + S <= max_len`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tessel::prelude::*;
+use tessel::tensor::trace_error;
+use tessel::HostError;
+
+use crate::norm::compute_dtype;
+
+/// Which features of a `[.., S, D]` row form the rotated pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeLayout {
+    /// Pairs `(2i, 2i + 1)`: adjacent features (RoFormer, GPT-J, Mesh
+    /// TensorFlow).
+    Interleaved,
+    /// Pairs `(i, i + R/2)`: the first half rotates against the second
+    /// (GPT-NeoX, Llama, Hugging Face's `rotate_half`).
+    HalfSplit,
+}
+
+impl StaticArg for RopeLayout {}
+
+/// Host-side cos/sin tables for rotary embeddings: `f32[max_len, dim / 2]`
+/// each, `cos[p, i] = cos(p · base^(-2i/dim))` computed in f64.
+///
+/// Built once per `(max_len, dim, base)` per process; see [`RopeTable::new`].
+#[derive(Debug)]
+pub struct RopeTable {
+    max_len: usize,
+    dim: usize,
+    base: f64,
+    cos: HostTensor,
+    sin: HostTensor,
+}
+
+type TableKey = (usize, usize, u64);
+
+fn cache() -> &'static Mutex<HashMap<TableKey, Arc<RopeTable>>> {
+    static CACHE: OnceLock<Mutex<HashMap<TableKey, Arc<RopeTable>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn bad_table(message: String) -> Error {
+    HostError::Other(format!("RopeTable: {message}")).into()
+}
+
+impl RopeTable {
+    /// The table for positions `0..max_len` and rotary dimension `dim`
+    /// (even: `dim / 2` frequencies) with frequency base `base` (10 000 in
+    /// the original paper and Llama 2, 500 000 in Llama 3).
+    ///
+    /// The first call for a `(max_len, dim, base)` computes the table; every
+    /// later call returns the same `Arc` (a process-wide cache, which keeps
+    /// each table for the life of the process). An odd or zero `dim`, a zero
+    /// `max_len`, a `base` that is not finite and positive, or a table of
+    /// more than 2³¹ elements is an [`Error::Host`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tessel_kernels::rope::RopeTable;
+    /// let t = RopeTable::new(2048, 128, 10_000.0)?;
+    /// assert_eq!(t.cos().shape(), &[2048, 64]);
+    /// assert!(Arc::ptr_eq(&t, &RopeTable::new(2048, 128, 10_000.0)?)); // built once
+    /// assert!(RopeTable::new(2048, 127, 10_000.0).is_err());
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn new(max_len: usize, dim: usize, base: f64) -> Result<Arc<RopeTable>> {
+        if dim == 0 || !dim.is_multiple_of(2) {
+            return Err(bad_table(format!(
+                "the rotary dimension must be even and positive, got {dim}"
+            )));
+        }
+        if max_len == 0 {
+            return Err(bad_table("max_len must be positive".into()));
+        }
+        if !(base.is_finite() && base > 0.0) {
+            return Err(bad_table(format!(
+                "base must be finite and positive, got {base}"
+            )));
+        }
+        if max_len
+            .checked_mul(dim / 2)
+            .is_none_or(|n| n > (1usize << 31))
+        {
+            return Err(bad_table(format!(
+                "a table of {max_len} × {} entries is too large",
+                dim / 2
+            )));
+        }
+        let key = (max_len, dim, base.to_bits());
+        let mut tables = cache().lock().unwrap_or_else(|e| e.into_inner());
+        let table = tables
+            .entry(key)
+            .or_insert_with(|| Arc::new(RopeTable::compute(max_len, dim, base)));
+        Ok(Arc::clone(table))
+    }
+
+    fn compute(max_len: usize, dim: usize, base: f64) -> RopeTable {
+        let half = dim / 2;
+        let inv_freq: Vec<f64> = (0..half)
+            .map(|i| base.powf(-2.0 * i as f64 / dim as f64))
+            .collect();
+        let spec = TensorSpec::new([max_len, half], F32);
+        let angle = |k: usize| (k / half) as f64 * inv_freq[k % half];
+        RopeTable {
+            max_len,
+            dim,
+            base,
+            cos: HostTensor::from_fn(spec.clone(), |k| angle(k).cos()),
+            sin: HostTensor::from_fn(spec, |k| angle(k).sin()),
+        }
+    }
+
+    /// Number of positions (rows).
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// The rotary dimension `R` (twice the number of columns).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The frequency base.
+    pub fn base(&self) -> f64 {
+        self.base
+    }
+
+    /// `cos` of every angle: `f32[max_len, dim / 2]`.
+    pub fn cos(&self) -> &HostTensor {
+        &self.cos
+    }
+
+    /// `sin` of every angle: `f32[max_len, dim / 2]`.
+    pub fn sin(&self) -> &HostTensor {
+        &self.sin
+    }
+}
+
+/// Checks `x` and the tables; gives the compute dtype, or the poisoned
+/// result of a failed check.
+#[track_caller]
+fn check(op: &str, x: Tensor, cos: Tensor, sin: Tensor) -> Result<DType, Tensor> {
+    let (xs, cs, ss) = (x.spec(), cos.spec(), sin.spec());
+    if xs.rank() < 2 {
+        return Err(trace_error(
+            op,
+            &[x],
+            format!("needs an input [.., S, D] of rank 2 or more, got {xs}"),
+        ));
+    }
+    let Some(cd) = compute_dtype(xs.dtype) else {
+        return Err(trace_error(
+            op,
+            &[x],
+            format!("needs a float input, got {}", xs.dtype),
+        ));
+    };
+    let d = xs.shape[xs.rank() - 1];
+    if cs.rank() != 2 || cs != ss || !cs.dtype.is_float() {
+        return Err(trace_error(
+            op,
+            &[x, cos, sin],
+            format!("cos and sin must be float tables [max_len, R/2] of one shape and dtype, got {cs} and {ss}"),
+        ));
+    }
+    if cs.shape[1] == 0 || 2 * cs.shape[1] > d {
+        return Err(trace_error(
+            op,
+            &[x, cos, sin],
+            format!(
+                "the tables rotate {} features, but x has {d} (the table's dimension must be in 2..={d})",
+                2 * cs.shape[1]
+            ),
+        ));
+    }
+    let s = xs.shape[xs.rank() - 2];
+    if s > cs.shape[0] {
+        return Err(trace_error(
+            op,
+            &[x, cos, sin],
+            format!(
+                "the sequence has {s} positions but the tables only {}",
+                cs.shape[0]
+            ),
+        ));
+    }
+    Ok(cd)
+}
+
+/// Rotates `x` (any float dtype) with table rows `c`, `s` (`[S, R/2]`).
+#[track_caller]
+fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Tensor {
+    let xf = x.cast(cd);
+    let (c, s) = (c.cast(cd), s.cast(cd));
+    let d = xf.dim(-1);
+    let h = c.dim(-1);
+    let r = 2 * h;
+    let xr = if r < d { xf.narrow(-1, 0, r) } else { xf };
+    let rotated = match layout {
+        RopeLayout::HalfSplit => {
+            let (a, b) = (xr.narrow(-1, 0, h), xr.narrow(-1, h, r));
+            concat(&[a * c - b * s, b * c + a * s], -1)
+        }
+        RopeLayout::Interleaved => {
+            let lead: Vec<isize> = xr.shape().iter().map(|&n| n as isize).collect();
+            let mut pairs = lead[..lead.len() - 1].to_vec();
+            pairs.extend([h as isize, 2]);
+            let xp = xr.reshape(&pairs);
+            let (a, b) = (xp.narrow(-1, 0, 1), xp.narrow(-1, 1, 2));
+            let rows = c.dim(0) as isize;
+            let (c, s) = (
+                c.reshape(&[rows, h as isize, 1]),
+                s.reshape(&[rows, h as isize, 1]),
+            );
+            concat(&[a * c - b * s, b * c + a * s], -1).reshape(&lead)
+        }
+    };
+    let out = if r < d {
+        concat(&[rotated, xf.narrow(-1, r, d)], -1)
+    } else {
+        rotated
+    };
+    out.cast(x.dtype())
+}
+
+#[track_caller]
+fn rope_static(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayout) -> Tensor {
+    let op = "rope";
+    let cd = match check(op, x, cos, sin) {
+        Ok(cd) => cd,
+        Err(poisoned) => return poisoned,
+    };
+    let (seq, len) = (x.dim(-2), cos.dim(0));
+    if offset.checked_add(seq).is_none_or(|end| end > len) {
+        return trace_error(
+            op,
+            &[x, cos, sin],
+            format!("positions {offset}..{offset}+{seq} run past the tables' {len} rows"),
+        );
+    }
+    let end = offset + seq;
+    rotate(
+        x,
+        cos.narrow(0, offset, end),
+        sin.narrow(0, offset, end),
+        layout,
+        cd,
+    )
+}
+
+#[track_caller]
+fn rope_traced(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: RopeLayout) -> Tensor {
+    let op = "rope_at";
+    let cd = match check(op, x, cos, sin) {
+        Ok(cd) => cd,
+        Err(poisoned) => return poisoned,
+    };
+    let os = offset.spec();
+    if os.rank() != 0 || !os.dtype.is_integer() {
+        return trace_error(
+            op,
+            &[x, offset],
+            format!("offset must be an integer scalar (s32), got {os}"),
+        );
+    }
+    let starts = [offset.cast(S32), Tensor::scalar(0.0, S32)];
+    let sizes = [x.dim(-2), cos.dim(1)];
+    rotate(
+        x,
+        cos.dynamic_slice(&starts, &sizes),
+        sin.dynamic_slice(&starts, &sizes),
+        layout,
+        cd,
+    )
+}
+
+/// Applies rotary position embeddings to `x` `[.., S, D]` at positions
+/// `offset..offset + S`, with tables from [`RopeTable`] (`cos`, `sin`:
+/// `[max_len, R/2]`, `R <= D`) in the given pair `layout`.
+///
+/// `offset` is static (part of the compiled program); `offset + S` past
+/// the tables' end is a trace error. For a per-step decoding offset use
+/// [`rope_at`](fn@rope_at).
+///
+/// ```
+/// use tessel_kernels::rope::{rope, RopeLayout, RopeTable};
+/// use tessel_dsl::prelude::*;
+/// let dev = Device::cpu()?;
+/// let table = RopeTable::new(16, 2, 10_000.0)?; // one pair, angle = position
+/// let x = HostTensor::from_vec(vec![1.0f32, 0.0, 1.0, 0.0], [2, 2])?; // S = 2, D = 2
+/// let y = rope::run(&dev, &x, table.cos(), table.sin(), 3, RopeLayout::HalfSplit)?;
+/// let y = y.to_vec::<f32>()?;
+/// // Rows at positions 3 and 4: (1, 0) rotated by 3 and 4 radians.
+/// assert!((y[0] - 3f32.cos()).abs() < 1e-6 && (y[1] - 3f32.sin()).abs() < 1e-6);
+/// assert!((y[2] - 4f32.cos()).abs() < 1e-6 && (y[3] - 4f32.sin()).abs() < 1e-6);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[tpu_kernel]
+#[track_caller]
+pub fn rope(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayout) -> Tensor {
+    rope_static(x, cos, sin, offset, layout)
+}
+
+/// [`rope`](fn@rope) with the position offset as a traced integer scalar `offset`
+/// (s32, or any integer type): one compiled program for every decoding
+/// step. The table rows are read with a dynamic slice, whose start XLA
+/// clamps to `max_len - S`; keep `offset + S <= max_len`.
+///
+/// ```
+/// use tessel_kernels::rope::{rope_at, RopeLayout, RopeTable};
+/// use tessel_dsl::prelude::*;
+/// let dev = Device::cpu()?;
+/// let table = RopeTable::new(64, 4, 10_000.0)?;
+/// let x = HostTensor::from_vec(vec![1.0f32, 0.0, 0.0, 0.0], [1, 1, 4])?; // one new token
+/// for step in [5i32, 6, 7] {
+///     let pos = HostTensor::scalar(step);
+///     let y = rope_at::run(&dev, &x, table.cos(), table.sin(), &pos, RopeLayout::Interleaved)?;
+///     let y = y.to_vec::<f32>()?;
+///     assert!((y[0] - (step as f32).cos()).abs() < 1e-6); // pair (0, 1) turns 1 rad per position
+/// }
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[tpu_kernel]
+#[track_caller]
+pub fn rope_at(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: RopeLayout) -> Tensor {
+    rope_traced(x, cos, sin, offset, layout)
+}

@@ -1,0 +1,301 @@
+//! Rotary embeddings against a direct f64 rotation (angles computed here,
+//! not read from the table) for both layouts, static and traced offsets,
+//! partial rotary dimensions and narrow dtypes (tolerances in
+//! `common::tol`; f32 results also carry the table's f32 rounding, well
+//! inside 1e-5); the process-wide table cache; bad arguments.
+
+extern crate tessel_dsl as tessel;
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_close, dev, kernel_error, random, tol};
+use tessel::prelude::*;
+use tessel_kernels::rope::{rope, rope_at, RopeLayout, RopeTable};
+
+const BASE: f64 = 10_000.0;
+
+/// `x` `[.., S, D]` rotated at positions `offset..offset + S`, rotary
+/// dimension `r` (the first `r` features), directly in f64.
+fn reference(x: &[f64], shape: &[usize], r: usize, offset: usize, layout: RopeLayout) -> Vec<f64> {
+    let (s, d) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let h = r / 2;
+    let mut out = x.to_vec();
+    for (row_index, row) in x.chunks(d).enumerate() {
+        let pos = (offset + row_index % s) as f64;
+        for i in 0..h {
+            let theta = pos * BASE.powf(-2.0 * i as f64 / r as f64);
+            let (p, q) = match layout {
+                RopeLayout::Interleaved => (2 * i, 2 * i + 1),
+                RopeLayout::HalfSplit => (i, i + h),
+            };
+            let (a, b) = (row[p], row[q]);
+            out[row_index * d + p] = a * theta.cos() - b * theta.sin();
+            out[row_index * d + q] = a * theta.sin() + b * theta.cos();
+        }
+    }
+    out
+}
+
+const LAYOUTS: [RopeLayout; 2] = [RopeLayout::Interleaved, RopeLayout::HalfSplit];
+
+#[test]
+fn static_offsets_match_a_direct_rotation() {
+    let d = dev();
+    // [S, D], [B, S, D] and [B, H, S, D]; S of 1, odd, 129; D of 2, 8, 64, 10.
+    for (k, shape) in [&[1, 2][..], &[3, 8], &[2, 3, 5, 64], &[1, 129, 10]]
+        .iter()
+        .enumerate()
+    {
+        let dim = shape[shape.len() - 1];
+        let table = RopeTable::new(200, dim, BASE).unwrap();
+        let (x, xv) = random(F32, shape, k as u64, -2.0, 2.0);
+        for layout in LAYOUTS {
+            for offset in [0, 5, 200 - shape[shape.len() - 2]] {
+                let y = rope::run(&d, &x, table.cos(), table.sin(), offset, layout).unwrap();
+                let want = reference(&xv, shape, dim, offset, layout);
+                assert_close(
+                    &y,
+                    &want,
+                    tol(F32),
+                    &format!("{layout:?} {shape:?} offset {offset}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn traced_offsets_match_and_share_one_program() {
+    let d = dev();
+    let shape = [2, 4, 3, 16];
+    let table = RopeTable::new(64, 16, BASE).unwrap();
+    let (x, xv) = random(F32, &shape, 9, -1.0, 1.0);
+    for layout in LAYOUTS {
+        let mut compiles = None;
+        for offset in [0usize, 1, 17, 61] {
+            let pos = HostTensor::scalar(offset as i32);
+            let y = rope_at::run(&d, &x, table.cos(), table.sin(), &pos, layout).unwrap();
+            assert_close(
+                &y,
+                &reference(&xv, &shape, 16, offset, layout),
+                tol(F32),
+                &format!("{layout:?} at {offset}"),
+            );
+            // The traced and the static offset agree.
+            let s = rope::run(&d, &x, table.cos(), table.sin(), offset, layout).unwrap();
+            assert_close(&y, &s.to_f64_vec(), tol(F32), "traced vs static");
+            // Each static offset traces (and compiles) a program; the traced
+            // offset only did for the first.
+            let now = tessel::thread_trace_count();
+            if let Some(c) = compiles {
+                assert_eq!(now, c + 1, "only the static kernel traced again");
+            }
+            compiles = Some(now);
+        }
+    }
+    // Other integer offset dtypes are accepted.
+    let y = rope_at::run(
+        &d,
+        &x,
+        table.cos(),
+        table.sin(),
+        &HostTensor::scalar(3u32),
+        RopeLayout::HalfSplit,
+    )
+    .unwrap();
+    assert_close(
+        &y,
+        &reference(&xv, &shape, 16, 3, RopeLayout::HalfSplit),
+        tol(F32),
+        "u32 offset",
+    );
+}
+
+#[test]
+fn partial_rotary_dimensions_pass_the_rest_through() {
+    let d = dev();
+    let shape = [3, 5, 12];
+    let table = RopeTable::new(32, 8, BASE).unwrap();
+    let (x, xv) = random(F32, &shape, 4, -1.0, 1.0);
+    for layout in LAYOUTS {
+        let y = rope::run(&d, &x, table.cos(), table.sin(), 2, layout).unwrap();
+        let want = reference(&xv, &shape, 8, 2, layout);
+        assert_close(&y, &want, tol(F32), &format!("partial {layout:?}"));
+        let got = y.to_f64_vec();
+        for (i, (&g, &v)) in got.iter().zip(&xv).enumerate() {
+            if i % 12 >= 8 {
+                assert_eq!(g, v, "feature {} passes through", i % 12);
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_dtypes_rotate_in_f32() {
+    let d = dev();
+    let shape = [2, 7, 32];
+    let table = RopeTable::new(40, 32, BASE).unwrap();
+    for dtype in [BF16, F16, F64] {
+        let (x, xv) = random(dtype, &shape, 6, -2.0, 2.0);
+        for layout in LAYOUTS {
+            let y = rope::run(&d, &x, table.cos(), table.sin(), 31, layout).unwrap();
+            assert_eq!(y.dtype(), dtype);
+            let want = reference(&xv, &shape, 32, 31, layout);
+            // f64 inputs still use the f32 table: f32 accuracy.
+            let t = if dtype == F64 { tol(F32) } else { tol(dtype) };
+            assert_close(&y, &want, t, &format!("{dtype} {layout:?}"));
+        }
+    }
+}
+
+#[test]
+fn tables_are_built_once_per_key_and_are_accurate() {
+    let a = RopeTable::new(4096, 128, BASE).unwrap();
+    let b = RopeTable::new(4096, 128, BASE).unwrap();
+    assert!(
+        Arc::ptr_eq(&a, &b),
+        "the second call reuses the first table"
+    );
+    // From other threads too.
+    let handles: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(|| RopeTable::new(4096, 128, BASE).unwrap()))
+        .collect();
+    for h in handles {
+        assert!(Arc::ptr_eq(&a, &h.join().unwrap()));
+    }
+    for other in [
+        RopeTable::new(2048, 128, BASE).unwrap(),
+        RopeTable::new(4096, 64, BASE).unwrap(),
+        RopeTable::new(4096, 128, 500_000.0).unwrap(),
+    ] {
+        assert!(!Arc::ptr_eq(&a, &other));
+    }
+    assert_eq!((a.max_len(), a.dim(), a.base()), (4096, 128, BASE));
+    assert_eq!((a.cos().shape(), a.sin().dtype()), (&[4096, 64][..], F32));
+    // Entries are the f64 values rounded once to f32.
+    let (cos, sin) = (
+        a.cos().to_vec::<f32>().unwrap(),
+        a.sin().to_vec::<f32>().unwrap(),
+    );
+    for (p, i) in [(0, 0), (1, 0), (4095, 0), (4095, 63), (1000, 17)] {
+        let theta = p as f64 * BASE.powf(-2.0 * i as f64 / 128.0);
+        assert_eq!(cos[p * 64 + i], theta.cos() as f32, "cos[{p}, {i}]");
+        assert_eq!(sin[p * 64 + i], theta.sin() as f32, "sin[{p}, {i}]");
+    }
+    for (len, dim, base) in [
+        (16, 7, BASE),
+        (16, 0, BASE),
+        (0, 8, BASE),
+        (16, 8, 0.0),
+        (16, 8, f64::NAN),
+        (usize::MAX, 8, BASE),
+    ] {
+        let err = RopeTable::new(len, dim, base).unwrap_err();
+        assert!(matches!(err, Error::Host(_)), "{err}");
+        assert!(err.to_string().starts_with("RopeTable: "), "{err}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_kernel_errors() {
+    let d = dev();
+    let table = RopeTable::new(8, 4, BASE).unwrap();
+    let (c, s) = (table.cos(), table.sin());
+    let (x, _) = random(F32, &[1, 5, 4], 1, -1.0, 1.0);
+    let layout = RopeLayout::Interleaved;
+
+    let e = kernel_error(rope::run(&d, &x, c, s, 4, layout));
+    assert_eq!(e.op, "rope");
+    assert!(
+        e.message
+            .contains("positions 4..4+5 run past the tables' 8 rows"),
+        "{}",
+        e.message
+    );
+    let e = kernel_error(rope::run(&d, &x, c, s, usize::MAX, layout));
+    assert!(e.message.contains("run past"), "{}", e.message);
+    let (long, _) = random(F32, &[9, 4], 1, -1.0, 1.0);
+    let e = kernel_error(rope_at::run(
+        &d,
+        &long,
+        c,
+        s,
+        &HostTensor::scalar(0i32),
+        layout,
+    ));
+    assert_eq!(e.op, "rope_at");
+    assert!(
+        e.message.contains("9 positions but the tables only 8"),
+        "{}",
+        e.message
+    );
+    let wide = RopeTable::new(8, 6, BASE).unwrap();
+    let e = kernel_error(rope::run(&d, &x, wide.cos(), wide.sin(), 0, layout));
+    assert!(
+        e.message.contains("rotate 6 features, but x has 4"),
+        "{}",
+        e.message
+    );
+    let e = kernel_error(rope::run(&d, &x, c, wide.sin(), 0, layout));
+    assert!(e.message.contains("one shape and dtype"), "{}", e.message);
+    let (flat, _) = random(F32, &[4], 1, -1.0, 1.0);
+    let e = kernel_error(rope::run(&d, &flat, c, s, 0, layout));
+    assert!(e.message.contains("rank 2 or more"), "{}", e.message);
+    let ints = HostTensor::from_vec(vec![1i32; 20], [1, 5, 4]).unwrap();
+    let e = kernel_error(rope::run(&d, &ints, c, s, 0, layout));
+    assert!(e.message.contains("needs a float input"), "{}", e.message);
+    let e = kernel_error(rope_at::run(
+        &d,
+        &x,
+        c,
+        s,
+        &HostTensor::scalar(1.0f32),
+        layout,
+    ));
+    assert!(
+        e.message.contains("offset must be an integer scalar"),
+        "{}",
+        e.message
+    );
+}
+
+/// One decoding step of attention inputs: q and k rotated at the same
+/// traced position, inside a user kernel.
+#[cpu_kernel]
+fn rotate_qk(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, pos: Tensor) -> (Tensor, Tensor) {
+    (
+        rope_at(q, cos, sin, pos, RopeLayout::HalfSplit),
+        rope_at(k, cos, sin, pos, RopeLayout::HalfSplit),
+    )
+}
+
+#[test]
+fn rope_inlines_into_user_kernels() {
+    let d = dev();
+    let table = RopeTable::new(128, 8, BASE).unwrap();
+    let (q, qv) = random(F32, &[4, 1, 8], 1, -1.0, 1.0);
+    let (k, kv) = random(F32, &[2, 1, 8], 2, -1.0, 1.0);
+    let (yq, yk) = rotate_qk::run(
+        &d,
+        &q,
+        &k,
+        table.cos(),
+        table.sin(),
+        &HostTensor::scalar(77i32),
+    )
+    .unwrap();
+    assert_close(
+        &yq,
+        &reference(&qv, &[4, 1, 8], 8, 77, RopeLayout::HalfSplit),
+        tol(F32),
+        "q",
+    );
+    assert_close(
+        &yk,
+        &reference(&kv, &[2, 1, 8], 8, 77, RopeLayout::HalfSplit),
+        tol(F32),
+        "k",
+    );
+}
