@@ -80,12 +80,9 @@ fn activate(y: Tensor, act: Activation) -> Tensor {
     match act {
         Activation::Identity => y,
         Activation::Relu => y.relu(),
-        Activation::Gelu => y * ((y * std::f64::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5,
-        Activation::GeluTanh => {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            (((y + y * y * y * 0.044715) * c).tanh() + 1.0) * y * 0.5
-        }
-        Activation::Silu => y * y.sigmoid(),
+        Activation::Gelu => crate::activation::gelu(y, false),
+        Activation::GeluTanh => crate::activation::gelu(y, true),
+        Activation::Silu => crate::activation::silu(y),
     }
 }
 

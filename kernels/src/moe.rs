@@ -13,8 +13,5 @@ use tessel::prelude::*;
 /// dispatch reference.
 #[expert_kernel(num_experts = 8, top_k = 2, capacity_factor = 1.25)]
 pub fn moe(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
-    let h = x.matmul(w1);
-    let c = (2.0 / std::f64::consts::PI).sqrt();
-    let g = (((h + h * h * h * 0.044715) * c).tanh() + 1.0) * h * 0.5;
-    g.matmul(w2)
+    crate::activation::gelu(x.matmul(w1), true).matmul(w2)
 }

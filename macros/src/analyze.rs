@@ -71,11 +71,12 @@ pub fn analyze(f: &ItemFn) -> darling::Result<KernelSig> {
             ),
             FnArg::Typed(pt) => match &*pt.pat {
                 Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                    if let Type::Reference(r) = &*pt.ty {
+                    let is_static_ref = matches!(&*pt.ty, Type::Reference(r) if r.lifetime.as_ref().is_some_and(|l| l.ident == "static") && r.mutability.is_none());
+                    if let (Type::Reference(r), false) = (&*pt.ty, is_static_ref) {
                         errors.push(
                             Error::custom(
                                 "kernel parameters are taken by value: `Tensor` is a `Copy` handle; \
-                                 remove the `&`",
+                                 remove the `&` (static parameters may be `&'static` references such as `&'static str`)",
                             )
                             .with_span(&r.span()),
                         );

@@ -52,3 +52,17 @@ fn expert(x: Tensor, w: Tensor) -> Tensor {
 fn uses_the_routed_layer(dev: &Device, x: &HostTensor, r: &HostTensor, w: &HostTensor) {
     let _: tessel::Result<(HostTensor, HostTensor, HostTensor, HostTensor)> = expert::run(dev, x, r, w);
 }
+
+#[cpu_kernel]
+fn by_name(x: Tensor, mode: &'static str) -> Tensor {
+    if mode == "double" {
+        x * 2.0
+    } else {
+        x
+    }
+}
+
+#[allow(dead_code)]
+fn lowers_by_name(spec: &TensorSpec) -> tessel::Result<String> {
+    by_name::lower(spec, "double")
+}
