@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::kernels::gemm::{gemm, GemmOptions};
 use crate::kernels::moe::{moe, moe_moe_dense};
+use crate::kernels::norm::{layer_norm, rms_norm};
 use crate::kernels::sparse::block_sparse_matmul;
 use crate::prelude::*;
 use crate::profile::{Profile, ProfileOptions};
@@ -76,6 +77,52 @@ fn moe_dense_reference(
     w2: Tensor,
 ) -> (Tensor, Tensor, Tensor, Tensor) {
     moe_moe_dense(x, router, w1, w2)
+}
+
+/// Layer norm written as the plain whole-tensor composition (the reference).
+#[cpu_kernel]
+fn layer_norm_composition(x: Tensor, scale: Tensor, bias: Tensor) -> Tensor {
+    let mean = x.mean_keepdims(&[-1]);
+    let var = (x - mean).square().mean_keepdims(&[-1]);
+    (x - mean) / (var + 1e-5).sqrt() * scale + bias
+}
+
+/// RMS norm as the plain whole-tensor composition (the reference).
+#[cpu_kernel]
+fn rms_norm_composition(x: Tensor, scale: Tensor) -> Tensor {
+    x / (x.square().mean_keepdims(&[-1]) + 1e-6).sqrt() * scale
+}
+
+fn norm_workload(dev: &Device) -> Result<Vec<Row>> {
+    let (t, d) = (4096, 1024);
+    let (x, scale, bias) = (
+        data(vec![t, d], 1.0),
+        data(vec![d], 1.0),
+        data(vec![d], 0.5),
+    );
+    let opts = ProfileOptions { warmup: 2, runs: 9 };
+    let ln_ref = layer_norm_composition::profile(dev, opts, &x, &scale, &bias)?;
+    let ln = layer_norm::profile(dev, opts, &x, &scale, &bias, 1e-5)?;
+    let rms_ref = rms_norm_composition::profile(dev, opts, &x, &scale)?;
+    let rms = rms_norm::profile(dev, opts, &x, &scale, 1e-6)?;
+    Ok(vec![
+        row(
+            "norm",
+            "layer_norm composition (ref)",
+            t as f64,
+            &ln_ref,
+            &ln_ref,
+        ),
+        row("norm", "layer_norm", t as f64, &ln, &ln_ref),
+        row(
+            "norm",
+            "rms_norm composition (ref)",
+            t as f64,
+            &rms_ref,
+            &rms_ref,
+        ),
+        row("norm", "rms_norm", t as f64, &rms, &rms_ref),
+    ])
 }
 
 fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
@@ -191,6 +238,11 @@ pub fn workloads() -> Vec<Workload> {
             name: "sparse",
             about: "block-sparse matmul 2048³ at 10% / 50% vs dense",
             run: sparse_workload,
+        },
+        Workload {
+            name: "norm",
+            about: "layer_norm / rms_norm 4096x1024 vs the whole-tensor composition",
+            run: norm_workload,
         },
         Workload {
             name: "moe",

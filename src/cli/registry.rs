@@ -2,8 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::kernels::activation::gelu;
+use crate::kernels::einsum::einsum;
 use crate::kernels::gemm::{gemm, Activation, GemmOptions};
 use crate::kernels::moe::moe;
+use crate::kernels::norm::{layer_norm, rms_norm};
+use crate::kernels::softmax::softmax;
 use crate::kernels::sparse::block_sparse;
 use crate::runtime::Device;
 use crate::{DType, Error, HostError, HostTensor, Result, TensorSpec};
@@ -65,6 +69,26 @@ impl Opts {
                 ))
             }),
         }
+    }
+
+    fn f32(&self, k: &str) -> Result<f32> {
+        self.get(k)
+            .parse()
+            .map_err(|_| bad(format!("option {k} takes a number, got `{}`", self.get(k))))
+    }
+
+    fn isize(&self, k: &str) -> Result<isize> {
+        self.get(k).parse().map_err(|_| {
+            bad(format!(
+                "option {k} takes an integer, got `{}`",
+                self.get(k)
+            ))
+        })
+    }
+
+    /// An option's text with a `'static` lifetime (the command runs once).
+    fn leak(&self, k: &str) -> &'static str {
+        Box::leak(self.get(k).to_string().into_boxed_str())
     }
 
     fn dtype_opt(&self, k: &str) -> Result<Option<DType>> {
@@ -142,6 +166,46 @@ pub fn entries() -> Vec<Entry> {
                 Ok(vec![y])
             },
             lower: |s, o| gemm::lower(&s[0], &s[1], gemm_opts(o)?),
+        },
+        Entry {
+            name: "layer_norm",
+            about: "layer normalization over the last axis with scale and bias [D] (f32 statistics)",
+            args: &["x", "scale", "bias"],
+            options: &[("eps", "1e-5", "added to the variance")],
+            run: |d, a, o| Ok(vec![layer_norm::run(d, a[0], a[1], a[2], o.f32("eps")?)?]),
+            lower: |s, o| layer_norm::lower(&s[0], &s[1], &s[2], o.f32("eps")?),
+        },
+        Entry {
+            name: "rms_norm",
+            about: "RMS normalization over the last axis with scale [D] (f32 statistics)",
+            args: &["x", "scale"],
+            options: &[("eps", "1e-6", "added to the mean square")],
+            run: |d, a, o| Ok(vec![rms_norm::run(d, a[0], a[1], o.f32("eps")?)?]),
+            lower: |s, o| rms_norm::lower(&s[0], &s[1], o.f32("eps")?),
+        },
+        Entry {
+            name: "softmax",
+            about: "numerically stable softmax along an axis",
+            args: &["x"],
+            options: &[("axis", "-1", "the axis (negative counts from the end)")],
+            run: |d, a, o| Ok(vec![softmax::run(d, a[0], o.isize("axis")?)?]),
+            lower: |s, o| softmax::lower(&s[0], o.isize("axis")?),
+        },
+        Entry {
+            name: "gelu",
+            about: "GELU, erf form or tanh approximation",
+            args: &["x"],
+            options: &[("approximate", "false", "use the tanh approximation")],
+            run: |d, a, o| Ok(vec![gelu::run(d, a[0], o.bool("approximate")?)?]),
+            lower: |s, o| gelu::lower(&s[0], o.bool("approximate")?),
+        },
+        Entry {
+            name: "einsum",
+            about: "two-operand einsum, e.g. --opt equation=bij,bjk->bik",
+            args: &["a", "b"],
+            options: &[("equation", "ij,jk->ik", "the subscripts")],
+            run: |d, a, o| Ok(vec![einsum::run(d, o.leak("equation"), a[0], a[1])?]),
+            lower: |s, o| einsum::lower(o.leak("equation"), &s[0], &s[1]),
         },
         Entry {
             name: "block_sparse",
