@@ -14,6 +14,7 @@ pub mod lang;
 pub mod lower;
 pub mod ops;
 pub mod profile;
+pub mod report;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;

@@ -6,4 +6,5 @@
 
 extern crate tessel_dsl as tessel;
 
+pub mod attention;
 pub mod sparse;
