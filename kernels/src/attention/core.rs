@@ -5,8 +5,18 @@
 //! Layout: queries are viewed as `[B, Hkv, G, Sq, D]` (`G = Hq / Hkv`
 //! query heads per key/value head), so grouped-query attention contracts
 //! each query group against its one key/value head without repeating keys or
-//! values. A block of logits is `[B, Hkv, G, rows, keys]`; the running
-//! statistics are `[B, Hkv, G, rows, 1]`.
+//! values.
+//!
+//! A block of logits is laid out *keys first*, `[B, Hkv, keys, G·rows]`
+//! (the query heads of a group and their rows merged into the minor axis):
+//! the row statistics (max, sum) then reduce a non-minor axis, which XLA
+//! vectorizes across the rows — on the CPU plugin a row max over the minor
+//! axis costs as much as both matmuls of the block together. The running
+//! statistics are `[B, Hkv, 1, G·rows]` and the accumulator
+//! `[B, Hkv, Dv, G·rows]` (transposed back once per query block). Masks
+//! and biases are built as `[.., keys, G or 1, rows]` and broadcast into
+//! that layout ([`Ctx::flat`]). The queries of a block are multiplied by the
+//! logit scale once, before its loop over keys.
 
 use tessel::ops::DotDims;
 use tessel::prelude::*;
@@ -342,6 +352,31 @@ fn pad_axis(t: Tensor, axis: usize, extra: usize, pad: f64) -> Tensor {
     t.pad(pad, &zeros, &high, &zeros)
 }
 
+/// The static start `start` as a traced position that XLA can only compute
+/// after `dep` (it adds `first element of dep > +inf`, always 0, as an s32).
+///
+/// The unrolled blocks of the static-layout kernels read their queries and
+/// keys at such positions, each depending on the previous block's results:
+/// otherwise XLA may schedule the independent matmuls of every unrolled
+/// block first and keep all their logits alive at once (slower, and more
+/// memory). Optimization barriers do not survive the CPU plugin's pipeline;
+/// a data dependency does.
+pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
+    let rank = dep.rank();
+    let first = dep.slice(&vec![0; rank], &vec![1; rank], &vec![1; rank]);
+    let zero = first.reshape(&[]).gt(f64::INFINITY).cast(S32);
+    Pos::Traced {
+        start: zero + start as i32,
+        in_range: true,
+    }
+}
+
+/// A tile `[.., hk, g, rows, keys]` laid out as the logits,
+/// `[.., hk, keys, g, rows]`.
+pub(crate) fn keys_first(t: Tensor) -> Tensor {
+    t.transpose(&[0, 1, 4, 2, 3])
+}
+
 /// A `[B|1, Hq|1, Sq, Skv]` tensor viewed as `[B|1, Hkv|1, G|1, Sq, Skv]`.
 pub(crate) fn per_head_5d(t: Tensor, d: &Dims) -> Tensor {
     let s = t.shape();
@@ -369,7 +404,7 @@ fn wrap(x: usize) -> u32 {
     (x as u64 & 0xFFFF_FFFF) as u32
 }
 
-/// The dropout keep-mask of a `[B, Hkv, G, rows, keys]` block whose first
+/// The dropout keep-mask of a `[B, Hkv, keys, G, rows]` block whose first
 /// row is query `q0` and first column key `k0`: element `(b, h, q, k)` of
 /// the `[B, Hq, Sq, Skv]` probabilities is kept iff
 /// `uniform(seed)[((b·Hq + h)·Sq + q)·Skv + k] >= rate`, the bits of
@@ -385,12 +420,12 @@ pub(crate) fn dropout_keep(
     keys: usize,
     rate: f64,
 ) -> Tensor {
-    let row_shape = [d.b, d.hkv, d.g, rows, 1];
+    let row_shape = [d.b, d.hkv, 1, d.g, rows];
     let iota = |dim: usize| Tensor::iota(row_shape, dim, U32);
-    let head = iota(1) * wrap(d.g) + iota(2);
-    let q = iota(3) + q0.tensor().cast(U32);
+    let head = iota(1) * wrap(d.g) + iota(3);
+    let q = iota(4) + q0.tensor().cast(U32);
     let row = ((iota(0) * wrap(d.hq) + head) * wrap(d.sq) + q) * wrap(d.skv);
-    let col = Tensor::iota([1, 1, 1, 1, keys], 4, U32) + k0.tensor().cast(U32);
+    let col = Tensor::iota([1, 1, keys, 1, 1], 2, U32) + k0.tensor().cast(U32);
     let index = row + col;
     let bits = mix(index * GOLDEN + mix(seed.cast(U32)));
     let u = bits.shift_right_logical(8u32).cast(F32) * (0.5f64).powi(24);
@@ -398,7 +433,7 @@ pub(crate) fn dropout_keep(
 }
 
 /// The running statistics of a block of query rows: max `m`, sum `l`
-/// (both `[B, Hkv, G, rows, 1]`) and the accumulator `[B, Hkv, G, rows, Dv]`.
+/// (both `[B, Hkv, 1, G, rows]`) and the accumulator `[B, Hkv, Dv, G, rows]`.
 pub(crate) type State = (Tensor, Tensor, Tensor);
 
 /// An element mask for one block beyond the optional inputs.
@@ -406,7 +441,7 @@ pub(crate) type State = (Tensor, Tensor, Tensor);
 pub(crate) enum Elem<'a> {
     /// None: every position of the block is visible (to the layout).
     None,
-    /// This `pred` mask (broadcasting to the block).
+    /// This `pred` mask (broadcasting to the block `[B, Hkv, keys, G, rows]`).
     Always(Tensor),
     /// The mask made by the closure, applied only when the scalar `pred`
     /// holds (an XLA conditional: the mask is not computed otherwise).
@@ -429,7 +464,9 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// One block of query rows: its queries `[B, Hkv, G, r, D]`, where it starts,
-/// how many rows it has, and its segment ids `[B, 1, 1, r, 1]`.
+/// how many rows it has, and its segment ids `[B, 1, 1, 1, r]`. The queries
+/// are pre-scaled and laid out `[B, Hkv, G·r, D]`.
+#[derive(Clone, Copy)]
 pub(crate) struct Row {
     pub(crate) qb: Tensor,
     pub(crate) q0: Pos,
@@ -469,13 +506,30 @@ impl<'a> Ctx<'a> {
 
     /// The rows `q0 .. q0 + r`.
     pub(crate) fn row(&self, q0: Pos, r: usize) -> Row {
+        self.row_read(q0, q0, r)
+    }
+
+    /// The rows `q0 .. q0 + r` (`q0` static), read only once `dep` is
+    /// computed (see [`after`]).
+    pub(crate) fn row_after(&self, q0: usize, r: usize, dep: Tensor) -> Row {
+        self.row_read(Pos::Static(q0), after(q0, dep), r)
+    }
+
+    fn row_read(&self, q0: Pos, read_at: Pos, r: usize) -> Row {
         let d = &self.d;
+        let qb = tile(self.q5, &[(3, read_at, r)], 0.0);
+        let qb = (qb.cast(d.stat) * self.scale).cast(d.io).reshape(&[
+            d.b as isize,
+            d.hkv as isize,
+            (d.g * r) as isize,
+            d.d as isize,
+        ]);
         Row {
-            qb: tile(self.q5, &[(3, q0, r)], 0.0),
+            qb,
             q0,
             r,
             q_seg: self.segment_ids.map(|(qs, _)| {
-                tile(qs, &[(1, q0, r)], 0.0).reshape(&[d.b as isize, 1, 1, r as isize, 1])
+                tile(qs, &[(1, q0, r)], 0.0).reshape(&[d.b as isize, 1, 1, 1, r as isize])
             }),
         }
     }
@@ -484,49 +538,67 @@ impl<'a> Ctx<'a> {
     pub(crate) fn init(&self, r: usize) -> State {
         let d = &self.d;
         (
-            Tensor::full([d.b, d.hkv, d.g, r, 1], MASK_VALUE, d.stat),
-            Tensor::zeros([d.b, d.hkv, d.g, r, 1], d.stat),
-            Tensor::zeros([d.b, d.hkv, d.g, r, d.dv], d.stat),
+            Tensor::full([d.b, d.hkv, 1, d.g * r], MASK_VALUE, d.stat),
+            Tensor::zeros([d.b, d.hkv, 1, d.g * r], d.stat),
+            Tensor::zeros([d.b, d.hkv, d.dv, d.g * r], d.stat),
         )
     }
 
-    /// The scaled, soft-capped, biased logits `[B, Hkv, G, r, c]` of `row`
+    /// A mask or bias `[b, h, c, g, r]` (`b`, `h`, `g` 1 or full) in the
+    /// logits' layout `[b, h, c, G·r]`.
+    pub(crate) fn flat(&self, t: Tensor) -> Tensor {
+        let s = t.shape();
+        let (g, r) = (self.d.g, s[4]);
+        let t = if s[3] == g {
+            t
+        } else {
+            t.broadcast_to([s[0], s[1], s[2], g, r])
+        };
+        t.reshape(&[
+            s[0] as isize,
+            s[1] as isize,
+            s[2] as isize,
+            (g * r) as isize,
+        ])
+    }
+
+    /// The scaled, soft-capped, biased logits `[B, Hkv, c, G·r]` of `row`
     /// against keys `k0 .. k0 + c`, with the optional inputs' masks applied
     /// (hidden logits are `-inf`) and `elem` on top.
     pub(crate) fn logits(&self, row: &Row, k0: Pos, c: usize, elem: Elem<'_>) -> Tensor {
         let d = &self.d;
         let kb = tile(self.k, &[(2, k0, c)], 0.0);
-        let qk = DotDims {
+        let kq = DotDims {
             lhs_batch: vec![0, 1],
             rhs_batch: vec![0, 1],
-            lhs_contract: vec![4],
+            lhs_contract: vec![3],
             rhs_contract: vec![3],
         };
-        let mut s = row.qb.dot_general(kb, qk, None, Some(d.stat)) * self.scale;
+        let mut s = kb.dot_general(row.qb, kq, None, Some(d.stat));
         if let Some(cap) = self.o.soft_cap {
             s = (s * (1.0 / cap)).tanh() * cap;
         }
         let rect = [(3, row.q0, row.r), (4, k0, c)];
         if let Some(b) = self.bias5 {
-            s = s + tile(b, &rect, 0.0).cast(d.stat);
+            s = s + self.flat(keys_first(tile(b, &rect, 0.0))).cast(d.stat);
         }
         let mut allowed: Option<Tensor> = None;
         let mut and = |t: Tensor| allowed = Some(allowed.map_or(t, |a| a & t));
         if let Some(m) = self.mask5 {
-            and(tile(m, &rect, 0.0));
+            and(self.flat(keys_first(tile(m, &rect, 0.0))));
         }
         if let (Some((_, ks)), Some(qs)) = (self.segment_ids, row.q_seg) {
-            let kseg = tile(ks, &[(1, k0, c)], 0.0).reshape(&[d.b as isize, 1, 1, 1, c as isize]);
-            and(qs.eq(kseg));
+            let kseg = tile(ks, &[(1, k0, c)], 0.0).reshape(&[d.b as isize, 1, c as isize, 1, 1]);
+            and(self.flat(qs.eq(kseg)));
         }
         if let Elem::Always(e) = elem {
-            and(e);
+            and(self.flat(e));
         }
         if let Some(a) = allowed {
             s = a.select(s, f64::NEG_INFINITY);
         }
         if let Elem::When(p, f) = elem {
-            s = cond(p, || f().select(s, f64::NEG_INFINITY), || s);
+            s = cond(p, || self.flat(f()).select(s, f64::NEG_INFINITY), || s);
         }
         s
     }
@@ -537,36 +609,44 @@ impl<'a> Ctx<'a> {
         let d = &self.d;
         let (m, l, acc) = st;
         let s = self.logits(row, k0, c, elem);
-        let m_new = m.maximum(s.max_keepdims(&[-1]));
+        let m_new = m.maximum(s.max_keepdims(&[2]));
         let alpha = (m - m_new).exp();
         let mut p = (s - m_new).exp();
-        let l = l * alpha + p.sum_keepdims(&[-1]);
+        let l = l * alpha + p.sum_keepdims(&[2]);
         if let Some(seed) = self.seed {
             let rate = self.o.dropout_rate;
             let keep = dropout_keep(seed, d, row.q0, k0, row.r, c, rate);
-            p = keep.select(p * (1.0 / (1.0 - rate)), 0.0);
+            p = self.flat(keep).select(p * (1.0 / (1.0 - rate)), 0.0);
         }
         let vb = tile(self.v, &[(2, k0, c)], 0.0);
         // Low-precision inputs: probabilities in the inputs' dtype for the
         // matmul (as the MXU takes them), accumulated in f32.
         let p = if d.io == d.stat { p } else { p.cast(d.io) };
-        let pv = DotDims {
+        let vp = DotDims {
             lhs_batch: vec![0, 1],
             rhs_batch: vec![0, 1],
-            lhs_contract: vec![4],
+            lhs_contract: vec![2],
             rhs_contract: vec![2],
         };
-        let acc = acc * alpha + p.dot_general(vb, pv, None, Some(d.stat));
+        let acc = acc * alpha + vb.dot_general(p, vp, None, Some(d.stat));
         (m_new, l, acc)
     }
 
     /// The output `[B, Hkv, G, r, Dv]` and logsumexp `[B, Hkv, G, r]` of a
     /// row; rows that saw no key give 0 and `-inf`.
     pub(crate) fn finish(&self, st: State) -> (Tensor, Tensor) {
+        let d = &self.d;
         let (m, l, acc) = st;
+        let r = (l.dim(-1) / d.g) as isize;
+        let (b, hk, g) = (d.b as isize, d.hkv as isize, d.g as isize);
         let seen = l.gt(0.0);
-        let out = seen.select(acc / l, 0.0);
-        let lse = seen.select(m + l.log(), f64::NEG_INFINITY).squeeze(-1);
+        let out = seen
+            .select(acc / l, 0.0)
+            .reshape(&[b, hk, d.dv as isize, g, r])
+            .transpose(&[0, 1, 3, 4, 2]);
+        let lse = seen
+            .select(m + l.log(), f64::NEG_INFINITY)
+            .reshape(&[b, hk, g, r]);
         (out, lse)
     }
 
@@ -594,7 +674,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The band's element mask for rows `q0 ..` (`r` of them) and keys
-    /// `k0 ..` (`c` of them), as `[1, 1, 1, r, c]`, or `None` if the band
+    /// `k0 ..` (`c` of them), as `[1, 1, c, 1, r]`, or `None` if the band
     /// hides nothing.
     pub(crate) fn band_mask(
         &self,
@@ -608,8 +688,8 @@ impl<'a> Ctx<'a> {
             Pos::Static(0) => t,
             p => t + p.tensor(),
         };
-        let q_pos = off(q0, Tensor::iota([1, 1, 1, r, 1], 3, S32));
-        let k_pos = off(k0, Tensor::iota([1, 1, 1, 1, c], 4, S32));
+        let q_pos = off(q0, Tensor::iota([1, 1, 1, 1, r], 4, S32));
+        let k_pos = off(k0, Tensor::iota([1, 1, c, 1, 1], 2, S32));
         band.element_mask(q_pos, k_pos)
     }
 }

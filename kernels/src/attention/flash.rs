@@ -20,13 +20,13 @@
 
 use tessel::prelude::*;
 
-use super::core::{check, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
+use super::core::{after, check, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
 use super::options::{Band, Cover, FlashOptions};
 
 /// The kind of key block `j` for query block `i`.
 pub(crate) type CoverFn<'a> = dyn Fn(usize, usize) -> Cover + 'a;
 /// The element mask of block `(i, j)` with `r` rows and `c` keys
-/// (broadcasting to `[B, Hkv, G, r, c]`), for a `Partial` block.
+/// (broadcasting to the logits' layout `[B, Hkv, c, G, r]`), for a `Partial` block.
 pub(crate) type MaskFn<'a> = dyn Fn(usize, Idx, usize, usize) -> Option<Tensor> + 'a;
 
 /// The static-layout engine: every query block unrolled, the key blocks of
@@ -41,11 +41,15 @@ pub(crate) fn run_static(
     let nq = d.sq.div_ceil(bq);
     let nk = d.skv.div_ceil(bk);
     let width = |j: usize| bk.min(d.skv - j * bk);
-    let (mut outs, mut lses) = (Vec::with_capacity(nq), Vec::with_capacity(nq));
+    let (mut outs, mut lses): (Vec<Tensor>, Vec<Tensor>) = (Vec::new(), Vec::new());
     for i in 0..nq {
         let q0 = i * bq;
         let r = bq.min(d.sq - q0);
-        let row = ctx.row(Pos::Static(q0), r);
+        // Rows one after the other (see `core::after`).
+        let row = match outs.last() {
+            Some(&prev) => ctx.row_after(q0, r, prev),
+            None => ctx.row(Pos::Static(q0), r),
+        };
         let mut st: State = ctx.init(r);
         let mut j = 0;
         while j < nk {
@@ -68,7 +72,13 @@ pub(crate) fn run_static(
                 } else {
                     None
                 };
-                st = ctx.step(&row, st, Pos::Static(j * bk), c, elem(mask));
+                // Steps of a row one after the other too.
+                let k0 = if j > 0 {
+                    after(j * bk, st.0)
+                } else {
+                    Pos::Static(0)
+                };
+                st = ctx.step(&row, st, k0, c, elem(mask));
             } else {
                 st = fori_loop(j as i32, end as i32, st, |jt, st| {
                     let k0 = Pos::Traced {
