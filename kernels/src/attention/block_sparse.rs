@@ -40,7 +40,7 @@ use super::options::{Cover, FlashOptions};
 /// of their bits, so two different dense masks never share a program).
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::AttentionMask;
 /// use tessel::prelude::*;
 /// use tessel::tile::MultiHeadMask;
@@ -267,8 +267,9 @@ pub fn block_sparse_attention_with(
     run_static(&ctx, &cover, &masker)
 }
 
-/// A block-sparse layout as inputs of [`block_sparse_attention_dynamic`]
-/// (super::block_sparse_attention_dynamic): the mask's bits and its
+/// A block-sparse layout as inputs of
+/// [`block_sparse_attention_dynamic`](fn@super::block_sparse_attention_dynamic):
+/// the mask's bits and its
 /// [`MaskInfo`] tables, for the block sizes of some [`FlashOptions`].
 #[derive(Clone, Debug)]
 pub struct DynamicMask {
@@ -353,7 +354,7 @@ fn check_tables(t: &[Tensor; 4], d: &Dims, o: &FlashOptions) -> std::result::Res
 }
 
 /// Block-sparse attention inside a kernel with a dynamic layout (see
-/// [`block_sparse_attention_dynamic`](super::block_sparse_attention_dynamic)),
+/// [`block_sparse_attention_dynamic`](fn@super::block_sparse_attention_dynamic)),
 /// with the optional inputs. `tables` is `[bits, num_nonempty,
 /// kv_block_ids, block_kinds]` as in [`DynamicMask`]; the band of
 /// `options` is *not* applied here (it is part of the tables and bits

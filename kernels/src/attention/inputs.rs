@@ -15,7 +15,7 @@ use super::reference::attention_reference_with;
 /// [`AttentionExtras`] for their shapes and meaning).
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{Attention, AttentionInputs, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
@@ -107,7 +107,7 @@ impl Attention {
 
     /// Runs on host tensors (traced and compiled once per argument specs,
     /// options and present inputs, then cached on `device`), under the
-    /// config of the kernels' attribute ([`flash_attention::CONFIG`](super::flash_attention)).
+    /// config of the kernels' attribute ([`flash_attention::CONFIG`](struct@super::flash_attention)).
     pub fn run(
         &self,
         device: &Device,

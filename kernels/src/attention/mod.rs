@@ -3,10 +3,10 @@
 //!
 //! | kernel | what |
 //! |---|---|
-//! | [`attention_reference`] | `softmax(Q·Kᵀ·scale)·V` on whole tensors (the tests' reference, the benchmarks' baseline) |
-//! | [`flash_attention`], [`flash_attention_lse`] | online softmax over key blocks; the blocks the causal/window band hides are never computed |
-//! | [`block_sparse_attention`] | driven by a [`Mask`]/[`MultiHeadMask`] with a static block layout (empty blocks skipped while tracing) |
-//! | [`block_sparse_attention_dynamic`] | the same with the layout's [`MaskInfo`](tessel::tile::MaskInfo) tables as inputs (one program per table width) |
+//! | [`attention_reference`](fn@attention_reference) | `softmax(Q·Kᵀ·scale)·V` on whole tensors (the tests' reference, the benchmarks' baseline) |
+//! | [`flash_attention`](fn@flash_attention), [`flash_attention_lse`](fn@flash_attention_lse) | online softmax over key blocks; the blocks the causal/window band hides are never computed |
+//! | [`block_sparse_attention`](fn@block_sparse_attention) | driven by a [`Mask`]/[`MultiHeadMask`](tessel::tile::MultiHeadMask) with a static block layout (empty blocks skipped while tracing) |
+//! | [`block_sparse_attention_dynamic`](fn@block_sparse_attention_dynamic) | the same with the layout's [`MaskInfo`](tessel::tile::MaskInfo) tables as inputs (one program per table width) |
 //!
 //! All take `q: [B, Hq, Sq, D]`, `k: [B, Hkv, Skv, D]`, `v: [B, Hkv, Skv, Dv]`
 //! (`Hq` a multiple of `Hkv`: grouped-query and multi-query attention) and a
@@ -35,12 +35,12 @@ pub use self::reference::attention_reference_with;
 use tessel::prelude::*;
 
 /// Attention on whole tensors: `softmax(Q·Kᵀ·scale)·V` with the band of
-/// `options` (causal, window), its soft-cap and scale, every `Sq × Skv`
+/// `opts` (causal, window), its soft-cap and scale, every `Sq × Skv`
 /// intermediate materialized. The baseline the other kernels are tested and
 /// measured against; see [`attention_reference_with`].
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{attention_reference, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
@@ -57,8 +57,8 @@ pub fn attention_reference(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) 
     attention_reference_with(q, k, v, &AttentionExtras::default(), &opts).0
 }
 
-/// Flash attention: for each block of `options.block_q` queries, an online
-/// softmax over blocks of `options.block_kv` keys (running max and sum and
+/// Flash attention: for each block of `opts.block_q` queries, an online
+/// softmax over blocks of `opts.block_kv` keys (running max and sum and
 /// the accumulator in f32, rescaled at each block). Key blocks that the
 /// causal/window band hides from a query block are skipped while tracing,
 /// and only the blocks it covers partially are masked element-wise; no
@@ -68,7 +68,7 @@ pub fn attention_reference(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) 
 /// dropout and the logsumexp.
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
@@ -89,11 +89,11 @@ pub fn flash_attention(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) -> T
     flash_attention_with(q, k, v, &AttentionExtras::default(), &opts).0
 }
 
-/// [`flash_attention`] returning the logsumexp `[B, Hq, Sq]` (f32) of each
+/// [`flash_attention`](fn@flash_attention) returning the logsumexp `[B, Hq, Sq]` (f32) of each
 /// query's logits as a second output (`-inf` for a query that sees no key).
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{flash_attention_lse, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
@@ -116,14 +116,14 @@ pub fn flash_attention_lse(
 }
 
 /// Splash-style block-sparse attention driven by `mask` (one [`Mask`] for
-/// every head or a [`MultiHeadMask`] with one per query head), and-ed with
-/// the band of `options`. The mask's block layout is static: empty blocks
+/// every head or a [`MultiHeadMask`](tessel::tile::MultiHeadMask) with one per query head), and-ed with
+/// the band of `opts`. The mask's block layout is static: empty blocks
 /// are skipped while tracing, full ones are not masked, partial ones get the
-/// mask's element mask. Equal to [`attention_reference`] with the same dense
+/// mask's element mask. Equal to [`attention_reference`](fn@attention_reference) with the same dense
 /// mask. See [`block_sparse_attention_with`].
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{block_sparse_attention, AttentionMask, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
@@ -152,16 +152,16 @@ pub fn block_sparse_attention(
 /// traced loop over the query blocks and one over each block's listed key
 /// blocks, so one compiled program serves every mask with the same table
 /// width. Only blocks listed as partial read their bits. The block sizes
-/// of `options` must be those the tables were made with.
+/// of `opts` must be those the tables were made with.
 ///
 /// ```
-/// # mod tessel { pub use tessel_dsl::*; pub use tessel_kernels as kernels; }
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::{block_sparse_attention_dynamic, DynamicMask, FlashOptions};
 /// use tessel::prelude::*;
 /// let dev = Device::cpu()?;
 /// let x = HostTensor::from_fn(TensorSpec::new([1, 1, 24, 8], F32), |i| (i % 5) as f64 / 5.0);
 /// let options = FlashOptions::new().block_sizes(8, 8);
-/// let t = DynamicMask::new(&Mask::local(24, 24, Some(4), Some(0)).into(), &opts)?;
+/// let t = DynamicMask::new(&Mask::local(24, 24, Some(4), Some(0)).into(), &options)?;
 /// let out = block_sparse_attention_dynamic::run(
 ///     &dev, &x, &x, &x, &t.bits, &t.num_nonempty, &t.kv_block_ids, &t.block_kinds, options,
 /// )?;

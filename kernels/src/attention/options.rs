@@ -16,6 +16,7 @@ use tessel::prelude::*;
 /// with the last key (decoding against a cache).
 ///
 /// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
 /// use tessel::kernels::attention::FlashOptions;
 /// let o = FlashOptions::new()
 ///     .causal(true)
@@ -142,7 +143,7 @@ impl FlashOptions {
     }
 
     /// The band as a [`Mask`] of `q_len × kv_len` (`None` when nothing is
-    /// masked), for [`block_sparse_attention`](super::block_sparse_attention)
+    /// masked), for [`block_sparse_attention`](fn@super::block_sparse_attention)
     /// or to compare against a dense reference.
     pub fn band_mask(&self, q_len: usize, kv_len: usize) -> Option<Mask> {
         let (lo, hi) = self.band();
