@@ -240,6 +240,8 @@ fn flash_and_reference_match_plain_rust() {
             o().block_sizes(512, 512),
             "default-size blocks",
         ),
+        ([1, 2, 1, 5, 0, 8], o().block_sizes(8, 8), "no keys"),
+        ([1, 2, 1, 0, 7, 8], o().block_sizes(8, 8), "no queries"),
     ];
     for (shapes, opts, what) in &cases {
         check_flash(&dev, *shapes, opts, &Extra::default(), what);

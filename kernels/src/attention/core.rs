@@ -433,7 +433,7 @@ pub(crate) fn dropout_keep(
 }
 
 /// The running statistics of a block of query rows: max `m`, sum `l`
-/// (both `[B, Hkv, 1, G, rows]`) and the accumulator `[B, Hkv, Dv, G, rows]`.
+/// (both `[B, Hkv, 1, G·rows]`) and the accumulator `[B, Hkv, Dv, G·rows]`.
 pub(crate) type State = (Tensor, Tensor, Tensor);
 
 /// An element mask for one block beyond the optional inputs.
@@ -463,9 +463,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) seed: Option<Tensor>,
 }
 
-/// One block of query rows: its queries `[B, Hkv, G, r, D]`, where it starts,
-/// how many rows it has, and its segment ids `[B, 1, 1, 1, r]`. The queries
-/// are pre-scaled and laid out `[B, Hkv, G·r, D]`.
+/// One block of query rows: its queries, where it starts, how many rows it
+/// has, and its segment ids `[B, 1, 1, 1, r]`. The queries are multiplied
+/// by the logit scale (in f32, then rounded back to the inputs' dtype) and
+/// laid out `[B, Hkv, G·r, D]`.
 #[derive(Clone, Copy)]
 pub(crate) struct Row {
     pub(crate) qb: Tensor,
