@@ -57,7 +57,10 @@ fn main() -> tessel::Result<()> {
             let (a, c) = b.split_once('x')?;
             Some((a.parse().ok()?, c.parse().ok()?))
         })
-        .unwrap_or((512, 256));
+        .unwrap_or((
+            FlashOptions::default().block_q,
+            FlashOptions::default().block_kv,
+        ));
     println!("causal attention, B=1 H=8 D=64 f32, CPU plugin; flash blocks {bq} x {bk}");
     println!(
         "| {:>5} | {:<28} | {:>13} | {:>14} | {:>13} | {:>13} | {:>8} |",

@@ -238,7 +238,7 @@ fn flash_and_reference_match_plain_rust() {
         (
             [1, 2, 2, 19, 23, 8],
             o().block_sizes(512, 512),
-            "default-size blocks",
+            "blocks larger than the sequences",
         ),
         ([1, 2, 1, 5, 0, 8], o().block_sizes(8, 8), "no keys"),
         ([1, 2, 1, 0, 7, 8], o().block_sizes(8, 8), "no queries"),
