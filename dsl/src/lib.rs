@@ -15,6 +15,7 @@ pub mod lower;
 pub mod moe;
 pub mod ops;
 pub mod profile;
+pub mod report;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;

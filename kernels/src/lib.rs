@@ -7,6 +7,7 @@
 extern crate tessel_dsl as tessel;
 
 pub mod activation;
+pub mod attention;
 pub mod einsum;
 pub mod gemm;
 pub mod moe;

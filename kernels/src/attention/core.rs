@@ -1,0 +1,696 @@
+//! What the attention kernels share: argument checks, the optional inputs,
+//! tiles read at static or traced positions, the online-softmax step over
+//! one block of keys, and the dropout bits.
+//!
+//! Layout: queries are viewed as `[B, Hkv, G, Sq, D]` (`G = Hq / Hkv`
+//! query heads per key/value head), so grouped-query attention contracts
+//! each query group against its one key/value head without repeating keys or
+//! values.
+//!
+//! A block of logits is laid out *keys first*, `[B, Hkv, keys, G·rows]`
+//! (the query heads of a group and their rows merged into the minor axis):
+//! the row statistics (max, sum) then reduce a non-minor axis, which XLA
+//! vectorizes across the rows — on the CPU plugin a row max over the minor
+//! axis costs as much as both matmuls of the block together. The running
+//! statistics are `[B, Hkv, 1, G·rows]` and the accumulator
+//! `[B, Hkv, Dv, G·rows]` (transposed back once per query block). Masks
+//! and biases are built as `[.., keys, G or 1, rows]` and broadcast into
+//! that layout ([`Ctx::flat`]). The queries of a block are multiplied by the
+//! logit scale once, before its loop over keys.
+
+use tessel::ops::DotDims;
+use tessel::prelude::*;
+use tessel::report;
+
+use super::options::{Band, FlashOptions};
+
+/// The initial running maximum: finite, so that a row whose keys are all
+/// masked (logits `-inf`) never computes `-inf - (-inf)`.
+pub(crate) const MASK_VALUE: f64 = -0.7 * f32::MAX as f64;
+
+const GOLDEN: u32 = 0x9E37_79B9;
+
+/// Optional inputs of an attention computation, as traced tensors (for
+/// calling the kernels inside another kernel; from the host, use
+/// [`AttentionInputs`](super::AttentionInputs)).
+///
+/// Shapes, with `q: [B, Hq, Sq, D]` and `k, v: [B, Hkv, Skv, D]`:
+///
+/// * `bias`: float `[B or 1, Hq or 1, Sq, Skv]`, added to the scaled (and
+///   soft-capped) logits;
+/// * `mask`: `pred` of the same shapes as `bias`; `false` hides a key;
+/// * `segment_ids`: integer `([B, Sq], [B, Skv])`; a query sees only keys of
+///   its own segment;
+/// * `dropout_seed`: an integer scalar, required when
+///   [`FlashOptions::dropout_rate`] is positive.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionExtras {
+    /// Additive logit bias.
+    pub bias: Option<Tensor>,
+    /// Boolean mask (`true`: visible).
+    pub mask: Option<Tensor>,
+    /// Query and key segment ids.
+    pub segment_ids: Option<(Tensor, Tensor)>,
+    /// The dropout seed.
+    pub dropout_seed: Option<Tensor>,
+}
+
+/// The extents of one call, checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    pub(crate) b: usize,
+    pub(crate) hq: usize,
+    pub(crate) hkv: usize,
+    pub(crate) g: usize,
+    pub(crate) sq: usize,
+    pub(crate) skv: usize,
+    pub(crate) d: usize,
+    pub(crate) dv: usize,
+    /// The inputs' dtype (and the output's).
+    pub(crate) io: DType,
+    /// The dtype of logits and statistics: f32, or f64 for f64 inputs.
+    pub(crate) stat: DType,
+}
+
+fn shape_str(s: &[usize]) -> String {
+    format!("{s:?}")
+}
+
+/// Checks the arguments of an attention call; records a kernel error under
+/// `op` and returns `None` if they are wrong.
+#[track_caller]
+pub(crate) fn check(
+    op: &str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    x: &AttentionExtras,
+    o: &FlashOptions,
+) -> Option<Dims> {
+    let fail = |m: String| {
+        report::fail(op, &[q, k, v], m);
+        None
+    };
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
+        return fail(format!(
+            "q, k and v must be rank-4 [batch, heads, seq, head_dim], got shapes {}, {} and {}",
+            shape_str(&qs),
+            shape_str(&ks),
+            shape_str(&vs)
+        ));
+    }
+    let io = q.dtype();
+    if !io.is_float() || k.dtype() != io || v.dtype() != io {
+        return fail(format!(
+            "q, k and v must have one float dtype, got {}, {} and {}",
+            io,
+            k.dtype(),
+            v.dtype()
+        ));
+    }
+    let (b, hq, sq, d) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, skv) = (ks[1], ks[2]);
+    if ks[0] != b || vs[0] != b {
+        return fail(format!(
+            "batch sizes differ: q has {b}, k {}, v {}",
+            ks[0], vs[0]
+        ));
+    }
+    if ks[3] != d {
+        return fail(format!(
+            "the head dimension of q ({d}) and k ({}) must match",
+            ks[3]
+        ));
+    }
+    if vs[1] != hkv || vs[2] != skv {
+        return fail(format!(
+            "k and v must have the same heads and length, got {} and {}",
+            shape_str(&ks),
+            shape_str(&vs)
+        ));
+    }
+    if hkv == 0 || hq % hkv != 0 {
+        return fail(format!(
+            "the query heads ({hq}) must be a multiple of the key/value heads ({hkv}) \
+             (grouped-query attention)"
+        ));
+    }
+    if o.block_q == 0 || o.block_kv == 0 {
+        return fail(format!(
+            "block sizes must be positive, got {} x {}",
+            o.block_q, o.block_kv
+        ));
+    }
+    if !(0.0..1.0).contains(&o.dropout_rate) {
+        return fail(format!(
+            "the dropout rate must be in [0, 1), got {}",
+            o.dropout_rate
+        ));
+    }
+    if let Some(cap) = o.soft_cap {
+        if !(cap.is_finite() && cap > 0.0) {
+            return fail(format!("the soft-cap must be positive, got {cap}"));
+        }
+    }
+    if let Some(s) = o.sm_scale {
+        if !s.is_finite() {
+            return fail(format!("the logit scale must be finite, got {s}"));
+        }
+    }
+    let dims = Dims {
+        b,
+        hq,
+        hkv,
+        g: hq / hkv,
+        sq,
+        skv,
+        d,
+        dv: vs[3],
+        io,
+        stat: if io == F64 { F64 } else { F32 },
+    };
+    let per_score = |name: &str, t: Tensor, pred: bool| -> Result<(), String> {
+        let s = t.shape();
+        let dt_ok = if pred {
+            t.dtype() == PRED
+        } else {
+            t.dtype().is_float()
+        };
+        if !dt_ok {
+            return Err(format!(
+                "the {name} must be {}, got {}",
+                if pred { "pred" } else { "a float tensor" },
+                t.dtype()
+            ));
+        }
+        let ok = s.len() == 4
+            && (s[0] == b || s[0] == 1)
+            && (s[1] == hq || s[1] == 1)
+            && s[2] == sq
+            && s[3] == skv;
+        if !ok {
+            return Err(format!(
+                "the {name} must have shape [{b} or 1, {hq} or 1, {sq}, {skv}], got {}",
+                shape_str(&s)
+            ));
+        }
+        Ok(())
+    };
+    if let Some(t) = x.bias {
+        if let Err(m) = per_score("bias", t, false) {
+            report::fail(op, &[q, k, t], m);
+            return None;
+        }
+    }
+    if let Some(t) = x.mask {
+        if let Err(m) = per_score("mask", t, true) {
+            report::fail(op, &[q, k, t], m);
+            return None;
+        }
+    }
+    if let Some((qs_, ks_)) = x.segment_ids {
+        let (a, c) = (qs_.shape(), ks_.shape());
+        if !qs_.dtype().is_integer() || ks_.dtype() != qs_.dtype() || a != [b, sq] || c != [b, skv]
+        {
+            report::fail(
+                op,
+                &[q, k, qs_, ks_],
+                format!(
+                    "segment ids must be integers of shapes [{b}, {sq}] and [{b}, {skv}] (one dtype), \
+                     got {} and {}",
+                    qs_.spec(),
+                    ks_.spec()
+                ),
+            );
+            return None;
+        }
+    }
+    match x.dropout_seed {
+        Some(seed) if seed.rank() != 0 || !seed.dtype().is_integer() => {
+            report::fail(
+                op,
+                &[seed],
+                format!(
+                    "the dropout seed must be an integer scalar, got {}",
+                    seed.spec()
+                ),
+            );
+            return None;
+        }
+        None if o.dropout_rate > 0.0 => {
+            return fail(format!(
+                "dropout (rate {}) needs a seed: pass one with AttentionInputs::dropout_seed \
+                 (or AttentionExtras::dropout_seed inside a kernel)",
+                o.dropout_rate
+            ));
+        }
+        _ => {}
+    }
+    Some(dims)
+}
+
+/// Placeholder results after a recorded error (the trace fails anyway).
+pub(crate) fn poisoned(q: Tensor) -> (Tensor, Tensor) {
+    (q, Tensor::zeros([1], F32))
+}
+
+/// A start along one axis: known while tracing, or a traced `s32` scalar.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pos {
+    /// Known while tracing.
+    Static(usize),
+    /// Traced; `in_range` promises that the whole tile lies inside the axis.
+    Traced { start: Tensor, in_range: bool },
+}
+
+impl Pos {
+    pub(crate) fn tensor(self) -> Tensor {
+        match self {
+            Pos::Static(s) => Tensor::scalar(s as f64, S32),
+            Pos::Traced { start, .. } => start,
+        }
+    }
+}
+
+/// A block index: known while tracing, or a traced `s32` scalar.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Idx {
+    Static(usize),
+    Traced(Tensor),
+}
+
+/// The tile of `x` made of `size` elements from `pos` along each listed
+/// axis (all of every other axis). Past the end of an axis it reads `pad`:
+/// static tiles are sliced and padded; traced ones are read at a start
+/// clamped into range and, on an axis whose last block is ragged, shifted
+/// into place with `pad` behind (one block of work, no padded copy of `x`).
+pub(crate) fn tile(x: Tensor, reads: &[(usize, Pos, usize)], pad: f64) -> Tensor {
+    let mut shape = x.shape();
+    let rank = shape.len();
+    let dtype = x.dtype();
+    if reads.iter().all(|(_, p, _)| matches!(p, Pos::Static(_))) {
+        let mut t = x;
+        for &(axis, pos, size) in reads {
+            let Pos::Static(s) = pos else { continue };
+            let n = shape[axis];
+            let (s0, e) = (s.min(n), (s + size).min(n));
+            if (s0, e) != (0, n) {
+                t = t.narrow(axis as isize, s0, e);
+            }
+            if e - s0 < size {
+                t = pad_axis(t, axis, size - (e - s0), pad);
+            }
+        }
+        return t;
+    }
+    let mut x = x;
+    for &(axis, _, size) in reads {
+        if shape[axis] < size {
+            x = pad_axis(x, axis, size - shape[axis], pad);
+            shape[axis] = size;
+        }
+    }
+    let zero = Tensor::scalar(0.0, S32);
+    let mut starts = vec![zero; rank];
+    let mut sizes = shape.clone();
+    let mut shifts = Vec::new();
+    for &(axis, pos, size) in reads {
+        sizes[axis] = size;
+        let n = shape[axis];
+        match pos {
+            Pos::Traced {
+                start,
+                in_range: true,
+            } => starts[axis] = start,
+            _ => {
+                let start = pos.tensor();
+                let clamped = start.minimum((n - size) as i32);
+                starts[axis] = clamped;
+                if !n.is_multiple_of(size) {
+                    shifts.push((axis, start - clamped));
+                }
+            }
+        }
+    }
+    let mut w = x.dynamic_slice(&starts, &sizes);
+    for (axis, delta) in shifts {
+        let fill = Tensor::full(sizes.clone(), pad, dtype);
+        let ext = concat(&[w, fill], axis as isize);
+        let mut st = vec![zero; rank];
+        st[axis] = delta;
+        w = ext.dynamic_slice(&st, &sizes);
+    }
+    w
+}
+
+fn pad_axis(t: Tensor, axis: usize, extra: usize, pad: f64) -> Tensor {
+    let rank = t.rank();
+    let mut high = vec![0i64; rank];
+    high[axis] = extra as i64;
+    let zeros = vec![0i64; rank];
+    t.pad(pad, &zeros, &high, &zeros)
+}
+
+/// The static start `start` as a traced position that XLA can only compute
+/// after `dep` (it adds `first element of dep > +inf`, always 0, as an s32).
+///
+/// The unrolled blocks of the static-layout kernels read their queries and
+/// keys at such positions, each depending on the previous block's results:
+/// otherwise XLA may schedule the independent matmuls of every unrolled
+/// block first and keep all their logits alive at once (slower, and more
+/// memory). Optimization barriers do not survive the CPU plugin's pipeline;
+/// a data dependency does.
+pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
+    let rank = dep.rank();
+    let first = dep.slice(&vec![0; rank], &vec![1; rank], &vec![1; rank]);
+    let zero = first.reshape(&[]).gt(f64::INFINITY).cast(S32);
+    Pos::Traced {
+        start: zero + start as i32,
+        in_range: true,
+    }
+}
+
+/// A tile `[.., hk, g, rows, keys]` laid out as the logits,
+/// `[.., hk, keys, g, rows]`.
+pub(crate) fn keys_first(t: Tensor) -> Tensor {
+    t.transpose(&[0, 1, 4, 2, 3])
+}
+
+/// A `[B|1, Hq|1, Sq, Skv]` tensor viewed as `[B|1, Hkv|1, G|1, Sq, Skv]`.
+pub(crate) fn per_head_5d(t: Tensor, d: &Dims) -> Tensor {
+    let s = t.shape();
+    let (hk, g) = if s[1] == 1 { (1, 1) } else { (d.hkv, d.g) };
+    t.reshape(&[
+        s[0] as isize,
+        hk as isize,
+        g as isize,
+        s[2] as isize,
+        s[3] as isize,
+    ])
+}
+
+/// murmur3's finalizer on u32 tensors (wrapping arithmetic).
+fn mix(h: Tensor) -> Tensor {
+    let h = h ^ h.shift_right_logical(16u32);
+    let h = h * 0x85eb_ca6bu32;
+    let h = h ^ h.shift_right_logical(13u32);
+    let h = h * 0xc2b2_ae35u32;
+    h ^ h.shift_right_logical(16u32)
+}
+
+/// `x mod 2^32`, for index arithmetic in wrapping u32.
+fn wrap(x: usize) -> u32 {
+    (x as u64 & 0xFFFF_FFFF) as u32
+}
+
+/// The dropout keep-mask of a `[B, Hkv, keys, G, rows]` block whose first
+/// row is query `q0` and first column key `k0`: element `(b, h, q, k)` of
+/// the `[B, Hq, Sq, Skv]` probabilities is kept iff
+/// `uniform(seed)[((b·Hq + h)·Sq + q)·Skv + k] >= rate`, the bits of
+/// [`tessel::ops::random::random_bits`] (so the same seed gives the same mask
+/// at any block size, and on the host through
+/// [`random_bits_reference`](tessel::ops::random::random_bits_reference)).
+pub(crate) fn dropout_keep(
+    seed: Tensor,
+    d: &Dims,
+    q0: Pos,
+    k0: Pos,
+    rows: usize,
+    keys: usize,
+    rate: f64,
+) -> Tensor {
+    let row_shape = [d.b, d.hkv, 1, d.g, rows];
+    let iota = |dim: usize| Tensor::iota(row_shape, dim, U32);
+    let head = iota(1) * wrap(d.g) + iota(3);
+    let q = iota(4) + q0.tensor().cast(U32);
+    let row = ((iota(0) * wrap(d.hq) + head) * wrap(d.sq) + q) * wrap(d.skv);
+    let col = Tensor::iota([1, 1, keys, 1, 1], 2, U32) + k0.tensor().cast(U32);
+    let index = row + col;
+    let bits = mix(index * GOLDEN + mix(seed.cast(U32)));
+    let u = bits.shift_right_logical(8u32).cast(F32) * (0.5f64).powi(24);
+    u.ge(rate)
+}
+
+/// The running statistics of a block of query rows: max `m`, sum `l`
+/// (both `[B, Hkv, 1, G·rows]`) and the accumulator `[B, Hkv, Dv, G·rows]`.
+pub(crate) type State = (Tensor, Tensor, Tensor);
+
+/// An element mask for one block beyond the optional inputs.
+#[derive(Clone, Copy)]
+pub(crate) enum Elem<'a> {
+    /// None: every position of the block is visible (to the layout).
+    None,
+    /// This `pred` mask (broadcasting to the block `[B, Hkv, keys, G, rows]`).
+    Always(Tensor),
+    /// The mask made by the closure, applied only when the scalar `pred`
+    /// holds (an XLA conditional: the mask is not computed otherwise).
+    When(Tensor, &'a dyn Fn() -> Tensor),
+}
+
+/// Everything the block step reads.
+pub(crate) struct Ctx<'a> {
+    pub(crate) d: Dims,
+    pub(crate) o: &'a FlashOptions,
+    pub(crate) scale: f64,
+    /// `[B, Hkv, G, Sq, D]`.
+    pub(crate) q5: Tensor,
+    pub(crate) k: Tensor,
+    pub(crate) v: Tensor,
+    pub(crate) bias5: Option<Tensor>,
+    pub(crate) mask5: Option<Tensor>,
+    pub(crate) segment_ids: Option<(Tensor, Tensor)>,
+    pub(crate) seed: Option<Tensor>,
+}
+
+/// One block of query rows: its queries, where it starts, how many rows it
+/// has, and its segment ids `[B, 1, 1, 1, r]`. The queries are multiplied
+/// by the logit scale (in f32, then rounded back to the inputs' dtype) and
+/// laid out `[B, Hkv, G·r, D]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Row {
+    pub(crate) qb: Tensor,
+    pub(crate) q0: Pos,
+    pub(crate) r: usize,
+    pub(crate) q_seg: Option<Tensor>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        x: &AttentionExtras,
+        o: &'a FlashOptions,
+        d: Dims,
+    ) -> Ctx<'a> {
+        let q5 = q.reshape(&[
+            d.b as isize,
+            d.hkv as isize,
+            d.g as isize,
+            d.sq as isize,
+            d.d as isize,
+        ]);
+        Ctx {
+            d,
+            o,
+            scale: o.scale_for(d.d),
+            q5,
+            k,
+            v,
+            bias5: x.bias.map(|t| per_head_5d(t, &d)),
+            mask5: x.mask.map(|t| per_head_5d(t, &d)),
+            segment_ids: x.segment_ids,
+            seed: x.dropout_seed.filter(|_| o.dropout_rate > 0.0),
+        }
+    }
+
+    /// The rows `q0 .. q0 + r`.
+    pub(crate) fn row(&self, q0: Pos, r: usize) -> Row {
+        self.row_read(q0, q0, r)
+    }
+
+    /// The rows `q0 .. q0 + r` (`q0` static), read only once `dep` is
+    /// computed (see [`after`]).
+    pub(crate) fn row_after(&self, q0: usize, r: usize, dep: Tensor) -> Row {
+        self.row_read(Pos::Static(q0), after(q0, dep), r)
+    }
+
+    fn row_read(&self, q0: Pos, read_at: Pos, r: usize) -> Row {
+        let d = &self.d;
+        let qb = tile(self.q5, &[(3, read_at, r)], 0.0);
+        let qb = (qb.cast(d.stat) * self.scale).cast(d.io).reshape(&[
+            d.b as isize,
+            d.hkv as isize,
+            (d.g * r) as isize,
+            d.d as isize,
+        ]);
+        Row {
+            qb,
+            q0,
+            r,
+            q_seg: self.segment_ids.map(|(qs, _)| {
+                tile(qs, &[(1, q0, r)], 0.0).reshape(&[d.b as isize, 1, 1, 1, r as isize])
+            }),
+        }
+    }
+
+    /// The initial statistics of a row.
+    pub(crate) fn init(&self, r: usize) -> State {
+        let d = &self.d;
+        (
+            Tensor::full([d.b, d.hkv, 1, d.g * r], MASK_VALUE, d.stat),
+            Tensor::zeros([d.b, d.hkv, 1, d.g * r], d.stat),
+            Tensor::zeros([d.b, d.hkv, d.dv, d.g * r], d.stat),
+        )
+    }
+
+    /// A mask or bias `[b, h, c, g, r]` (`b`, `h`, `g` 1 or full) in the
+    /// logits' layout `[b, h, c, G·r]`.
+    pub(crate) fn flat(&self, t: Tensor) -> Tensor {
+        let s = t.shape();
+        let (g, r) = (self.d.g, s[4]);
+        let t = if s[3] == g {
+            t
+        } else {
+            t.broadcast_to([s[0], s[1], s[2], g, r])
+        };
+        t.reshape(&[
+            s[0] as isize,
+            s[1] as isize,
+            s[2] as isize,
+            (g * r) as isize,
+        ])
+    }
+
+    /// The scaled, soft-capped, biased logits `[B, Hkv, c, G·r]` of `row`
+    /// against keys `k0 .. k0 + c`, with the optional inputs' masks applied
+    /// (hidden logits are `-inf`) and `elem` on top.
+    pub(crate) fn logits(&self, row: &Row, k0: Pos, c: usize, elem: Elem<'_>) -> Tensor {
+        let d = &self.d;
+        let kb = tile(self.k, &[(2, k0, c)], 0.0);
+        let kq = DotDims {
+            lhs_batch: vec![0, 1],
+            rhs_batch: vec![0, 1],
+            lhs_contract: vec![3],
+            rhs_contract: vec![3],
+        };
+        let mut s = kb.dot_general(row.qb, kq, None, Some(d.stat));
+        if let Some(cap) = self.o.soft_cap {
+            s = (s * (1.0 / cap)).tanh() * cap;
+        }
+        let rect = [(3, row.q0, row.r), (4, k0, c)];
+        if let Some(b) = self.bias5 {
+            s = s + self.flat(keys_first(tile(b, &rect, 0.0))).cast(d.stat);
+        }
+        let mut allowed: Option<Tensor> = None;
+        let mut and = |t: Tensor| allowed = Some(allowed.map_or(t, |a| a & t));
+        if let Some(m) = self.mask5 {
+            and(self.flat(keys_first(tile(m, &rect, 0.0))));
+        }
+        if let (Some((_, ks)), Some(qs)) = (self.segment_ids, row.q_seg) {
+            let kseg = tile(ks, &[(1, k0, c)], 0.0).reshape(&[d.b as isize, 1, c as isize, 1, 1]);
+            and(self.flat(qs.eq(kseg)));
+        }
+        if let Elem::Always(e) = elem {
+            and(self.flat(e));
+        }
+        if let Some(a) = allowed {
+            s = a.select(s, f64::NEG_INFINITY);
+        }
+        if let Elem::When(p, f) = elem {
+            s = cond(p, || self.flat(f()).select(s, f64::NEG_INFINITY), || s);
+        }
+        s
+    }
+
+    /// One online-softmax step: the statistics of `row` after keys
+    /// `k0 .. k0 + c`.
+    pub(crate) fn step(&self, row: &Row, st: State, k0: Pos, c: usize, elem: Elem<'_>) -> State {
+        let d = &self.d;
+        let (m, l, acc) = st;
+        let s = self.logits(row, k0, c, elem);
+        let m_new = m.maximum(s.max_keepdims(&[2]));
+        let alpha = (m - m_new).exp();
+        let mut p = (s - m_new).exp();
+        let l = l * alpha + p.sum_keepdims(&[2]);
+        if let Some(seed) = self.seed {
+            let rate = self.o.dropout_rate;
+            let keep = dropout_keep(seed, d, row.q0, k0, row.r, c, rate);
+            p = self.flat(keep).select(p * (1.0 / (1.0 - rate)), 0.0);
+        }
+        let vb = tile(self.v, &[(2, k0, c)], 0.0);
+        // Low-precision inputs: probabilities in the inputs' dtype for the
+        // matmul (as the MXU takes them), accumulated in f32.
+        let p = if d.io == d.stat { p } else { p.cast(d.io) };
+        let vp = DotDims {
+            lhs_batch: vec![0, 1],
+            rhs_batch: vec![0, 1],
+            lhs_contract: vec![2],
+            rhs_contract: vec![2],
+        };
+        let acc = acc * alpha + vb.dot_general(p, vp, None, Some(d.stat));
+        (m_new, l, acc)
+    }
+
+    /// The output `[B, Hkv, G, r, Dv]` and logsumexp `[B, Hkv, G, r]` of a
+    /// row; rows that saw no key give 0 and `-inf`.
+    pub(crate) fn finish(&self, st: State) -> (Tensor, Tensor) {
+        let d = &self.d;
+        let (m, l, acc) = st;
+        let r = (l.dim(-1) / d.g) as isize;
+        let (b, hk, g) = (d.b as isize, d.hkv as isize, d.g as isize);
+        let seen = l.gt(0.0);
+        let out = seen
+            .select(acc / l, 0.0)
+            .reshape(&[b, hk, d.dv as isize, g, r])
+            .transpose(&[0, 1, 3, 4, 2]);
+        let lse = seen
+            .select(m + l.log(), f64::NEG_INFINITY)
+            .reshape(&[b, hk, g, r]);
+        (out, lse)
+    }
+
+    /// Row outputs (along the query axis, in order) as the results
+    /// `[B, Hq, Sq, Dv]` in the inputs' dtype and `[B, Hq, Sq]` in f32.
+    pub(crate) fn assemble(&self, outs: Vec<Tensor>, lses: Vec<Tensor>) -> (Tensor, Tensor) {
+        let d = &self.d;
+        let (b, hq, sq) = (d.b as isize, d.hq as isize, d.sq as isize);
+        if outs.is_empty() {
+            return (
+                Tensor::zeros([d.b, d.hq, 0, d.dv], d.io),
+                Tensor::zeros([d.b, d.hq, 0], F32),
+            );
+        }
+        let one = |v: Vec<Tensor>| {
+            if v.len() == 1 {
+                v[0]
+            } else {
+                concat(&v, 3)
+            }
+        };
+        let out = one(outs).reshape(&[b, hq, sq, d.dv as isize]).cast(d.io);
+        let lse = one(lses).reshape(&[b, hq, sq]).cast(F32);
+        (out, lse)
+    }
+
+    /// The band's element mask for rows `q0 ..` (`r` of them) and keys
+    /// `k0 ..` (`c` of them), as `[1, 1, c, 1, r]`, or `None` if the band
+    /// hides nothing.
+    pub(crate) fn band_mask(
+        &self,
+        band: &Band,
+        q0: Pos,
+        r: usize,
+        k0: Pos,
+        c: usize,
+    ) -> Option<Tensor> {
+        let off = |p: Pos, t: Tensor| match p {
+            Pos::Static(0) => t,
+            p => t + p.tensor(),
+        };
+        let q_pos = off(q0, Tensor::iota([1, 1, 1, 1, r], 4, S32));
+        let k_pos = off(k0, Tensor::iota([1, 1, c, 1, 1], 2, S32));
+        band.element_mask(q_pos, k_pos)
+    }
+}

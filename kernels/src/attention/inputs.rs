@@ -1,0 +1,182 @@
+//! Calling the attention kernels from the host with any combination of the
+//! optional inputs (bias, mask, segment ids, dropout seed), getting the
+//! output and the logsumexp.
+
+use tessel::kernel::Kernel;
+use tessel::prelude::*;
+
+use super::block_sparse::{block_sparse_attention_with, AttentionMask};
+use super::core::AttentionExtras;
+use super::flash::flash_attention_with;
+use super::options::FlashOptions;
+use super::reference::attention_reference_with;
+
+/// The optional inputs of an attention call from the host (see
+/// [`AttentionExtras`] for their shapes and meaning).
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::attention::{Attention, AttentionInputs, FlashOptions};
+/// use tessel::prelude::*;
+/// let dev = Device::cpu()?;
+/// let x = HostTensor::from_fn(TensorSpec::new([2, 2, 6, 4], F32), |i| (i % 9) as f64 / 9.0);
+/// // Two packed sequences per batch row: positions 0..4 and 4..6.
+/// let seg = HostTensor::from_vec(vec![0i32, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1], [2, 6])?;
+/// let inputs = AttentionInputs::new().segment_ids(&seg, &seg).dropout_seed(7);
+/// let options = FlashOptions::new().causal(true).dropout(0.1).block_sizes(8, 8);
+/// let flash = Attention::Flash.run(&dev, &x, &x, &x, &inputs, &options)?;
+/// let reference = Attention::Reference.run(&dev, &x, &x, &x, &inputs, &options)?;
+/// assert_eq!(flash.lse.shape(), &[2, 2, 6]);
+/// for (a, b) in flash.out.to_vec::<f32>()?.iter().zip(reference.out.to_vec::<f32>()?) {
+///     assert!((a - b).abs() < 1e-5);
+/// }
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionInputs<'a> {
+    /// Additive logit bias, float `[B or 1, Hq or 1, Sq, Skv]`.
+    pub bias: Option<&'a HostTensor>,
+    /// Boolean mask, `pred[B or 1, Hq or 1, Sq, Skv]` (`true`: visible).
+    pub mask: Option<&'a HostTensor>,
+    /// Query `[B, Sq]` and key `[B, Skv]` segment ids (integers).
+    pub segment_ids: Option<(&'a HostTensor, &'a HostTensor)>,
+    /// The dropout seed (passed as an input: a new seed does not recompile).
+    pub dropout_seed: Option<u32>,
+}
+
+impl<'a> AttentionInputs<'a> {
+    /// No optional input.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With an additive logit bias.
+    pub fn bias(mut self, bias: &'a HostTensor) -> Self {
+        self.bias = Some(bias);
+        self
+    }
+
+    /// With a boolean mask.
+    pub fn mask(mut self, mask: &'a HostTensor) -> Self {
+        self.mask = Some(mask);
+        self
+    }
+
+    /// With query and key segment ids.
+    pub fn segment_ids(mut self, q: &'a HostTensor, kv: &'a HostTensor) -> Self {
+        self.segment_ids = Some((q, kv));
+        self
+    }
+
+    /// With a dropout seed.
+    pub fn dropout_seed(mut self, seed: u32) -> Self {
+        self.dropout_seed = Some(seed);
+        self
+    }
+}
+
+/// Which attention computation to run from the host with
+/// [`AttentionInputs`] ([`Attention::run`]).
+#[derive(Clone, Debug)]
+pub enum Attention {
+    /// [`attention_reference_with`].
+    Reference,
+    /// [`flash_attention_with`].
+    Flash,
+    /// [`block_sparse_attention_with`] with this mask.
+    BlockSparse(AttentionMask),
+}
+
+/// The results of [`Attention::run`].
+#[derive(Clone, Debug)]
+pub struct AttentionOutput {
+    /// `[B, Hq, Sq, Dv]` in the inputs' dtype.
+    pub out: HostTensor,
+    /// `[B, Hq, Sq]` f32: the logsumexp of each query's visible logits.
+    pub lse: HostTensor,
+}
+
+impl Attention {
+    fn name(&self) -> &'static str {
+        match self {
+            Attention::Reference => "attention_reference",
+            Attention::Flash => "flash_attention",
+            Attention::BlockSparse(_) => "block_sparse_attention",
+        }
+    }
+
+    /// Runs on host tensors (traced and compiled once per argument specs,
+    /// options and present inputs, then cached on `device`), under the
+    /// config of the kernels' attribute ([`flash_attention::CONFIG`](struct@super::flash_attention)).
+    pub fn run(
+        &self,
+        device: &Device,
+        q: &HostTensor,
+        k: &HostTensor,
+        v: &HostTensor,
+        inputs: &AttentionInputs<'_>,
+        options: &FlashOptions,
+    ) -> Result<AttentionOutput> {
+        let seed = inputs.dropout_seed.map(HostTensor::scalar);
+        let mut args: Vec<&HostTensor> = vec![q, k, v];
+        let mut names = vec!["q", "k", "v"];
+        if let Some(b) = inputs.bias {
+            args.push(b);
+            names.push("bias");
+        }
+        if let Some(m) = inputs.mask {
+            args.push(m);
+            names.push("mask");
+        }
+        if let Some((qs, ks)) = inputs.segment_ids {
+            args.extend([qs, ks]);
+            names.extend(["q_segment_ids", "kv_segment_ids"]);
+        }
+        if let Some(s) = &seed {
+            args.push(s);
+            names.push("dropout_seed");
+        }
+        let has = (
+            inputs.bias.is_some(),
+            inputs.mask.is_some(),
+            inputs.segment_ids.is_some(),
+            seed.is_some(),
+        );
+        let body = |a: &[Tensor]| {
+            let mut rest = a.iter().skip(3).copied();
+            let mut next = |present: bool| if present { rest.next() } else { None };
+            let bias = next(has.0);
+            let mask = next(has.1);
+            let segment_ids = next(has.2).zip(next(has.2));
+            let dropout_seed = next(has.3);
+            let extras = AttentionExtras {
+                bias,
+                mask,
+                segment_ids,
+                dropout_seed,
+            };
+            let (q, k, v) = (a[0], a[1], a[2]);
+            match self {
+                Attention::Reference => attention_reference_with(q, k, v, &extras, options),
+                Attention::Flash => flash_attention_with(q, k, v, &extras, options),
+                Attention::BlockSparse(m) => {
+                    block_sparse_attention_with(q, k, v, m, &extras, options)
+                }
+            }
+        };
+        let kernel = Kernel::new(self.name(), body)
+            .params(names)
+            .config(super::flash_attention::CONFIG)
+            .statics(format!("{self:?};{options:?};inputs={has:?}"))
+            .cache_key(format!("{}::Attention::{}", module_path!(), self.name()));
+        let outs = kernel.run(device, &args)?;
+        let mut it = outs.into_iter();
+        match (it.next(), it.next()) {
+            (Some(out), Some(lse)) => Ok(AttentionOutput { out, lse }),
+            _ => Err(tessel::DeviceError::Other(
+                "an attention kernel returned fewer than 2 outputs".into(),
+            )
+            .into()),
+        }
+    }
+}
