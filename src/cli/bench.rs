@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use crate::kernels::gemm::{gemm, GemmOptions};
 use crate::kernels::moe::{moe, moe_moe_dense};
 use crate::kernels::norm::{layer_norm, rms_norm};
@@ -125,6 +126,31 @@ fn norm_workload(dev: &Device) -> Result<Vec<Row>> {
     ])
 }
 
+/// Causal attention, B = 1, H = 8, D = 64, across sequence lengths: flash
+/// against the whole-tensor reference (`cargo bench --bench attention`
+/// measures 2048 and 8192).
+fn attention_workload(dev: &Device) -> Result<Vec<Row>> {
+    let opts = FlashOptions::new().causal(true);
+    let mut rows = Vec::new();
+    for s in [512, 1024, 2048] {
+        let q = data(vec![1, 8, s, 64], 0.5);
+        let k = data(vec![1, 8, s, 64], 0.4);
+        let v = data(vec![1, 8, s, 64], 0.3);
+        let p = ProfileOptions { warmup: 1, runs: 3 };
+        let reference = attention_reference::profile(dev, p, &q, &k, &v, opts.clone())?;
+        let flash = flash_attention::profile(dev, p, &q, &k, &v, opts.clone())?;
+        rows.push(row(
+            "attention",
+            "reference",
+            s as f64,
+            &reference,
+            &reference,
+        ));
+        rows.push(row("attention", "flash", s as f64, &flash, &reference));
+    }
+    Ok(rows)
+}
+
 fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
     HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
         (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale
@@ -238,6 +264,12 @@ pub fn workloads() -> Vec<Workload> {
             name: "sparse",
             about: "block-sparse matmul 2048³ at 10% / 50% vs dense",
             run: sparse_workload,
+        },
+        Workload {
+            name: "attention",
+            about:
+                "causal attention B=1 H=8 D=64, S = 512..2048: flash vs the whole-tensor reference",
+            run: attention_workload,
         },
         Workload {
             name: "norm",
