@@ -2,19 +2,26 @@
 //! plugin: B = 1, H = 8, D = 64, f32, at S = 2048 and S = 8192.
 //!
 //! `cargo bench --bench attention` profiles both kernels at each length
-//! (medians of several runs on device-resident arguments) and prints the
-//! median times, their ratio, and the compiled memory statistics (peak and
-//! temporary bytes) beside the targets: flash at least 3× faster at 2048
-//! and 5× at 8192, with at most 64 MiB of temporaries at 8192.
+//! ([`Profile`]: compile time and the compiled memory statistics, peak and
+//! temporary bytes), then times them on device-resident arguments with the
+//! runs of the two kernels *interleaved* (flash, reference, flash, ...), so
+//! that both see the same load on a shared machine, and prints the median
+//! times and their ratio beside the targets: flash at least 3× faster at
+//! 2048 and 5× at 8192, with at most 64 MiB of temporaries at 8192.
 //!
 //! The reference at S = 8192 materializes `[1, 8, 8192, 8192]` f32 logits
 //! (about 4 GiB of temporaries) and takes seconds per run; pass
 //! `--reference-max=4096` to measure it only up to that length.
-//! `--blocks=BQxBK` overrides the flash block sizes, `--lengths=2048,4096`
-//! the sequence lengths.
+//! Flash runs with blocks of 256 × 256 (the fastest measured here at 2048;
+//! at 8192 sizes from 256 × 128 to 512 × 512 are within noise of each
+//! other; the library default, 512 × 256, compiles faster). `--blocks=BQxBK`
+//! overrides the block sizes, `--lengths=2048,4096` the sequence lengths.
 
+use std::sync::Arc;
+use std::time::Instant;
 use tessel::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use tessel::prelude::*;
+
 use tessel::profile::{Profile, ProfileOptions};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -36,12 +43,26 @@ fn memory(p: &Profile) -> (f64, f64) {
         .unwrap_or((f64::NAN, f64::NAN))
 }
 
-fn row(s: usize, name: &str, p: &Profile, ratio: Option<f64>) {
+/// One timed run of `exe` on `args`, in seconds.
+fn time(exe: &Executable, args: &[&DeviceBuffer]) -> tessel::Result<f64> {
+    let t = Instant::now();
+    for out in exe.execute(args)? {
+        out.block_until_ready()?;
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn row(s: usize, name: &str, p: &Profile, median: f64, ratio: Option<f64>) {
     let (peak, temp) = memory(p);
     let ratio = ratio.map_or("—".to_string(), |r| format!("{r:.2}× faster"));
     println!(
         "| {s:>5} | {name:<28} | {:>10.1} ms | {:>14} | {:>9.1} MiB | {:>9.1} MiB | {:>6.2} s |",
-        p.run.median * 1e3,
+        median * 1e3,
         ratio,
         peak,
         temp,
@@ -57,10 +78,7 @@ fn main() -> tessel::Result<()> {
             let (a, c) = b.split_once('x')?;
             Some((a.parse().ok()?, c.parse().ok()?))
         })
-        .unwrap_or((
-            FlashOptions::default().block_q,
-            FlashOptions::default().block_kv,
-        ));
+        .unwrap_or((256, 256));
     println!("causal attention, B=1 H=8 D=64 f32, CPU plugin; flash blocks {bq} x {bk}");
     println!(
         "| {:>5} | {:<28} | {:>13} | {:>14} | {:>13} | {:>13} | {:>8} |",
@@ -74,27 +92,51 @@ fn main() -> tessel::Result<()> {
     for s in lengths {
         let (q, k, v) = (input(s, 0), input(s, 1), input(s, 2));
         let options = FlashOptions::new().causal(true).block_sizes(bq, bk);
-        let runs = if s <= 2048 {
-            ProfileOptions { warmup: 2, runs: 9 }
-        } else {
-            ProfileOptions { warmup: 1, runs: 5 }
-        };
-        let flash = flash_attention::profile(&dev, runs, &q, &k, &v, options.clone())?;
-        let reference = if s <= reference_max {
-            let runs = ProfileOptions {
-                warmup: 1,
-                runs: runs.runs.min(5),
-            };
+        let once = ProfileOptions { warmup: 0, runs: 1 };
+        let runs = if s <= 2048 { 11 } else { 5 };
+        let with_reference = s <= reference_max;
+        // Compile time and memory statistics.
+        let flash = flash_attention::profile(&dev, once, &q, &k, &v, options.clone())?;
+        let reference = if with_reference {
             Some(attention_reference::profile(
-                &dev, runs, &q, &k, &v, options,
+                &dev,
+                once,
+                &q,
+                &k,
+                &v,
+                options.clone(),
             )?)
         } else {
             None
         };
-        let ratio = reference.as_ref().map(|r| r.run.median / flash.run.median);
-        row(s, "flash_attention", &flash, ratio);
+        // Interleaved timing of the compiled kernels.
+        let specs = (q.spec(), k.spec(), v.spec());
+        let flash_exe = flash_attention::compile(&dev, specs.0, specs.1, specs.2, options.clone())?;
+        let reference_exe: Option<Arc<Executable>> = if with_reference {
+            Some(attention_reference::compile(
+                &dev, specs.0, specs.1, specs.2, options,
+            )?)
+        } else {
+            None
+        };
+        let bufs = [dev.to_device(&q)?, dev.to_device(&k)?, dev.to_device(&v)?];
+        let args: Vec<&DeviceBuffer> = bufs.iter().collect();
+        time(&flash_exe, &args)?;
+        if let Some(r) = &reference_exe {
+            time(r, &args)?;
+        }
+        let (mut tf, mut tr) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            tf.push(time(&flash_exe, &args)?);
+            if let Some(r) = &reference_exe {
+                tr.push(time(r, &args)?);
+            }
+        }
+        let (mf, mr) = (median(tf), median(tr));
+        let ratio = with_reference.then(|| mr / mf);
+        row(s, "flash_attention", &flash, mf, ratio);
         if let Some(r) = &reference {
-            row(s, "attention_reference", r, None);
+            row(s, "attention_reference", r, mr, None);
         }
         let target = if s <= 2048 { 3.0 } else { 5.0 };
         if let Some(r) = ratio {

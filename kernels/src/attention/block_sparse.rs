@@ -28,9 +28,7 @@ use tessel::prelude::*;
 use tessel::report;
 use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
-use super::core::{
-    check, keys_first, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State,
-};
+use super::core::{check, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State};
 use super::flash::run_static;
 use super::options::{Cover, FlashOptions};
 
@@ -255,14 +253,14 @@ pub fn block_sparse_attention_with(
             }
             e.reshape(&[1, r as isize, c as isize])
         };
-        // [heads, r, c] -> [1, hk, g, r, c] -> [1, hk, c, g, r] (the logits' layout)
+        // [heads, r, c] -> [1, hk, g, r, c]
         let stacked = if heads.len() == 1 {
             at(&heads[0]).reshape(&[1, 1, 1, r as isize, c as isize])
         } else {
             let all: Vec<Tensor> = heads.iter().map(at).collect();
             concat(&all, 0).reshape(&[1, d.hkv as isize, d.g as isize, r as isize, c as isize])
         };
-        Some(keys_first(stacked))
+        Some(stacked)
     };
     run_static(&ctx, &cover, &masker)
 }
@@ -407,7 +405,7 @@ pub fn block_sparse_attention_dynamic_with(
                 start: j * bk as i32,
                 in_range: false,
             };
-            let element = || keys_first(tile(bits5, &[(3, q0, bq), (4, k0, bk)], 0.0));
+            let element = || tile(bits5, &[(3, q0, bq), (4, k0, bk)], 0.0);
             let partial = kind.eq(BlockKind::Partial.code());
             ctx.step(&row, st, k0, bk, Elem::When(partial, &element))
         });

@@ -7,16 +7,16 @@
 //! each query group against its one key/value head without repeating keys or
 //! values.
 //!
-//! A block of logits is laid out *keys first*, `[B, Hkv, keys, G·rows]`
-//! (the query heads of a group and their rows merged into the minor axis):
-//! the row statistics (max, sum) then reduce a non-minor axis, which XLA
-//! vectorizes across the rows — on the CPU plugin a row max over the minor
-//! axis costs as much as both matmuls of the block together. The running
-//! statistics are `[B, Hkv, 1, G·rows]` and the accumulator
-//! `[B, Hkv, Dv, G·rows]` (transposed back once per query block). Masks
-//! and biases are built as `[.., keys, G or 1, rows]` and broadcast into
-//! that layout ([`Ctx::flat`]). The queries of a block are multiplied by the
-//! logit scale once, before its loop over keys.
+//! A block of logits is `[B, Hkv, G·rows, keys]` (the query heads of a
+//! group and their rows merged), the running statistics `[B, Hkv, G·rows,
+//! 1]` and the accumulator `[B, Hkv, G·rows, Dv]`. The row statistics (max,
+//! sum) reduce the keys split into lanes of 8, `[.., keys / 8, 8]`, first
+//! over the non-minor axis, then over the 8 lanes: on the CPU plugin a plain
+//! max over the minor axis compiles to a scalar loop that costs as much as
+//! both matmuls of the block together. Masks and biases are built as
+//! `[.., G or 1, rows, keys]` and broadcast into that layout
+//! ([`Ctx::flat`]). The queries of a block are multiplied by the logit
+//! scale once, before its loop over keys.
 
 use tessel::ops::DotDims;
 use tessel::prelude::*;
@@ -371,10 +371,30 @@ pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
     }
 }
 
-/// A tile `[.., hk, g, rows, keys]` laid out as the logits,
-/// `[.., hk, keys, g, rows]`.
-pub(crate) fn keys_first(t: Tensor) -> Tensor {
-    t.transpose(&[0, 1, 4, 2, 3])
+/// The max (or sum) of `s` over its last axis, kept as an axis of 1. With
+/// a multiple of 8 keys the reduction runs over `[.., keys / 8, 8]` first
+/// along the non-minor axis (vectorized across 8 lanes), then over the lanes.
+pub(crate) fn row_reduce(s: Tensor, max: bool) -> Tensor {
+    let shape = s.shape();
+    let c = shape[shape.len() - 1];
+    let reduce = |t: Tensor, axis: isize| {
+        if max {
+            t.max_keepdims(&[axis])
+        } else {
+            t.sum_keepdims(&[axis])
+        }
+    };
+    if c < 16 || !c.is_multiple_of(8) {
+        return reduce(s, -1);
+    }
+    let mut lanes: Vec<isize> = shape.iter().map(|&x| x as isize).collect();
+    let n = lanes.len();
+    lanes[n - 1] = (c / 8) as isize;
+    lanes.push(8);
+    let partial = reduce(s.reshape(&lanes), -2);
+    let mut kept: Vec<isize> = shape.iter().map(|&x| x as isize).collect();
+    kept[n - 1] = 1;
+    reduce(partial, -1).reshape(&kept)
 }
 
 /// A `[B|1, Hq|1, Sq, Skv]` tensor viewed as `[B|1, Hkv|1, G|1, Sq, Skv]`.
@@ -404,7 +424,7 @@ fn wrap(x: usize) -> u32 {
     (x as u64 & 0xFFFF_FFFF) as u32
 }
 
-/// The dropout keep-mask of a `[B, Hkv, keys, G, rows]` block whose first
+/// The dropout keep-mask of a `[B, Hkv, G, rows, keys]` block whose first
 /// row is query `q0` and first column key `k0`: element `(b, h, q, k)` of
 /// the `[B, Hq, Sq, Skv]` probabilities is kept iff
 /// `uniform(seed)[((b·Hq + h)·Sq + q)·Skv + k] >= rate`, the bits of
@@ -420,12 +440,12 @@ pub(crate) fn dropout_keep(
     keys: usize,
     rate: f64,
 ) -> Tensor {
-    let row_shape = [d.b, d.hkv, 1, d.g, rows];
+    let row_shape = [d.b, d.hkv, d.g, rows, 1];
     let iota = |dim: usize| Tensor::iota(row_shape, dim, U32);
-    let head = iota(1) * wrap(d.g) + iota(3);
-    let q = iota(4) + q0.tensor().cast(U32);
+    let head = iota(1) * wrap(d.g) + iota(2);
+    let q = iota(3) + q0.tensor().cast(U32);
     let row = ((iota(0) * wrap(d.hq) + head) * wrap(d.sq) + q) * wrap(d.skv);
-    let col = Tensor::iota([1, 1, keys, 1, 1], 2, U32) + k0.tensor().cast(U32);
+    let col = Tensor::iota([1, 1, 1, 1, keys], 4, U32) + k0.tensor().cast(U32);
     let index = row + col;
     let bits = mix(index * GOLDEN + mix(seed.cast(U32)));
     let u = bits.shift_right_logical(8u32).cast(F32) * (0.5f64).powi(24);
@@ -433,7 +453,7 @@ pub(crate) fn dropout_keep(
 }
 
 /// The running statistics of a block of query rows: max `m`, sum `l`
-/// (both `[B, Hkv, 1, G·rows]`) and the accumulator `[B, Hkv, Dv, G·rows]`.
+/// (both `[B, Hkv, G·rows, 1]`) and the accumulator `[B, Hkv, G·rows, Dv]`.
 pub(crate) type State = (Tensor, Tensor, Tensor);
 
 /// An element mask for one block beyond the optional inputs.
@@ -441,7 +461,7 @@ pub(crate) type State = (Tensor, Tensor, Tensor);
 pub(crate) enum Elem<'a> {
     /// None: every position of the block is visible (to the layout).
     None,
-    /// This `pred` mask (broadcasting to the block `[B, Hkv, keys, G, rows]`).
+    /// This `pred` mask (broadcasting to the block `[B, Hkv, G, rows, keys]`).
     Always(Tensor),
     /// The mask made by the closure, applied only when the scalar `pred`
     /// holds (an XLA conditional: the mask is not computed otherwise).
@@ -464,7 +484,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// One block of query rows: its queries, where it starts, how many rows it
-/// has, and its segment ids `[B, 1, 1, 1, r]`. The queries are multiplied
+/// has, and its segment ids `[B, 1, 1, r, 1]`. The queries are multiplied
 /// by the logit scale (in f32, then rounded back to the inputs' dtype) and
 /// laid out `[B, Hkv, G·r, D]`.
 #[derive(Clone, Copy)]
@@ -530,7 +550,7 @@ impl<'a> Ctx<'a> {
             q0,
             r,
             q_seg: self.segment_ids.map(|(qs, _)| {
-                tile(qs, &[(1, q0, r)], 0.0).reshape(&[d.b as isize, 1, 1, 1, r as isize])
+                tile(qs, &[(1, q0, r)], 0.0).reshape(&[d.b as isize, 1, 1, r as isize, 1])
             }),
         }
     }
@@ -539,57 +559,57 @@ impl<'a> Ctx<'a> {
     pub(crate) fn init(&self, r: usize) -> State {
         let d = &self.d;
         (
-            Tensor::full([d.b, d.hkv, 1, d.g * r], MASK_VALUE, d.stat),
-            Tensor::zeros([d.b, d.hkv, 1, d.g * r], d.stat),
-            Tensor::zeros([d.b, d.hkv, d.dv, d.g * r], d.stat),
+            Tensor::full([d.b, d.hkv, d.g * r, 1], MASK_VALUE, d.stat),
+            Tensor::zeros([d.b, d.hkv, d.g * r, 1], d.stat),
+            Tensor::zeros([d.b, d.hkv, d.g * r, d.dv], d.stat),
         )
     }
 
-    /// A mask or bias `[b, h, c, g, r]` (`b`, `h`, `g` 1 or full) in the
-    /// logits' layout `[b, h, c, G·r]`.
+    /// A mask or bias `[b, h, g, r, c]` (`b`, `h`, `g` 1 or full; `r` 1 or
+    /// full) in the logits' layout `[b, h, G·r, c]`.
     pub(crate) fn flat(&self, t: Tensor) -> Tensor {
         let s = t.shape();
-        let (g, r) = (self.d.g, s[4]);
-        let t = if s[3] == g {
+        let g = self.d.g;
+        let t = if s[2] == g {
             t
         } else {
-            t.broadcast_to([s[0], s[1], s[2], g, r])
+            t.broadcast_to([s[0], s[1], g, s[3], s[4]])
         };
         t.reshape(&[
             s[0] as isize,
             s[1] as isize,
-            s[2] as isize,
-            (g * r) as isize,
+            (g * s[3]) as isize,
+            s[4] as isize,
         ])
     }
 
-    /// The scaled, soft-capped, biased logits `[B, Hkv, c, G·r]` of `row`
+    /// The scaled, soft-capped, biased logits `[B, Hkv, G·r, c]` of `row`
     /// against keys `k0 .. k0 + c`, with the optional inputs' masks applied
     /// (hidden logits are `-inf`) and `elem` on top.
     pub(crate) fn logits(&self, row: &Row, k0: Pos, c: usize, elem: Elem<'_>) -> Tensor {
         let d = &self.d;
         let kb = tile(self.k, &[(2, k0, c)], 0.0);
-        let kq = DotDims {
+        let qk = DotDims {
             lhs_batch: vec![0, 1],
             rhs_batch: vec![0, 1],
             lhs_contract: vec![3],
             rhs_contract: vec![3],
         };
-        let mut s = kb.dot_general(row.qb, kq, None, Some(d.stat));
+        let mut s = row.qb.dot_general(kb, qk, None, Some(d.stat));
         if let Some(cap) = self.o.soft_cap {
             s = (s * (1.0 / cap)).tanh() * cap;
         }
         let rect = [(3, row.q0, row.r), (4, k0, c)];
         if let Some(b) = self.bias5 {
-            s = s + self.flat(keys_first(tile(b, &rect, 0.0))).cast(d.stat);
+            s = s + self.flat(tile(b, &rect, 0.0)).cast(d.stat);
         }
         let mut allowed: Option<Tensor> = None;
         let mut and = |t: Tensor| allowed = Some(allowed.map_or(t, |a| a & t));
         if let Some(m) = self.mask5 {
-            and(self.flat(keys_first(tile(m, &rect, 0.0))));
+            and(self.flat(tile(m, &rect, 0.0)));
         }
         if let (Some((_, ks)), Some(qs)) = (self.segment_ids, row.q_seg) {
-            let kseg = tile(ks, &[(1, k0, c)], 0.0).reshape(&[d.b as isize, 1, c as isize, 1, 1]);
+            let kseg = tile(ks, &[(1, k0, c)], 0.0).reshape(&[d.b as isize, 1, 1, 1, c as isize]);
             and(self.flat(qs.eq(kseg)));
         }
         if let Elem::Always(e) = elem {
@@ -610,10 +630,10 @@ impl<'a> Ctx<'a> {
         let d = &self.d;
         let (m, l, acc) = st;
         let s = self.logits(row, k0, c, elem);
-        let m_new = m.maximum(s.max_keepdims(&[2]));
+        let m_new = m.maximum(row_reduce(s, true));
         let alpha = (m - m_new).exp();
         let mut p = (s - m_new).exp();
-        let l = l * alpha + p.sum_keepdims(&[2]);
+        let l = l * alpha + row_reduce(p, false);
         if let Some(seed) = self.seed {
             let rate = self.o.dropout_rate;
             let keep = dropout_keep(seed, d, row.q0, k0, row.r, c, rate);
@@ -623,13 +643,13 @@ impl<'a> Ctx<'a> {
         // Low-precision inputs: probabilities in the inputs' dtype for the
         // matmul (as the MXU takes them), accumulated in f32.
         let p = if d.io == d.stat { p } else { p.cast(d.io) };
-        let vp = DotDims {
+        let pv = DotDims {
             lhs_batch: vec![0, 1],
             rhs_batch: vec![0, 1],
-            lhs_contract: vec![2],
+            lhs_contract: vec![3],
             rhs_contract: vec![2],
         };
-        let acc = acc * alpha + vb.dot_general(p, vp, None, Some(d.stat));
+        let acc = acc * alpha + p.dot_general(vb, pv, None, Some(d.stat));
         (m_new, l, acc)
     }
 
@@ -638,13 +658,12 @@ impl<'a> Ctx<'a> {
     pub(crate) fn finish(&self, st: State) -> (Tensor, Tensor) {
         let d = &self.d;
         let (m, l, acc) = st;
-        let r = (l.dim(-1) / d.g) as isize;
+        let r = (l.dim(2) / d.g) as isize;
         let (b, hk, g) = (d.b as isize, d.hkv as isize, d.g as isize);
         let seen = l.gt(0.0);
         let out = seen
             .select(acc / l, 0.0)
-            .reshape(&[b, hk, d.dv as isize, g, r])
-            .transpose(&[0, 1, 3, 4, 2]);
+            .reshape(&[b, hk, g, r, d.dv as isize]);
         let lse = seen
             .select(m + l.log(), f64::NEG_INFINITY)
             .reshape(&[b, hk, g, r]);
@@ -675,7 +694,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The band's element mask for rows `q0 ..` (`r` of them) and keys
-    /// `k0 ..` (`c` of them), as `[1, 1, c, 1, r]`, or `None` if the band
+    /// `k0 ..` (`c` of them), as `[1, 1, 1, r, c]`, or `None` if the band
     /// hides nothing.
     pub(crate) fn band_mask(
         &self,
@@ -689,8 +708,8 @@ impl<'a> Ctx<'a> {
             Pos::Static(0) => t,
             p => t + p.tensor(),
         };
-        let q_pos = off(q0, Tensor::iota([1, 1, 1, 1, r], 4, S32));
-        let k_pos = off(k0, Tensor::iota([1, 1, c, 1, 1], 2, S32));
+        let q_pos = off(q0, Tensor::iota([1, 1, 1, r, 1], 3, S32));
+        let k_pos = off(k0, Tensor::iota([1, 1, 1, 1, c], 4, S32));
         band.element_mask(q_pos, k_pos)
     }
 }

@@ -26,7 +26,7 @@ use super::options::{Band, Cover, FlashOptions};
 /// The kind of key block `j` for query block `i`.
 pub(crate) type CoverFn<'a> = dyn Fn(usize, usize) -> Cover + 'a;
 /// The element mask of block `(i, j)` with `r` rows and `c` keys
-/// (broadcasting to the logits' layout `[B, Hkv, c, G, r]`), for a `Partial` block.
+/// (broadcasting to `[B, Hkv, G, r, c]`), for a `Partial` block.
 pub(crate) type MaskFn<'a> = dyn Fn(usize, Idx, usize, usize) -> Option<Tensor> + 'a;
 
 /// The static-layout engine: every query block unrolled, the key blocks of

@@ -88,9 +88,7 @@ pub fn attention_reference_with(
         .cast(F32);
     if let (Some(seed), true) = (extras.dropout_seed, options.dropout_rate > 0.0) {
         let rate = options.dropout_rate;
-        // [B, Hkv, Skv, G, Sq] -> [B, Hkv, G, Sq, Skv] -> [B, Hq, Sq, Skv]
         let keep = dropout_keep(seed, &d, Pos::Static(0), Pos::Static(0), sq, skv, rate)
-            .transpose(&[0, 1, 3, 4, 2])
             .reshape(&[b as isize, hq as isize, sq as isize, skv as isize]);
         probs = keep.select(probs * (1.0 / (1.0 - rate)), 0.0);
     }
