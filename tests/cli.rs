@@ -217,3 +217,58 @@ fn bench_writes_a_table_json_and_a_well_formed_svg() {
     assert!(err.contains("unknown workload `warp`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn every_listed_kernel_lowers() {
+    let cases: [&[&str]; 8] = [
+        &["gemm", "--shape", "a=4x8", "--shape", "b=8x2"],
+        &[
+            "flash_attention",
+            "--shape",
+            "q=1x2x16x8",
+            "--shape",
+            "k=1x1x16x8",
+            "--shape",
+            "v=1x1x16x8",
+            "--opt",
+            "causal=true",
+        ],
+        &[
+            "attention_reference",
+            "--shape",
+            "q=1x2x16x8",
+            "--shape",
+            "k=1x2x16x8",
+            "--shape",
+            "v=1x2x16x8",
+        ],
+        &[
+            "layer_norm",
+            "--shape",
+            "x=4x8",
+            "--shape",
+            "scale=8",
+            "--shape",
+            "bias=8",
+        ],
+        &["rms_norm", "--shape", "x=4x8", "--shape", "scale=8"],
+        &["softmax", "--shape", "x=4x8", "--opt", "axis=0"],
+        &["gelu", "--shape", "x=4x8:bf16", "--opt", "approximate=true"],
+        &[
+            "einsum",
+            "--shape",
+            "a=2x3x4",
+            "--shape",
+            "b=2x4x5",
+            "--opt",
+            "equation=bij,bjk->bik",
+        ],
+    ];
+    for case in cases {
+        let mut args = vec!["lower"];
+        args.extend_from_slice(case);
+        let (code, out, err) = tessel(&args);
+        assert_eq!(code, 0, "{case:?}: {err}");
+        assert!(out.contains("func.func public @main"), "{case:?}");
+    }
+}

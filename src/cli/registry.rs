@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::kernels::activation::gelu;
+use crate::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use crate::kernels::einsum::einsum;
 use crate::kernels::gemm::{gemm, Activation, GemmOptions};
 use crate::kernels::moe::moe;
@@ -142,6 +143,27 @@ fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
     })
 }
 
+fn flash_opts(o: &Opts) -> Result<FlashOptions> {
+    let f = FlashOptions::new().causal(o.bool("causal")?);
+    let q = o.usize_opt("block_q")?.unwrap_or(f.block_q);
+    let k = o.usize_opt("block_kv")?.unwrap_or(f.block_kv);
+    Ok(f.block_sizes(q, k))
+}
+
+const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
+    ("causal", "false", "mask keys after each query"),
+    (
+        "block_q",
+        "none",
+        "query block size (flash; default the library's)",
+    ),
+    (
+        "block_kv",
+        "none",
+        "key/value block size (flash; default the library's)",
+    ),
+];
+
 fn block_sparse_config(o: &Opts) -> Result<crate::kernel::KernelConfig> {
     let bs = o.usize_opt("block_size")?.unwrap_or(128);
     Ok(block_sparse::CONFIG.with_block_size(Some(bs)))
@@ -166,6 +188,22 @@ pub fn entries() -> Vec<Entry> {
                 Ok(vec![y])
             },
             lower: |s, o| gemm::lower(&s[0], &s[1], gemm_opts(o)?),
+        },
+        Entry {
+            name: "flash_attention",
+            about: "flash attention: q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D] (GQA when Hq is a multiple of Hkv)",
+            args: &["q", "k", "v"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| Ok(vec![flash_attention::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
+            lower: |s, o| flash_attention::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+        },
+        Entry {
+            name: "attention_reference",
+            about: "whole-tensor softmax(QKᵀ·scale)·V, the reference for flash attention",
+            args: &["q", "k", "v"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| Ok(vec![attention_reference::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
+            lower: |s, o| attention_reference::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
         },
         Entry {
             name: "layer_norm",
