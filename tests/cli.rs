@@ -220,7 +220,34 @@ fn bench_writes_a_table_json_and_a_well_formed_svg() {
 
 #[test]
 fn every_listed_kernel_lowers() {
-    let cases: [&[&str]; 8] = [
+    let cases: [&[&str]; 14] = [
+        &[
+            "gemm_bias",
+            "--shape",
+            "a=4x8",
+            "--shape",
+            "b=8x2",
+            "--shape",
+            "bias=2",
+            "--opt",
+            "activation=gelu",
+        ],
+        &[
+            "quantized_matmul",
+            "--shape",
+            "x=4x8",
+            "--shape",
+            "w_q=8x3:s8",
+            "--shape",
+            "w_scales=3",
+        ],
+        &[
+            "rope", "--shape", "x=4x8", "--shape", "cos=16x4", "--shape", "sin=16x4", "--opt",
+            "offset=2",
+        ],
+        &["log_softmax", "--shape", "x=4x8"],
+        &["silu", "--shape", "x=4x8"],
+        &["swiglu", "--shape", "gate=4x8", "--shape", "up=4x8"],
         &["gemm", "--shape", "a=4x8", "--shape", "b=8x2"],
         &[
             "flash_attention",

@@ -2,12 +2,16 @@
 
 use std::collections::BTreeMap;
 
-use crate::kernels::activation::gelu;
+use crate::kernels::activation::{gelu, silu, swiglu};
 use crate::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use crate::kernels::einsum::einsum;
+use crate::kernels::gemm::gemm_bias;
 use crate::kernels::gemm::{gemm, Activation, GemmOptions};
 use crate::kernels::moe::moe;
 use crate::kernels::norm::{layer_norm, rms_norm};
+use crate::kernels::quantized::quantized_matmul;
+use crate::kernels::rope::{rope, RopeLayout};
+use crate::kernels::softmax::log_softmax;
 use crate::kernels::softmax::softmax;
 use crate::kernels::sparse::block_sparse;
 use crate::runtime::Device;
@@ -164,6 +168,16 @@ const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+fn rope_layout(o: &Opts) -> Result<RopeLayout> {
+    match o.get("layout") {
+        "interleaved" => Ok(RopeLayout::Interleaved),
+        "half_split" => Ok(RopeLayout::HalfSplit),
+        v => Err(bad(format!(
+            "option layout takes interleaved or half_split, got `{v}`"
+        ))),
+    }
+}
+
 fn block_sparse_config(o: &Opts) -> Result<crate::kernel::KernelConfig> {
     let bs = o.usize_opt("block_size")?.unwrap_or(128);
     Ok(block_sparse::CONFIG.with_block_size(Some(bs)))
@@ -204,6 +218,66 @@ pub fn entries() -> Vec<Entry> {
             options: ATTENTION_OPTIONS,
             run: |d, a, o| Ok(vec![attention_reference::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
             lower: |s, o| attention_reference::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+        },
+        Entry {
+            name: "gemm_bias",
+            about: "activation(a · b + bias), fused",
+            args: &["a", "b", "bias"],
+            options: &[
+                ("transpose_a", "false", "use aᵀ"),
+                ("transpose_b", "false", "use bᵀ"),
+                ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),
+                ("out_dtype", "none", "result dtype; none keeps the inputs'"),
+                ("block_k", "none", "accumulate over K in blocks of this size"),
+            ],
+            run: |d, a, o| Ok(vec![gemm_bias::run(d, a[0], a[1], a[2], gemm_opts(o)?)?]),
+            lower: |s, o| gemm_bias::lower(&s[0], &s[1], &s[2], gemm_opts(o)?),
+        },
+        Entry {
+            name: "quantized_matmul",
+            about: "x · dequantize(w_q, w_scales) for int8/fp8 weights, per-channel or per-block (block_k) scales",
+            args: &["x", "w_q", "w_scales"],
+            options: &[("block_k", "none", "rows of K per scale block (none: per-channel scales)")],
+            run: |d, a, o| Ok(vec![quantized_matmul::run(d, a[0], a[1], a[2], o.usize_opt("block_k")?)?]),
+            lower: |s, o| quantized_matmul::lower(&s[0], &s[1], &s[2], o.usize_opt("block_k")?),
+        },
+        Entry {
+            name: "rope",
+            about: "rotary position embeddings on [.., S, D] with cos/sin tables [max_len, D/2]",
+            args: &["x", "cos", "sin"],
+            options: &[
+                ("offset", "0", "position of the first row"),
+                ("layout", "half_split", "interleaved or half_split"),
+            ],
+            run: |d, a, o| {
+                let off = o.usize_opt("offset")?.unwrap_or(0);
+                Ok(vec![rope::run(d, a[0], a[1], a[2], off, rope_layout(o)?)?])
+            },
+            lower: |s, o| rope::lower(&s[0], &s[1], &s[2], o.usize_opt("offset")?.unwrap_or(0), rope_layout(o)?),
+        },
+        Entry {
+            name: "log_softmax",
+            about: "numerically stable log-softmax along an axis",
+            args: &["x"],
+            options: &[("axis", "-1", "the axis (negative counts from the end)")],
+            run: |d, a, o| Ok(vec![log_softmax::run(d, a[0], o.isize("axis")?)?]),
+            lower: |s, o| log_softmax::lower(&s[0], o.isize("axis")?),
+        },
+        Entry {
+            name: "silu",
+            about: "x · sigmoid(x)",
+            args: &["x"],
+            options: &[],
+            run: |d, a, _| Ok(vec![silu::run(d, a[0])?]),
+            lower: |s, _| silu::lower(&s[0]),
+        },
+        Entry {
+            name: "swiglu",
+            about: "silu(gate) · up for projected inputs",
+            args: &["gate", "up"],
+            options: &[],
+            run: |d, a, _| Ok(vec![swiglu::run(d, a[0], a[1])?]),
+            lower: |s, _| swiglu::lower(&s[0], &s[1]),
         },
         Entry {
             name: "layer_norm",
