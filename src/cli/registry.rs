@@ -154,6 +154,18 @@ fn flash_opts(o: &Opts) -> Result<FlashOptions> {
     Ok(f.block_sizes(q, k))
 }
 
+const GEMM_OPTIONS: &[(&str, &str, &str)] = &[
+    ("transpose_a", "false", "use aᵀ"),
+    ("transpose_b", "false", "use bᵀ"),
+    ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),
+    ("out_dtype", "none", "result dtype; none keeps the inputs'"),
+    (
+        "block_k",
+        "none",
+        "accumulate over K in blocks of this size",
+    ),
+];
+
 const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
     ("causal", "false", "mask keys after each query"),
     (
@@ -190,13 +202,7 @@ pub fn entries() -> Vec<Entry> {
             name: "gemm",
             about: "a · b for [.., M, K] x [.., K, N], f32 accumulation, fused activation",
             args: &["a", "b"],
-            options: &[
-                ("transpose_a", "false", "use aᵀ"),
-                ("transpose_b", "false", "use bᵀ"),
-                ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),
-                ("out_dtype", "none", "result dtype; none keeps the inputs'"),
-                ("block_k", "none", "accumulate over K in blocks of this size"),
-            ],
+            options: GEMM_OPTIONS,
             run: |d, a, o| {
                 let y = gemm::run(d, a[0], a[1], gemm_opts(o)?)?;
                 Ok(vec![y])
@@ -223,13 +229,7 @@ pub fn entries() -> Vec<Entry> {
             name: "gemm_bias",
             about: "activation(a · b + bias), fused",
             args: &["a", "b", "bias"],
-            options: &[
-                ("transpose_a", "false", "use aᵀ"),
-                ("transpose_b", "false", "use bᵀ"),
-                ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),
-                ("out_dtype", "none", "result dtype; none keeps the inputs'"),
-                ("block_k", "none", "accumulate over K in blocks of this size"),
-            ],
+            options: GEMM_OPTIONS,
             run: |d, a, o| Ok(vec![gemm_bias::run(d, a[0], a[1], a[2], gemm_opts(o)?)?]),
             lower: |s, o| gemm_bias::lower(&s[0], &s[1], &s[2], gemm_opts(o)?),
         },
