@@ -141,7 +141,7 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     let options = compile_options(
         program.num_replicas,
         program.num_partitions,
-        platform_overrides(client.platform_name()),
+        &platform_overrides(client.platform_name(), &program.mlir),
     );
     let format = "mlir";
     let mut prog = ffi::PJRT_Program::new();
