@@ -16,7 +16,11 @@
 //!   element mask; `Full` blocks get none.
 //!
 //! The last query block is likewise just smaller. No intermediate is larger
-//! than one `[B, H, block_q, block_kv]` block of logits.
+//! than one `[B, H, block_q, block_kv]` block of logits, and the unrolled
+//! parts run one after the other: each reads its queries (or keys) at a
+//! position that depends on the previous part's results, so XLA cannot
+//! hoist their matmuls and keep many blocks of logits alive at once
+//! (`core::after`; at S = 8192 this keeps the temporaries near 20 MiB).
 
 use tessel::prelude::*;
 
