@@ -6,25 +6,14 @@
 //! operands exact before scaling; quantization round trips within one
 //! quantization step (scale / 2 for int8, the fp8 spacing at the value).
 
+mod common;
+
+use common::{close, dev, uniform};
 use tessel_dsl::prelude::*;
 use tessel_kernels::gemm::{gemm, gemm_bias, Activation, GemmOptions};
 use tessel_kernels::quantized::{
     dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
 };
-
-fn dev() -> Device {
-    Device::cpu().expect("the CPU plugin loads")
-}
-
-fn rand(shape: &[usize], dtype: DType, seed: u64) -> HostTensor {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), dtype), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % 2001) as f64 / 1000.0 - 1.0
-    })
-}
 
 /// `[.., M, K] x [.., K, N]` with equal batch axes, in f64 on the stored values.
 fn mm(a: &HostTensor, b: &HostTensor, ta: bool, tb: bool) -> (Vec<f64>, Vec<usize>) {
@@ -64,17 +53,6 @@ fn mm(a: &HostTensor, b: &HostTensor, ta: bool, tb: bool) -> (Vec<f64>, Vec<usiz
     (out, shape)
 }
 
-fn close(got: &HostTensor, want: &[f64], tol: f64) {
-    let g = got.to_f64_vec();
-    assert_eq!(g.len(), want.len());
-    for (i, (x, y)) in g.iter().zip(want).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs {y}"
-        );
-    }
-}
-
 #[test]
 fn gemm_shapes_transposes_and_batches() {
     let d = dev();
@@ -83,8 +61,8 @@ fn gemm_shapes_transposes_and_batches() {
         .enumerate()
     {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = rand(&if ta { [k, m] } else { [m, k] }, F32, i as u64);
-            let b = rand(&if tb { [n, k] } else { [k, n] }, F32, 50 + i as u64);
+            let a = uniform(&if ta { [k, m] } else { [m, k] }, F32, i as u64, 1.0);
+            let b = uniform(&if tb { [n, k] } else { [k, n] }, F32, 50 + i as u64, 1.0);
             let opts = GemmOptions {
                 transpose_a: ta,
                 transpose_b: tb,
@@ -96,8 +74,8 @@ fn gemm_shapes_transposes_and_batches() {
             close(&y, &want, 1e-5 * k as f64);
         }
     }
-    let a = rand(&[3, 5, 7], F32, 1);
-    let b = rand(&[3, 7, 4], F32, 2);
+    let a = uniform(&[3, 5, 7], F32, 1, 1.0);
+    let b = uniform(&[3, 7, 4], F32, 2, 1.0);
     let (want, _) = mm(&a, &b, false, false);
     close(
         &gemm::run(&d, &a, &b, GemmOptions::default()).unwrap(),
@@ -109,8 +87,8 @@ fn gemm_shapes_transposes_and_batches() {
 #[test]
 fn gemm_blocked_k_equals_single_dot() {
     let d = dev();
-    let a = rand(&[9, 300], F32, 3);
-    let b = rand(&[300, 11], F32, 4);
+    let a = uniform(&[9, 300], F32, 3, 1.0);
+    let b = uniform(&[300, 11], F32, 4, 1.0);
     let (want, _) = mm(&a, &b, false, false);
     for bk in [128, 256] {
         let opts = GemmOptions {
@@ -143,8 +121,8 @@ fn gemm_blocked_k_equals_single_dot() {
 fn gemm_low_precision_inputs_accumulate_in_f32() {
     let d = dev();
     for dtype in [BF16, F16, F8E4M3FN, F8E5M2] {
-        let a = rand(&[6, 40], dtype, 5);
-        let b = rand(&[40, 3], dtype, 6);
+        let a = uniform(&[6, 40], dtype, 5, 1.0);
+        let b = uniform(&[40, 3], dtype, 6, 1.0);
         let (want, _) = mm(&a, &b, false, false);
         let opts = GemmOptions {
             out_dtype: Some(F32),
@@ -167,9 +145,9 @@ fn gemm_low_precision_inputs_accumulate_in_f32() {
 #[test]
 fn gemm_bias_and_activation_epilogues() {
     let d = dev();
-    let a = rand(&[5, 8], F32, 7);
-    let b = rand(&[8, 4], F32, 8);
-    let bias = rand(&[4], F32, 9);
+    let a = uniform(&[5, 8], F32, 7, 1.0);
+    let b = uniform(&[8, 4], F32, 8, 1.0);
+    let bias = uniform(&[4], F32, 9, 1.0);
     let (prod, _) = mm(&a, &b, false, false);
     let bv = bias.to_f64_vec();
     let erf = |x: f64| {
@@ -225,8 +203,8 @@ fn gemm_bad_shapes_are_kernel_errors() {
     let d = dev();
     let err = gemm::run(
         &d,
-        &rand(&[2, 3], F32, 1),
-        &rand(&[4, 5], F32, 2),
+        &uniform(&[2, 3], F32, 1, 1.0),
+        &uniform(&[4, 5], F32, 2, 1.0),
         GemmOptions::default(),
     )
     .unwrap_err();
@@ -239,7 +217,7 @@ fn gemm_bad_shapes_are_kernel_errors() {
 #[test]
 fn quantize_round_trips_within_one_step() {
     let d = dev();
-    let w = rand(&[37, 6], F32, 11);
+    let w = uniform(&[37, 6], F32, 11, 1.0);
     let wv = w.to_f64_vec();
     for (dtype, block) in [
         (S8, None),
@@ -274,8 +252,8 @@ fn quantize_round_trips_within_one_step() {
 #[test]
 fn quantized_matmuls_match_dequantized_references() {
     let d = dev();
-    let x = rand(&[5, 40], F32, 21);
-    let w = rand(&[40, 7], F32, 22);
+    let x = uniform(&[5, 40], F32, 21, 1.0);
+    let w = uniform(&[40, 7], F32, 22, 1.0);
     for (dtype, block) in [
         (S8, None),
         (S8, Some(16)),

@@ -7,21 +7,10 @@
 
 extern crate tessel_dsl as tessel;
 
+mod common;
+
+use common::{close, dev, uniform};
 use tessel_dsl::prelude::*;
-
-fn dev() -> Device {
-    Device::cpu().expect("the CPU plugin loads")
-}
-
-fn rand(shape: &[usize], seed: u64, scale: f64) -> HostTensor {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        ((s % 2001) as f64 / 1000.0 - 1.0) * scale
-    })
-}
 
 #[expert_kernel(num_experts = 4, top_k = 2, capacity_factor = 1.0)]
 fn relu_ffn(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
@@ -143,25 +132,14 @@ fn reference(
     }
 }
 
-fn close(got: &HostTensor, want: &[f64], tol: f64) {
-    let g = got.to_f64_vec();
-    assert_eq!(g.len(), want.len());
-    for (i, (x, y)) in g.iter().zip(want).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs {y}"
-        );
-    }
-}
-
 #[test]
 fn routed_layer_matches_the_reference() {
     let d = dev();
     for (t, dm, ff, seed) in [(1, 3, 5, 1), (7, 4, 6, 2), (33, 8, 16, 3)] {
-        let x = rand(&[t, dm], seed, 1.0);
-        let router = rand(&[dm, 4], seed + 10, 2.0);
-        let w1 = rand(&[4, dm, ff], seed + 20, 0.5);
-        let w2 = rand(&[4, ff, dm], seed + 30, 0.5);
+        let x = uniform(&[t, dm], F32, seed, 1.0);
+        let router = uniform(&[dm, 4], F32, seed + 10, 2.0);
+        let w1 = uniform(&[4, dm, ff], F32, seed + 20, 0.5);
+        let w2 = uniform(&[4, ff, dm], F32, seed + 30, 0.5);
         let (out, aux, z, dropped) = relu_ffn::run(&d, &x, &router, &w1, &w2).unwrap();
         let r = reference(&x, &router, &w1, &w2, 4, 2, 1.0, true);
         close(&out, &r.out, 1e-4);
@@ -179,10 +157,10 @@ fn routed_layer_matches_the_reference() {
 fn low_capacity_drops_tokens_and_matches_dense_dispatch() {
     let d = dev();
     let (t, dm, ff) = (24, 6, 8);
-    let x = rand(&[t, dm], 5, 1.0);
-    let router = rand(&[dm, 4], 6, 3.0);
-    let w1 = rand(&[4, dm, ff], 7, 0.5);
-    let w2 = rand(&[4, ff, dm], 8, 0.5);
+    let x = uniform(&[t, dm], F32, 5, 1.0);
+    let router = uniform(&[dm, 4], F32, 6, 3.0);
+    let w1 = uniform(&[4, dm, ff], F32, 7, 0.5);
+    let w2 = uniform(&[4, ff, dm], F32, 8, 0.5);
     let (out, _, _, dropped) = tight_ffn::run(&d, &x, &router, &w1, &w2).unwrap();
     let r = reference(&x, &router, &w1, &w2, 4, 1, 0.5, false);
     assert!(
@@ -206,10 +184,10 @@ fn the_library_layer_runs_and_has_no_dense_dispatch_tensor() {
     use tessel_kernels::moe::moe;
     let d = dev();
     let (t, dm, ff) = (16, 8, 12);
-    let x = rand(&[t, dm], 9, 1.0);
-    let router = rand(&[dm, 8], 10, 1.0);
-    let w1 = rand(&[8, dm, ff], 11, 0.3);
-    let w2 = rand(&[8, ff, dm], 12, 0.3);
+    let x = uniform(&[t, dm], F32, 9, 1.0);
+    let router = uniform(&[dm, 8], F32, 10, 1.0);
+    let w1 = uniform(&[8, dm, ff], F32, 11, 0.3);
+    let w2 = uniform(&[8, ff, dm], F32, 12, 0.3);
     let (out, aux, _, _) = moe::run(&d, &x, &router, &w1, &w2).unwrap();
     assert_eq!(out.shape(), &[t, dm]);
     assert!(aux.to_f64_vec()[0] > 0.0);

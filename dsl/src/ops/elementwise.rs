@@ -354,21 +354,24 @@ unary_methods! {
     logical_not => Not;
 }
 
-macro_rules! binary_methods {
-    ($($(#[$m:meta])* $name:ident => $op:ident;)*) => {
+/// Methods `name(self, other: impl Operand)` that build `$build(self, other,
+/// $kind::$op, loc)`: the binary arithmetic and the comparisons.
+macro_rules! operand_methods {
+    ($build:ident, $kind:ident: $($(#[$m:meta])* $name:ident => $op:ident;)*) => {
         impl Tensor {$(
             $(#[$m])*
             #[track_caller]
             pub fn $name(self, other: impl Operand) -> Tensor {
                 let loc = Location::caller();
                 let o = other.to_tensor(self, &loc);
-                binary_at(self, o, BinaryOp::$op, loc)
+                $build(self, o, $kind::$op, loc)
             }
         )*}
     };
 }
 
-binary_methods! {
+operand_methods! {
+    binary_at, BinaryOp:
     /// Elementwise maximum (NaN-propagating).
     maximum => Max;
     /// Elementwise minimum (NaN-propagating).
@@ -391,21 +394,8 @@ binary_methods! {
     shift_right_arithmetic => ShiftRightArithmetic;
 }
 
-macro_rules! compare_methods {
-    ($($(#[$m:meta])* $name:ident => $op:ident;)*) => {
-        impl Tensor {$(
-            $(#[$m])*
-            #[track_caller]
-            pub fn $name(self, other: impl Operand) -> Tensor {
-                let loc = Location::caller();
-                let o = other.to_tensor(self, &loc);
-                compare_at(self, o, Comparison::$op, loc)
-            }
-        )*}
-    };
-}
-
-compare_methods! {
+operand_methods! {
+    compare_at, Comparison:
     /// `self == other`, elementwise (gives `pred`).
     eq => Eq;
     /// `self != other`, elementwise.

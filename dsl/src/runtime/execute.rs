@@ -11,6 +11,7 @@ use super::ffi;
 use super::Executable;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
+use crate::shape::TensorSpec;
 
 impl Executable {
     fn arguments_error(&self, message: String) -> crate::Error {
@@ -55,19 +56,27 @@ impl Executable {
     /// [`DeviceError::Arguments`] naming the argument and both types.
     pub fn execute(&self, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let device = self.check_single_device()?;
-        self.check_count(args.len())?;
-        for (i, (arg, spec)) in args.iter().zip(self.inputs()).enumerate() {
-            if arg.spec() != spec {
-                return Err(self.arguments_error(format!(
-                    "argument {i}: expected {spec}, got {}",
-                    arg.spec()
-                )));
-            }
+        self.check_specs(args.iter().map(|a| a.spec()))?;
+        for (i, arg) in args.iter().enumerate() {
             self.check_placement(i, arg, device)?;
         }
         let list: Vec<*mut ffi::PJRT_Buffer> = args.iter().map(|a| a.raw()).collect();
         let mut outs = self.execute_raw(&[list])?;
         Ok(outs.pop().unwrap_or_default())
+    }
+
+    /// Checks the number of arguments and each one's dtype and shape
+    /// against the program's inputs.
+    fn check_specs<'a>(&self, specs: impl ExactSizeIterator<Item = &'a TensorSpec>) -> Result<()> {
+        self.check_count(specs.len())?;
+        for (i, (given, spec)) in specs.zip(self.inputs()).enumerate() {
+            if given != spec {
+                return Err(
+                    self.arguments_error(format!("argument {i}: expected {spec}, got {given}"))
+                );
+            }
+        }
+        Ok(())
     }
 
     fn check_placement(&self, i: usize, arg: &DeviceBuffer, device: usize) -> Result<()> {
@@ -126,15 +135,7 @@ impl Executable {
     /// and copies the results back.
     pub fn run(&self, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
         let device = self.check_single_device()?;
-        self.check_count(args.len())?;
-        for (i, (arg, spec)) in args.iter().zip(self.inputs()).enumerate() {
-            if arg.spec() != spec {
-                return Err(self.arguments_error(format!(
-                    "argument {i}: expected {spec}, got {}",
-                    arg.spec()
-                )));
-            }
-        }
+        self.check_specs(args.iter().map(|a| a.spec()))?;
         let client = self.compiled_client();
         let buffers = args
             .iter()

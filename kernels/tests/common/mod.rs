@@ -47,6 +47,21 @@ pub fn random(
     (t, v)
 }
 
+/// A host tensor of `dtype` with random values in `[-scale, scale)`.
+pub fn uniform(shape: &[usize], dtype: DType, seed: u64, scale: f64) -> HostTensor {
+    random(dtype, shape, seed, -scale, scale).0
+}
+
+/// Asserts `got` matches `want` within `tol · (1 + |want|)` elementwise.
+#[track_caller]
+pub fn close(got: &HostTensor, want: &[f64], tol: f64) {
+    let t = Tol {
+        atol: tol,
+        rtol: tol,
+    };
+    assert_close(got, want, t, "result");
+}
+
 /// An elementwise tolerance: `|got - want| <= atol + rtol · |want|`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tol {
