@@ -135,7 +135,9 @@ fn reference(
 #[test]
 fn routed_layer_matches_the_reference() {
     let d = dev();
-    for (t, dm, ff, seed) in [(1, 3, 5, 1), (7, 4, 6, 2), (33, 8, 16, 3)] {
+    // t = 600: capacity 300, so an expert's rows take two tiles of 256,
+    // the second read at a clamped start.
+    for (t, dm, ff, seed) in [(1, 3, 5, 1), (7, 4, 6, 2), (33, 8, 16, 3), (600, 4, 6, 4)] {
         let x = uniform(&[t, dm], F32, seed, 1.0);
         let router = uniform(&[dm, 4], F32, seed + 10, 2.0);
         let w1 = uniform(&[4, dm, ff], F32, seed + 20, 0.5);
@@ -151,6 +153,29 @@ fn routed_layer_matches_the_reference() {
             "t = {t}"
         );
     }
+}
+
+#[test]
+fn experts_that_get_no_tokens_compute_nothing_and_stay_correct() {
+    // Feature 0 is 1 for every token and expert 0 weighs it -50: expert 0
+    // is never chosen (the grouped layer's first tile is then all padding).
+    let d = dev();
+    let (t, dm, ff) = (520, 5, 7);
+    let mut xv = common::data(t * dm, 40, -1.0, 1.0);
+    for row in 0..t {
+        xv[row * dm] = 1.0;
+    }
+    let x = common::host(F32, &[t, dm], &xv);
+    let mut rv = common::data(dm * 4, 41, -1.0, 1.0);
+    rv[0] = -50.0;
+    let router = common::host(F32, &[dm, 4], &rv);
+    let w1 = uniform(&[4, dm, ff], F32, 42, 0.5);
+    let w2 = uniform(&[4, ff, dm], F32, 43, 0.5);
+    let (out, _, _, dropped) = relu_ffn::run(&d, &x, &router, &w1, &w2).unwrap();
+    let r = reference(&x, &router, &w1, &w2, 4, 2, 1.0, true);
+    close(&out, &r.out, 1e-4);
+    assert_eq!(dropped.to_vec::<i32>().unwrap(), vec![r.dropped as i32]);
+    assert!(r.dropped > 0, "three experts share all the assignments");
 }
 
 #[test]
