@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod plot;
 pub mod registry;
 
 use std::collections::BTreeMap;
@@ -227,7 +228,7 @@ fn bench(a: &Args) -> Result<String, String> {
         } else {
             rows.first().map(|r| r.workload.as_str()).unwrap_or("")
         };
-        std::fs::write(f, bench::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
+        std::fs::write(f, plot::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
     }
     Ok(bench::table(&rows))
 }

@@ -6,6 +6,7 @@ mod kernels;
 
 use std::process::Command;
 
+use tessel::cli::plot::nice_ticks;
 use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
 use tessel::prelude::*;
 
@@ -252,8 +253,40 @@ fn bench_writes_a_table_json_and_a_well_formed_svg() {
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg") && well_formed(&s), "{s}");
     assert!(s.contains("polyline"));
+    // Round ticks on both axes of both panels, axis titles and a legend.
+    for label in ["0", "20", "40", "60", "80", "100"] {
+        assert!(
+            s.contains(&format!("text-anchor=\"middle\">{label}</text></g>")),
+            "x tick {label}: {s}"
+        );
+    }
+    assert_eq!(s.matches("<g class=\"xtick\">").count(), 12, "{s}");
+    assert!(s.matches("<g class=\"ytick\">").count() >= 6, "{s}");
+    for title in ["density (%)", "time (ms)", "memory (MiB)"] {
+        assert!(s.contains(&format!(">{title}</text>")), "{title}: {s}");
+    }
+    let legend = &s[s.find("<g class=\"legend\">").expect("a legend")..];
+    for v in [
+        "dense matmul (reference)",
+        "block-sparse 10%",
+        "block-sparse 50%",
+    ] {
+        assert!(legend.contains(&format!(">{v}</text>")), "{v}: {legend}");
+    }
     let (code, _, err) = tessel(&["bench", "warp"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown workload `warp`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn plot_ticks_are_round() {
+    assert_eq!(
+        nice_ticks(2048.0),
+        [0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]
+    );
+    assert_eq!(nice_ticks(100.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+    assert_eq!(nice_ticks(0.37), [0.0, 0.1, 0.2, 0.3, 0.4]);
+    assert_eq!(nice_ticks(7.0), [0.0, 2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(nice_ticks(0.0), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
 }
