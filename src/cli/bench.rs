@@ -1,5 +1,6 @@
 //! `tessel bench`: the benchmark suite, each workload timed against its
-//! reference in the same run, as a table, JSON and an SVG plot.
+//! reference in the same run, as a table and JSON (the SVG plot is in
+//! [`plot`](super::plot)).
 
 use std::fmt::Write;
 
@@ -318,99 +319,4 @@ pub fn json(rows: &[Row]) -> String {
         })
         .collect();
     format!("[{}]", items.join(", "))
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// An SVG with two panels (time and temp memory against size), one line per
-/// kernel of `workload`.
-pub fn svg(rows: &[Row], workload: &str) -> String {
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
-    let mut variants: Vec<&str> = Vec::new();
-    for r in &rows {
-        if !variants.contains(&r.variant.as_str()) {
-            variants.push(&r.variant);
-        }
-    }
-    let (w, h, pad) = (420.0, 300.0, 50.0);
-    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"];
-    let xmax = rows.iter().map(|r| r.size).fold(1.0, f64::max);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-        2.0 * w,
-        h + 40.0
-    );
-    for (panel, (label, value)) in [("median time (ms)", 0usize), ("temp memory (MiB)", 1usize)]
-        .iter()
-        .enumerate()
-    {
-        let x0 = panel as f64 * w;
-        let get = |r: &Row| if *value == 0 { r.median_ms } else { r.temp_mib };
-        let ymax = rows.iter().map(|r| get(r)).fold(1e-9, f64::max);
-        let _ = writeln!(
-            s,
-            "<rect x=\"{}\" y=\"{pad}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>",
-            x0 + pad,
-            w - 1.5 * pad,
-            h - 2.0 * pad
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\">{} — {}</text>",
-            x0 + pad,
-            pad - 10.0,
-            esc(workload),
-            label
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\">0 .. {:.0} (size)</text>",
-            x0 + pad,
-            h - pad + 15.0,
-            xmax
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\">{:.1}</text>",
-            x0 + 2.0,
-            pad + 4.0,
-            ymax
-        );
-        for (vi, v) in variants.iter().enumerate() {
-            let pts: Vec<String> = rows
-                .iter()
-                .filter(|r| r.variant == *v)
-                .map(|r| {
-                    let x = x0 + pad + r.size / xmax * (w - 1.5 * pad);
-                    let y = h - pad - get(r) / ymax * (h - 2.0 * pad);
-                    format!("{x:.1},{y:.1}")
-                })
-                .collect();
-            let c = colors[vi % colors.len()];
-            let _ = writeln!(
-                s,
-                "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
-                pts.join(" ")
-            );
-            for p in &pts {
-                let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
-                let _ = writeln!(s, "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{c}\"/>");
-            }
-            if panel == 0 {
-                let _ = writeln!(
-                    s,
-                    "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{}</text>",
-                    pad,
-                    h + 10.0 + 14.0 * vi as f64 - 14.0,
-                    esc(v)
-                );
-            }
-        }
-    }
-    s.push_str("</svg>\n");
-    s
 }

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod plot;
 pub mod registry;
 
 use std::collections::BTreeMap;
@@ -25,8 +26,8 @@ commands:
   bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]
                              the benchmark suite: each workload against its reference
 
-`tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i32, i64, u8, bool;
-bf16 as uint16 bit patterns.";
+`tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
+u32, bool; bf16 as uint16 and fp8 as uint8 bit patterns (--opt q_dtype=fp8 reads the latter as fp8).";
 
 /// Runs the command line `words` (without the program name); `Ok` holds what
 /// to print, `Err` the one-line error.
@@ -227,7 +228,7 @@ fn bench(a: &Args) -> Result<String, String> {
         } else {
             rows.first().map(|r| r.workload.as_str()).unwrap_or("")
         };
-        std::fs::write(f, bench::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
+        std::fs::write(f, plot::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
     }
     Ok(bench::table(&rows))
 }

@@ -1,0 +1,137 @@
+//! Attention: flash attention, the whole-tensor reference and block-sparse
+//! attention with a mask given as a small spec (`--opt mask=causal&local:128:0`).
+
+use super::{bad, Entry, Opts};
+use crate::kernels::attention::{
+    attention_reference, block_sparse_attention, flash_attention, AttentionMask, FlashOptions,
+};
+use crate::tile::Mask;
+use crate::Result;
+
+fn flash_opts(o: &Opts) -> Result<FlashOptions> {
+    let f = FlashOptions::new().causal(o.bool("causal")?);
+    let q = o.usize_opt("block_q")?.unwrap_or(f.block_q);
+    let k = o.usize_opt("block_kv")?.unwrap_or(f.block_kv);
+    Ok(f.block_sizes(q, k))
+}
+
+const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
+    ("causal", "false", "mask keys after each query"),
+    (
+        "block_q",
+        "none",
+        "query block size (flash; default the library's)",
+    ),
+    (
+        "block_kv",
+        "none",
+        "key/value block size (flash; default the library's)",
+    ),
+];
+
+/// [`ATTENTION_OPTIONS`] and the mask.
+const BLOCK_SPARSE_OPTIONS: &[(&str, &str, &str)] = &[
+    ATTENTION_OPTIONS[0],
+    ATTENTION_OPTIONS[1],
+    ATTENTION_OPTIONS[2],
+    (
+        "mask",
+        "full",
+        "full, causal, causal:OFFSET, local:LEFT:RIGHT (LEFT/RIGHT a count or none), chunked:CHUNK; join with & (and) or | (or), & binding tighter; quote it in a shell",
+    ),
+];
+
+/// The accepted mask forms, for the error message.
+const MASK_FORMS: &str = "full, causal, causal:OFFSET, local:LEFT:RIGHT (each a count or none), chunked:CHUNK, joined with & (and) or | (or), e.g. causal&local:128:0";
+
+/// One mask term (`causal`, `local:4:0`, ...) for a `q_len × kv_len` matrix.
+fn mask_term(term: &str, q_len: usize, kv_len: usize) -> Option<Mask> {
+    let side = |s: &str| match s {
+        "none" | "" => Some(None),
+        n => n.parse::<usize>().ok().map(Some),
+    };
+    let parts: Vec<&str> = term.trim().split(':').collect();
+    match parts[..] {
+        ["full"] => Some(Mask::full(q_len, kv_len)),
+        ["causal"] => Some(Mask::causal(q_len, kv_len)),
+        ["causal", off] => Some(Mask::causal_offset(q_len, kv_len, off.parse().ok()?)),
+        ["local", l, r] => Some(Mask::local(q_len, kv_len, side(l)?, side(r)?)),
+        ["chunked", c] => Mask::chunked_causal(q_len, kv_len, c.parse().ok()?).ok(),
+        _ => None,
+    }
+}
+
+/// Parses the mask spec `spec` for a `q_len × kv_len` matrix: terms joined
+/// with `&` (and), and those groups joined with `|` (or).
+fn parse_mask(spec: &str, q_len: usize, kv_len: usize) -> Result<Mask> {
+    let fail = |why: String| bad(format!("option mask: {why}; accepted: {MASK_FORMS}"));
+    let join = |a: Option<Mask>, b: Mask, and: bool| -> Result<Mask> {
+        match a {
+            None => Ok(b),
+            Some(a) if and => a.and(&b),
+            Some(a) => a.or(&b),
+        }
+    };
+    let mut any: Option<Mask> = None;
+    for group in spec.split('|') {
+        let mut all: Option<Mask> = None;
+        for term in group.split('&') {
+            let m = mask_term(term, q_len, kv_len)
+                .ok_or_else(|| fail(format!("bad term `{}` in `{spec}`", term.trim())))?;
+            all = Some(join(all, m, true)?);
+        }
+        any = Some(join(any, all.expect("split yields one group"), false)?);
+    }
+    any.ok_or_else(|| fail(format!("empty spec `{spec}`")))
+}
+
+/// The sequence length of `[B, H, S, D]` (0 for a lower rank: the kernel
+/// then reports the shape).
+fn seq_len(shape: &[usize]) -> usize {
+    shape
+        .len()
+        .checked_sub(2)
+        .map(|i| shape[i])
+        .unwrap_or_default()
+}
+
+/// The mask of option `mask`, shaped by the query and key lengths.
+fn attention_mask(o: &Opts, q: &[usize], k: &[usize]) -> Result<AttentionMask> {
+    Ok(parse_mask(o.get("mask"), seq_len(q), seq_len(k))?.into())
+}
+
+/// The attention kernels.
+pub fn entries() -> Vec<Entry> {
+    vec![
+        Entry {
+            name: "flash_attention",
+            about: "flash attention: q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D] (GQA when Hq is a multiple of Hkv)",
+            args: &["q", "k", "v"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| Ok(vec![flash_attention::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
+            lower: |s, o| flash_attention::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+        },
+        Entry {
+            name: "attention_reference",
+            about: "whole-tensor softmax(QKᵀ·scale)·V, the reference for flash attention",
+            args: &["q", "k", "v"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| Ok(vec![attention_reference::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
+            lower: |s, o| attention_reference::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+        },
+        Entry {
+            name: "block_sparse_attention",
+            about: "splash-style attention: the blocks the mask leaves empty are skipped; q/k/v as flash_attention, the mask Sq x Skv",
+            args: &["q", "k", "v"],
+            options: BLOCK_SPARSE_OPTIONS,
+            run: |d, a, o| {
+                let mask = attention_mask(o, a[0].shape(), a[1].shape())?;
+                Ok(vec![block_sparse_attention::run(d, a[0], a[1], a[2], mask, flash_opts(o)?)?])
+            },
+            lower: |s, o| {
+                let mask = attention_mask(o, &s[0].shape, &s[1].shape)?;
+                block_sparse_attention::lower(&s[0], &s[1], &s[2], mask, flash_opts(o)?)
+            },
+        },
+    ]
+}
