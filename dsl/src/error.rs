@@ -108,6 +108,10 @@ pub enum DeviceError {
         /// Which argument and why.
         message: String,
     },
+    /// A device mesh that cannot be built, or a sharding that does not fit
+    /// its mesh or its tensor.
+    #[error("sharding: {0}")]
+    Sharding(String),
     /// Anything else the runtime refuses to do (with the reason).
     #[error("{0}")]
     Other(String),

@@ -106,6 +106,9 @@ pub struct Graph {
     /// Donated parameters: (parameter index, result index) pairs whose
     /// buffers XLA may reuse for that result.
     pub aliases: Vec<(usize, usize)>,
+    /// The shardings of `@main`'s arguments and results, for a program run
+    /// over a device mesh (`None`: one device).
+    pub shardings: Option<crate::shard::GraphShardings>,
 }
 
 impl Graph {
@@ -151,6 +154,7 @@ impl Graph {
                 captures: Vec::new(),
             }],
             aliases: Vec::new(),
+            shardings: None,
         };
         for (_, spec) in params {
             g.add_arg(0, spec.clone());

@@ -18,6 +18,7 @@ pub mod profile;
 pub mod report;
 pub mod runtime;
 pub mod shape;
+pub mod shard;
 pub mod tensor;
 pub mod tile;
 pub mod trace;

@@ -201,6 +201,19 @@ pub fn companion(
                 Self::run_with(&Self::CONFIG, device, #(#ps),*)
             }
 
+            /// Runs the kernel with [`Self::CONFIG`] as one SPMD program over
+            /// `mesh`, its tensor arguments and results laid out as `shardings`
+            /// says (see [`tessel::shard`](::tessel::shard)); the results come back whole.
+            #[track_caller]
+            pub fn run_sharded(mesh: &::tessel::shard::Mesh, shardings: &::tessel::shard::Shardings, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> ::tessel::Result<<#ret as #ko>::Host>
+            {
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_sharded(mesh, shardings, &__c.hosts)?;
+                <#ret as #ko>::from_host(__outs)
+            }
+
             /// Runs the kernel on device buffers with [`Self::CONFIG`].
             pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> ::tessel::Result<<#ret as #ko>::Buffer> {
                 Self::call_with(&Self::CONFIG, device, #(#ps),*)

@@ -5,6 +5,7 @@
 mod cache;
 mod config;
 mod params;
+mod sharded;
 
 use std::sync::Arc;
 

@@ -94,28 +94,51 @@ impl<'g> Printer<'g> {
                 }
             })
             .collect();
-        self.line(0, &format!("module @{sym} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{"));
+        let partitions = g.shardings.as_ref().map_or(1, |s| s.partitions);
+        self.line(0, &format!("module @{sym} attributes {{mhlo.num_partitions = {partitions} : i32, mhlo.num_replicas = 1 : i32}} {{"));
+        let sharding = |list: Option<&Vec<String>>, i: usize| {
+            list.and_then(|l| l.get(i))
+                .map(|s| format!("mhlo.sharding = {}", quote(s)))
+        };
         let params: Vec<String> = g.regions[0]
             .args
             .iter()
             .enumerate()
             .map(|(i, &v)| {
                 let pname = g.param_names.get(i).cloned().unwrap_or_default();
-                let alias = g
+                let attrs: Vec<String> = g
                     .aliases
                     .iter()
                     .find(|&&(p, _)| p == i)
-                    .map(|&(_, o)| format!(" {{tf.aliasing_output = {o} : i32}}"))
-                    .unwrap_or_default();
+                    .map(|&(_, o)| format!("tf.aliasing_output = {o} : i32"))
+                    .into_iter()
+                    .chain(sharding(g.shardings.as_ref().map(|s| &s.inputs), i))
+                    .collect();
+                let attrs = if attrs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {{{}}}", attrs.join(", "))
+                };
                 format!(
-                    "{}: {}{alias} loc({})",
+                    "{}: {}{attrs} loc({})",
                     self.name(v),
                     self.ty(v),
                     quote(&pname)
                 )
             })
             .collect();
-        let results: Vec<String> = g.regions[0].results.iter().map(|&v| self.ty(v)).collect();
+        let results: Vec<String> = g.regions[0]
+            .results
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let ty = self.ty(v);
+                match sharding(g.shardings.as_ref().map(|s| &s.outputs), i) {
+                    Some(attr) => format!("{ty} {{{attr}}}"),
+                    None => ty,
+                }
+            })
+            .collect();
         self.line(
             1,
             &format!(

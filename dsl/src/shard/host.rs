@@ -1,0 +1,109 @@
+//! Splitting host tensors into per-partition blocks and putting results
+//! back together.
+
+use super::mesh::Mesh;
+use super::spec::Layout;
+use crate::error::Result;
+use crate::host::HostTensor;
+use crate::shape::TensorSpec;
+
+/// Copies the `size` block at `from` of `src` (shape `src_shape`) to `to`
+/// in `dst` (shape `dst_shape`); `elem` bytes per element.
+struct Block<'a> {
+    size: &'a [usize],
+    elem: usize,
+}
+
+impl Block<'_> {
+    fn copy(
+        &self,
+        src: &[u8],
+        src_shape: &[usize],
+        from: &[usize],
+        dst: &mut [u8],
+        dst_shape: &[usize],
+        to: &[usize],
+    ) {
+        let rank = self.size.len();
+        if self.size.contains(&0) {
+            return;
+        }
+        if rank == 0 {
+            dst[..self.elem].copy_from_slice(&src[..self.elem]);
+            return;
+        }
+        let offset = |shape: &[usize], index: &[usize]| -> usize {
+            index.iter().zip(shape).fold(0, |acc, (i, s)| acc * s + i)
+        };
+        let run = self.size[rank - 1] * self.elem;
+        let rows: usize = self.size[..rank - 1].iter().product();
+        let mut index = vec![0; rank];
+        for row in 0..rows {
+            let mut rest = row;
+            for d in (0..rank - 1).rev() {
+                index[d] = rest % self.size[d];
+                rest /= self.size[d];
+            }
+            let s: Vec<usize> = index.iter().zip(from).map(|(i, f)| i + f).collect();
+            let t: Vec<usize> = index.iter().zip(to).map(|(i, f)| i + f).collect();
+            let so = offset(src_shape, &s) * self.elem;
+            let to_ = offset(dst_shape, &t) * self.elem;
+            dst[to_..to_ + run].copy_from_slice(&src[so..so + run]);
+        }
+    }
+}
+
+/// Each partition's block of `t`.
+pub(crate) fn split(t: &HostTensor, layout: &Layout, mesh: &Mesh) -> Result<Vec<HostTensor>> {
+    let shape = t.shape();
+    let size = layout.block_shape(mesh, shape);
+    let elem = t.dtype().size_in_bytes();
+    let spec = TensorSpec::new(size.clone(), t.dtype());
+    let bytes: usize = size.iter().product::<usize>() * elem;
+    let block = Block { size: &size, elem };
+    (0..mesh.size())
+        .map(|p| {
+            let mut data = vec![0u8; bytes];
+            let from = layout.block_start(mesh, p, shape);
+            block.copy(
+                t.as_bytes(),
+                shape,
+                &from,
+                &mut data,
+                &size,
+                &vec![0; size.len()],
+            );
+            HostTensor::from_bytes(spec.clone(), data)
+        })
+        .collect()
+}
+
+/// The tensor of `spec` whose partition blocks are `shards` (one per
+/// partition; replicas are taken from the partition that comes first).
+pub(crate) fn assemble(
+    shards: &[HostTensor],
+    spec: &TensorSpec,
+    layout: &Layout,
+    mesh: &Mesh,
+) -> Result<HostTensor> {
+    let shape = &spec.shape;
+    let size = layout.block_shape(mesh, shape);
+    let elem = spec.dtype.size_in_bytes();
+    let mut data = vec![0u8; spec.num_elements() * elem];
+    let block = Block { size: &size, elem };
+    let mut seen = std::collections::HashSet::new();
+    for (p, shard) in shards.iter().enumerate() {
+        let to = layout.block_start(mesh, p, shape);
+        if seen.insert(to.clone()) {
+            block.copy(
+                shard.as_bytes(),
+                &size,
+                &vec![0; size.len()],
+                &mut data,
+                shape,
+                &to,
+            );
+        }
+    }
+    HostTensor::from_bytes(spec.clone(), data)
+}

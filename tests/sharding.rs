@@ -1,0 +1,210 @@
+//! Sharded kernels on the CPU plugin's devices: each result equals the
+//! single-device run and an f64 reference; bad shardings are typed errors.
+//!
+//! Tolerance: f32 matmuls at `precision = "highest"` over at most 6 terms,
+//! 1e-5 relative to 1 + |reference|.
+
+use tessel::prelude::*;
+use tessel::shard::{Mesh, PartitionSpec, Shardings};
+
+#[cpu_kernel(precision = "highest")]
+fn dense(x: Tensor, w: Tensor) -> Tensor {
+    x.matmul(w)
+}
+
+#[cpu_kernel]
+fn column_sums(x: Tensor) -> Tensor {
+    x.sum(&[0])
+}
+
+#[cpu_kernel]
+fn scaled_pair(x: Tensor, factor: f32) -> (Tensor, Tensor) {
+    (x * factor, x.sum(&[1]))
+}
+
+fn p(axes: &[Option<&str>]) -> PartitionSpec {
+    PartitionSpec::new(axes.iter().copied())
+}
+
+fn data(shape: &[usize], seed: usize) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), |i| {
+        (((i + 3) * (seed * 7 + 11)) % 23) as f64 / 11.0 - 1.0
+    })
+}
+
+fn matmul_ref(x: &HostTensor, w: &HostTensor) -> Vec<f64> {
+    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
+    let (xv, wv) = (x.to_f64_vec(), w.to_f64_vec());
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|l| xv[i * k + l] * wv[l * n + j]).sum();
+        }
+    }
+    out
+}
+
+fn close(got: &HostTensor, want: &[f64]) {
+    let g = got.to_f64_vec();
+    assert_eq!(g.len(), want.len());
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+            "element {i}: {a} vs {b}"
+        );
+    }
+}
+
+fn shard_error(r: tessel::Result<impl std::fmt::Debug>) -> String {
+    match r {
+        Err(tessel::Error::Kernel(k)) => {
+            assert_eq!(k.op, "shard");
+            assert!(
+                k.location.file.ends_with("sharding.rs"),
+                "{}",
+                k.location.file
+            );
+            k.message.clone()
+        }
+        other => panic!("expected a sharding kernel error, got {other:?}"),
+    }
+}
+
+#[test]
+fn data_parallel_matmul_equals_the_single_device_run() {
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    for (m, k, n) in [(2, 1, 1), (6, 5, 3), (10, 7, 4)] {
+        let (x, w) = (data(&[m, k], 1), data(&[k, n], 2));
+        let rows = p(&[Some("data"), None]);
+        let shardings = Shardings::new([rows.clone(), PartitionSpec::replicated()], [rows]);
+        let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
+        assert_eq!(y.shape(), &[m, n]);
+        close(&y, &matmul_ref(&x, &w));
+        close(&y, &dense::run(&dev, &x, &w).unwrap().to_f64_vec());
+    }
+}
+
+#[test]
+fn two_dimensional_mesh_splits_rows_and_columns() {
+    let dev = Device::cpu_with_devices(4).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2), ("model", 2)]).unwrap();
+    let (x, w) = (data(&[8, 6], 3), data(&[6, 4], 4));
+    // x by rows over `data`, w by columns over `model`: each device computes one block.
+    let shardings = Shardings::new(
+        [p(&[Some("data"), None]), p(&[None, Some("model")])],
+        [p(&[Some("data"), Some("model")])],
+    );
+    let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
+    close(&y, &matmul_ref(&x, &w));
+    // The contraction axis split over `model`: XLA adds the partial products.
+    let shardings = Shardings::new(
+        [p(&[None, Some("model")]), p(&[Some("model"), None])],
+        [p(&[Some("data"), None])],
+    );
+    let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
+    close(&y, &matmul_ref(&x, &w));
+    // Mesh axes in the other order.
+    let shardings = Shardings::new(
+        [p(&[Some("model"), None]), PartitionSpec::replicated()],
+        [p(&[Some("model"), Some("data")])],
+    );
+    let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
+    close(&y, &matmul_ref(&x, &w));
+}
+
+#[test]
+fn reductions_over_a_split_axis_and_replicated_results() {
+    let dev = Device::cpu_with_devices(4).unwrap();
+    let mesh = Mesh::new(&dev, &[("rows", 4)]).unwrap();
+    let x = data(&[12, 3], 5);
+    // No result specs: the column sums come back replicated (whole).
+    let shardings = Shardings::new([p(&[Some("rows")])], []);
+    let sums = column_sums::run_sharded(&mesh, &shardings, &x).unwrap();
+    let xv = x.to_f64_vec();
+    let want: Vec<f64> = (0..3)
+        .map(|j| (0..12).map(|i| xv[i * 3 + j]).sum())
+        .collect();
+    close(&sums, &want);
+    // Static arguments have no spec; two results with their own specs.
+    let shardings = Shardings::new(
+        [p(&[Some("rows")])],
+        [p(&[Some("rows")]), p(&[Some("rows")])],
+    );
+    let (scaled, rowsum) = scaled_pair::run_sharded(&mesh, &shardings, &x, 2.0).unwrap();
+    close(&scaled, &xv.iter().map(|v| v * 2.0).collect::<Vec<_>>());
+    let want: Vec<f64> = (0..12)
+        .map(|i| (0..3).map(|j| xv[i * 3 + j]).sum())
+        .collect();
+    close(&rowsum, &want);
+}
+
+#[test]
+fn sharded_programs_are_cached_per_sharding() {
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    let (x, w) = (data(&[4, 3], 6), data(&[3, 2], 7));
+    let rows = Shardings::new([p(&[Some("data")]), PartitionSpec::replicated()], []);
+    let cols = Shardings::new([PartitionSpec::replicated(), p(&[None, Some("data")])], []);
+    dense::run_sharded(&mesh, &rows, &x, &w).unwrap();
+    let misses = dev.cache().stats().misses;
+    let again = dense::run_sharded(&mesh, &rows, &x, &w).unwrap();
+    assert_eq!(
+        dev.cache().stats().misses,
+        misses,
+        "the same sharding hits the cache"
+    );
+    let other = dense::run_sharded(&mesh, &cols, &x, &w).unwrap();
+    assert_eq!(
+        dev.cache().stats().misses,
+        misses + 1,
+        "another sharding compiles"
+    );
+    close(&again, &matmul_ref(&x, &w));
+    close(&other, &matmul_ref(&x, &w));
+}
+
+#[test]
+fn bad_shardings_are_typed_errors_naming_the_problem() {
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    let (x, w) = (data(&[5, 3], 8), data(&[3, 2], 9));
+    let rep = PartitionSpec::replicated;
+    let uneven = Shardings::new([p(&[Some("data")]), rep()], []);
+    let m = shard_error(dense::run_sharded(&mesh, &uneven, &x, &w));
+    assert!(
+        m.contains("does not split evenly") && m.contains("`data`"),
+        "{m}"
+    );
+    let unknown = Shardings::new([p(&[Some("batch")]), rep()], []);
+    let m = shard_error(dense::run_sharded(&mesh, &unknown, &x, &w));
+    assert!(
+        m.contains("`batch`") && m.contains("the mesh has data"),
+        "{m}"
+    );
+    let x4 = data(&[4, 4], 8);
+    let twice = Shardings::new([p(&[Some("data"), Some("data")]), rep()], []);
+    let m = shard_error(dense::run_sharded(&mesh, &twice, &x4, &data(&[4, 2], 1)));
+    assert!(m.contains("twice"), "{m}");
+    let too_long = Shardings::new([p(&[None, None, None]), rep()], []);
+    let m = shard_error(dense::run_sharded(&mesh, &too_long, &x, &w));
+    assert!(m.contains("3 entries for a rank-2"), "{m}");
+    let count = Shardings::new([rep()], []);
+    let m = shard_error(dense::run_sharded(&mesh, &count, &x, &w));
+    assert!(m.contains("1 input partition specs for 2"), "{m}");
+    let outs = Shardings::new([rep(), rep()], [rep(), rep()]);
+    let m = shard_error(dense::run_sharded(&mesh, &outs, &x, &w));
+    assert!(m.contains("2 output partition specs for 1"), "{m}");
+    // Meshes that do not fit the client.
+    for axes in [
+        &[("data", 4)][..],
+        &[][..],
+        &[("a", 0)][..],
+        &[("a", 1), ("a", 1)][..],
+    ] {
+        assert!(matches!(
+            Mesh::new(&dev, axes),
+            Err(tessel::Error::Device(tessel::DeviceError::Sharding(_)))
+        ));
+    }
+}
