@@ -208,3 +208,42 @@ fn bad_shardings_are_typed_errors_naming_the_problem() {
         ));
     }
 }
+
+#[test]
+fn sharded_buffers_stay_on_the_devices_between_calls() {
+    use tessel::kernel::Kernel;
+    use tessel::shard::ShardedBuffer;
+    let dev = Device::cpu_with_devices(4).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2), ("model", 2)]).unwrap();
+    let layer = Kernel::new("layer", |a: &[Tensor]| {
+        a[0].matmul_with(a[1], Some(Precision::Highest), None)
+    });
+    let (x, w1, w2) = (data(&[8, 6], 10), data(&[6, 4], 11), data(&[4, 2], 12));
+    let rows = p(&[Some("data")]);
+    let xb = ShardedBuffer::from_host(&mesh, &x, &rows).unwrap();
+    let w1b = ShardedBuffer::from_host(&mesh, &w1, &p(&[None, Some("model")])).unwrap();
+    let w2b = ShardedBuffer::from_host(&mesh, &w2, &PartitionSpec::replicated()).unwrap();
+    let h = layer
+        .call_sharded(&mesh, std::slice::from_ref(&rows), &[&xb, &w1b])
+        .unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].spec().shape, vec![8, 4]);
+    assert_eq!(h[0].shards()[3].spec().shape, vec![4, 4]);
+    let y = layer.call_sharded(&mesh, &[rows], &[&h[0], &w2b]).unwrap();
+    let hv = HostTensor::from_vec(
+        matmul_ref(&x, &w1).iter().map(|&v| v as f32).collect(),
+        [8, 4],
+    )
+    .unwrap();
+    close(&h[0].to_host().unwrap(), &matmul_ref(&x, &w1));
+    close(&y[0].to_host().unwrap(), &matmul_ref(&hv, &w2));
+    // A buffer from another mesh is refused before anything runs.
+    let other = Mesh::new(&dev, &[("data", 4)]).unwrap();
+    let err = layer.call_sharded(&other, &[], &[&xb, &w1b]).unwrap_err();
+    assert!(err.to_string().contains("lives on mesh"), "{err}");
+    // A spec that does not fit the tensor is a sharding error.
+    assert!(matches!(
+        ShardedBuffer::from_host(&mesh, &data(&[3, 2], 1), &p(&[Some("data")])),
+        Err(tessel::Error::Device(tessel::DeviceError::Sharding(_)))
+    ));
+}

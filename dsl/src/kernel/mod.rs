@@ -117,7 +117,13 @@ where
     /// Traces the body for arguments of `specs`.
     #[track_caller]
     pub fn trace(&self, specs: &[TensorSpec]) -> Result<Graph> {
-        self.check_arity(specs.len(), Location::caller())?;
+        self.trace_at(specs, Location::caller())
+    }
+
+    /// [`trace`](Self::trace), with errors of the call itself (arity,
+    /// donation) located at `loc`.
+    pub(crate) fn trace_at(&self, specs: &[TensorSpec], loc: Location) -> Result<Graph> {
+        self.check_arity(specs.len(), loc.clone())?;
         let params: Vec<(String, TensorSpec)> = specs
             .iter()
             .enumerate()
@@ -141,7 +147,7 @@ where
                     "`{name}` is donated but no result has its type (or it is not a tensor parameter); \
                      a donated buffer is reused for a result of the same shape and dtype"
                 ),
-                location: Location::caller(),
+                location: loc,
             }
             .into());
         }

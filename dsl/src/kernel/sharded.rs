@@ -8,9 +8,15 @@ use crate::host::HostTensor;
 use crate::lower::lower;
 use crate::runtime::{DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
-use crate::shard::{assemble, split, GraphShardings, Layout, Mesh, PartitionSpec, Shardings};
+use crate::shard::{GraphShardings, Layout, Mesh, PartitionSpec, ShardedBuffer, Shardings};
 use crate::tensor::Tensor;
 use crate::trace::Outputs;
+
+/// A compiled sharded program and the layouts of its results.
+struct Compiled {
+    exe: Arc<Executable>,
+    outputs: Vec<(TensorSpec, PartitionSpec, Layout)>,
+}
 
 impl<F, O> Kernel<F>
 where
@@ -37,23 +43,104 @@ where
         let loc = Location::caller();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
         self.check_arity(specs.len(), loc.clone())?;
-        let fail = |message: String| -> crate::Error {
-            KernelError {
-                kernel: self.name().to_string(),
-                op: "shard".into(),
-                operands: specs.iter().map(|s| s.to_string()).collect(),
-                message,
-                location: loc.clone(),
-            }
-            .into()
-        };
         if shardings.inputs.len() != args.len() {
-            return Err(fail(format!(
-                "{} input partition specs for {} tensor arguments",
-                shardings.inputs.len(),
-                args.len()
-            )));
+            return Err(self.shard_error(
+                &specs,
+                format!(
+                    "{} input partition specs for {} tensor arguments",
+                    shardings.inputs.len(),
+                    args.len()
+                ),
+                &loc,
+            ));
         }
+        for ((arg, part), spec) in args.iter().zip(&shardings.inputs).zip(&specs) {
+            if let Err(m) = part.layout(mesh, arg.shape()) {
+                return Err(self.shard_error(
+                    &specs,
+                    format!("argument {spec} on mesh ({}): {m}", mesh.describe()),
+                    &loc,
+                ));
+            }
+        }
+        let buffers = args
+            .iter()
+            .zip(&shardings.inputs)
+            .map(|(a, p)| ShardedBuffer::from_host(mesh, a, p))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&ShardedBuffer> = buffers.iter().collect();
+        self.call_sharded_at(mesh, &shardings.outputs, &refs, loc)?
+            .iter()
+            .map(ShardedBuffer::to_host)
+            .collect()
+    }
+
+    /// Runs on sharded device buffers as one SPMD program over `mesh`,
+    /// leaving the results on the devices, laid out as `outputs` says (none
+    /// given: replicated). The arguments' own partition specs are the
+    /// input shardings. Errors as [`run_sharded`](Self::run_sharded), and
+    /// when an argument lives on another mesh.
+    #[track_caller]
+    pub fn call_sharded(
+        &self,
+        mesh: &Mesh,
+        outputs: &[PartitionSpec],
+        args: &[&ShardedBuffer],
+    ) -> Result<Vec<ShardedBuffer>> {
+        self.call_sharded_at(mesh, outputs, args, Location::caller())
+    }
+
+    fn call_sharded_at(
+        &self,
+        mesh: &Mesh,
+        outputs: &[PartitionSpec],
+        args: &[&ShardedBuffer],
+        loc: Location,
+    ) -> Result<Vec<ShardedBuffer>> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        self.check_arity(specs.len(), loc.clone())?;
+        for (i, a) in args.iter().enumerate() {
+            let same = a.mesh().describe() == mesh.describe() && a.mesh().device() == mesh.device();
+            if !same {
+                return Err(self.shard_error(
+                    &specs,
+                    format!(
+                        "argument {i} lives on mesh ({}), the call runs on mesh ({})",
+                        a.mesh().describe(),
+                        mesh.describe()
+                    ),
+                    &loc,
+                ));
+            }
+        }
+        let shardings = Shardings::new(
+            args.iter().map(|a| a.partition_spec().clone()),
+            outputs.iter().cloned(),
+        );
+        let compiled = self.compile_sharded(mesh, &specs, &shardings, &loc)?;
+        let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
+            .map(|p| args.iter().map(|a| &a.shards()[p]).collect())
+            .collect();
+        let mut results = compiled.exe.execute_sharded(&lists)?;
+        let mut out = Vec::with_capacity(compiled.outputs.len());
+        for (j, (spec, part, layout)) in compiled.outputs.into_iter().enumerate().rev() {
+            let shards: Vec<DeviceBuffer> = results.iter_mut().map(|r| r.remove(j)).collect();
+            out.push(ShardedBuffer::from_shards(mesh, spec, part, layout, shards));
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The program for `specs` laid out as `shardings`, from the device's
+    /// cache or traced, lowered and compiled.
+    fn compile_sharded(
+        &self,
+        mesh: &Mesh,
+        specs: &[TensorSpec],
+        shardings: &Shardings,
+        loc: &Location,
+    ) -> Result<Compiled> {
+        let fail = |m: String| self.shard_error(specs, m, loc);
         let layouts = |what: &str, specs: &[TensorSpec], parts: &[PartitionSpec]| {
             specs
                 .iter()
@@ -69,7 +156,7 @@ where
                 })
                 .collect::<Result<Vec<Layout>>>()
         };
-        let in_layouts = layouts("argument", &specs, &shardings.inputs)?;
+        let in_layouts = layouts("argument", specs, &shardings.inputs)?;
         let key = CacheKey {
             kernel: self.key.clone().unwrap_or_else(|| self.name().to_string()),
             statics: format!(
@@ -79,23 +166,23 @@ where
                 shardings.inputs,
                 shardings.outputs
             ),
-            specs: specs.clone(),
+            specs: specs.to_vec(),
             config: self.config,
         };
+        let out_parts = |n: usize| -> Result<Vec<PartitionSpec>> {
+            match shardings.outputs.len() {
+                0 => Ok(vec![PartitionSpec::replicated(); n]),
+                k if k == n => Ok(shardings.outputs.clone()),
+                k => Err(fail(format!("{k} output partition specs for {n} results"))),
+            }
+        };
         let device = mesh.device();
-        let exe: Arc<Executable> = match device.cache().get(&key) {
+        let exe = match device.cache().get(&key) {
             Some(exe) => exe,
             None => {
-                let mut graph = self.trace(&specs)?;
+                let mut graph = self.trace_at(specs, loc.clone())?;
                 let outs = graph.output_specs();
-                let out_parts = output_specs(shardings, outs.len()).ok_or_else(|| {
-                    fail(format!(
-                        "{} output partition specs for {} results",
-                        shardings.outputs.len(),
-                        outs.len()
-                    ))
-                })?;
-                let out_layouts = layouts("result", &outs, &out_parts)?;
+                let out_layouts = layouts("result", &outs, &out_parts(outs.len())?)?;
                 graph.shardings = Some(GraphShardings {
                     partitions: mesh.size(),
                     inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
@@ -116,42 +203,25 @@ where
             }
         };
         let outs = exe.outputs().to_vec();
-        let out_parts = output_specs(shardings, outs.len()).ok_or_else(|| {
-            fail(format!(
-                "{} output partition specs for {} results",
-                shardings.outputs.len(),
-                outs.len()
-            ))
-        })?;
-        let out_layouts = layouts("result", &outs, &out_parts)?;
-        // Per-device argument blocks, on the devices the program runs on.
-        let mut lists: Vec<Vec<DeviceBuffer>> = (0..mesh.size()).map(|_| Vec::new()).collect();
-        for (arg, layout) in args.iter().zip(&in_layouts) {
-            for (p, block) in split(arg, layout, mesh)?.iter().enumerate() {
-                lists[p].push(device.to_device_on(block, exe.devices()[p])?);
-            }
-        }
-        let refs: Vec<Vec<&DeviceBuffer>> = lists.iter().map(|l| l.iter().collect()).collect();
-        let results = exe.execute_sharded(&refs)?;
-        (0..outs.len())
-            .map(|j| {
-                let shards = results
-                    .iter()
-                    .map(|per_device| per_device[j].to_host())
-                    .collect::<Result<Vec<HostTensor>>>()?;
-                assemble(&shards, &outs[j], &out_layouts[j], mesh)
-            })
-            .collect()
+        let parts = out_parts(outs.len())?;
+        let out_layouts = layouts("result", &outs, &parts)?;
+        let outputs = outs
+            .into_iter()
+            .zip(parts)
+            .zip(out_layouts)
+            .map(|((s, p), l)| (s, p, l))
+            .collect();
+        Ok(Compiled { exe, outputs })
     }
-}
 
-/// The result specs: as given, or all replicated when none are given.
-fn output_specs(shardings: &Shardings, results: usize) -> Option<Vec<PartitionSpec>> {
-    if shardings.outputs.is_empty() {
-        Some(vec![PartitionSpec::replicated(); results])
-    } else if shardings.outputs.len() == results {
-        Some(shardings.outputs.clone())
-    } else {
-        None
+    fn shard_error(&self, specs: &[TensorSpec], message: String, loc: &Location) -> crate::Error {
+        KernelError {
+            kernel: self.name().to_string(),
+            op: "shard".into(),
+            operands: specs.iter().map(|s| s.to_string()).collect(),
+            message,
+            location: loc.clone(),
+        }
+        .into()
     }
 }

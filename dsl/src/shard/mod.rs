@@ -8,7 +8,9 @@
 //! program and inserts the collectives. On the host, arguments are cut into
 //! per-device blocks and results put back together, so
 //! [`Kernel::run_sharded`](crate::kernel::Kernel::run_sharded) (and a macro
-//! kernel's `run_sharded`) returns the same tensors as `run`.
+//! kernel's `run_sharded`) returns the same tensors as `run`;
+//! [`ShardedBuffer`]s and [`Kernel::call_sharded`](crate::kernel::Kernel::call_sharded)
+//! keep the blocks on the devices between calls.
 //!
 //! The CPU plugin exposes several devices ([`Device::cpu_with_devices`]),
 //! so sharded kernels are tested here; the same program runs on a TPU slice.
@@ -36,14 +38,15 @@
 //!
 //! [`Device::cpu_with_devices`]: crate::runtime::Device::cpu_with_devices
 
+mod buffer;
 mod host;
 mod mesh;
 mod spec;
 
+pub use buffer::ShardedBuffer;
 pub use mesh::Mesh;
 pub use spec::PartitionSpec;
 
-pub(crate) use host::{assemble, split};
 pub(crate) use spec::Layout;
 
 /// The partition specs of a sharded kernel's tensor arguments (in order;
