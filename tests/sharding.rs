@@ -247,3 +247,39 @@ fn sharded_buffers_stay_on_the_devices_between_calls() {
         Err(tessel::Error::Device(tessel::DeviceError::Sharding(_)))
     ));
 }
+
+#[test]
+fn macro_kernels_call_on_sharded_buffers() {
+    use tessel::shard::ShardedBuffer;
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    let x = data(&[6, 4], 13);
+    let rows = p(&[Some("data")]);
+    let xb = ShardedBuffer::from_host(&mesh, &x, &rows).unwrap();
+    // Two results, the first kept split by rows, the second replicated.
+    let (scaled, rowsum) = scaled_pair::call_sharded(
+        &mesh,
+        &[rows.clone(), PartitionSpec::replicated()],
+        &xb,
+        3.0,
+    )
+    .unwrap();
+    assert_eq!(scaled.partition_spec(), &rows);
+    assert_eq!(scaled.shards()[0].spec().shape, vec![3, 4]);
+    assert_eq!(rowsum.shards()[1].spec().shape, vec![6]);
+    let xv = x.to_f64_vec();
+    close(
+        &scaled.to_host().unwrap(),
+        &xv.iter().map(|v| v * 3.0).collect::<Vec<_>>(),
+    );
+    let want: Vec<f64> = (0..6)
+        .map(|i| (0..4).map(|j| xv[i * 4 + j]).sum())
+        .collect();
+    close(&rowsum.to_host().unwrap(), &want);
+    // Feeding a result back in keeps it on the devices.
+    let sums = column_sums::call_sharded(&mesh, &[], &scaled).unwrap();
+    let want: Vec<f64> = (0..4)
+        .map(|j| (0..6).map(|i| 3.0 * xv[i * 4 + j]).sum())
+        .collect();
+    close(&sums.to_host().unwrap(), &want);
+}

@@ -120,6 +120,7 @@ pub fn companion(
     let body_host = body(quote!(bind_host));
     let body_spec = body(quote!(bind_spec));
     let body_buf = body(quote!(bind_buffer));
+    let body_sharded = body(quote!(bind_sharded));
     quote! {
         #[doc = #doc]
         #[allow(non_camel_case_types)]
@@ -212,6 +213,20 @@ pub fn companion(
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_sharded(mesh, shardings, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs)
+            }
+
+            /// Runs the kernel with [`Self::CONFIG`] as one SPMD program over
+            /// `mesh` on sharded device buffers (their partition specs are the
+            /// input shardings), leaving the results on the devices laid out as
+            /// `outputs` says (none given: replicated).
+            #[track_caller]
+            pub fn call_sharded(mesh: &::tessel::shard::Mesh, outputs: &[::tessel::shard::PartitionSpec], #(#ps: <#tys as #kp>::Sharded<'_>),*)
+                -> ::tessel::Result<<#ret as #ko>::Sharded>
+            {
+                let mut __c = ::tessel::kernel::ArgCollector::default();
+                #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
+                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_sharded).call_sharded(mesh, outputs, &__c.sharded)?;
+                <#ret as #ko>::from_sharded(__outs)
             }
 
             /// Runs the kernel on device buffers with [`Self::CONFIG`].

@@ -10,6 +10,7 @@ use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
+use crate::shard::ShardedBuffer;
 use crate::tensor::Tensor;
 
 /// A static (compile-time) kernel argument: known while tracing, part of the
@@ -67,6 +68,8 @@ pub struct ArgCollector<'a> {
     pub specs: Vec<TensorSpec>,
     /// Device buffers given for them (`call`).
     pub buffers: Vec<&'a DeviceBuffer>,
+    /// Sharded buffers given for them (`call_sharded`).
+    pub sharded: Vec<&'a ShardedBuffer>,
     /// The static arguments, rendered for the cache key.
     pub statics: String,
 }
@@ -86,24 +89,31 @@ pub trait KernelParam: Sized {
     type Spec<'a>;
     /// What `call` takes: `&DeviceBuffer` for tensors, the value for statics.
     type Buffer<'a>;
+    /// What `call_sharded` takes: `&ShardedBuffer` for tensors, the value for statics.
+    type Sharded<'a>;
     /// Records a `run` argument.
     fn collect_host<'a>(arg: &Self::Host<'a>, name: &'static str, c: &mut ArgCollector<'a>);
     /// Records a `lower`/`compile` argument.
     fn collect_spec<'a>(arg: &Self::Spec<'a>, name: &'static str, c: &mut ArgCollector<'a>);
     /// Records a `call` argument.
     fn collect_buffer<'a>(arg: &Self::Buffer<'a>, name: &'static str, c: &mut ArgCollector<'a>);
+    /// Records a `call_sharded` argument.
+    fn collect_sharded<'a>(arg: &Self::Sharded<'a>, name: &'static str, c: &mut ArgCollector<'a>);
     /// The in-trace value of a `run` argument.
     fn bind_host(arg: &Self::Host<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
     /// The in-trace value of a `lower`/`compile` argument.
     fn bind_spec(arg: &Self::Spec<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
     /// The in-trace value of a `call` argument.
     fn bind_buffer(arg: &Self::Buffer<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
+    /// The in-trace value of a `call_sharded` argument.
+    fn bind_sharded(arg: &Self::Sharded<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
 }
 
 impl KernelParam for Tensor {
     type Host<'a> = &'a HostTensor;
     type Spec<'a> = &'a TensorSpec;
     type Buffer<'a> = &'a DeviceBuffer;
+    type Sharded<'a> = &'a ShardedBuffer;
     fn collect_host<'a>(arg: &&'a HostTensor, name: &'static str, c: &mut ArgCollector<'a>) {
         c.names.push(name);
         c.hosts.push(*arg);
@@ -127,6 +137,14 @@ impl KernelParam for Tensor {
     fn bind_buffer(_: &&DeviceBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
     }
+    fn collect_sharded<'a>(arg: &&'a ShardedBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
+        c.names.push(name);
+        c.sharded.push(*arg);
+        c.specs.push(arg.spec().clone());
+    }
+    fn bind_sharded(_: &&ShardedBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        next.next().unwrap_or(Tensor::INERT)
+    }
 }
 
 fn record<T: Debug>(arg: &T, name: &str, c: &mut ArgCollector<'_>) {
@@ -137,6 +155,7 @@ impl<T: StaticArg> KernelParam for T {
     type Host<'a> = T;
     type Spec<'a> = T;
     type Buffer<'a> = T;
+    type Sharded<'a> = T;
     fn collect_host<'a>(arg: &T, name: &'static str, c: &mut ArgCollector<'a>) {
         record(arg, name, c);
     }
@@ -155,6 +174,12 @@ impl<T: StaticArg> KernelParam for T {
     fn bind_buffer(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
         arg.clone()
     }
+    fn collect_sharded<'a>(arg: &T, name: &'static str, c: &mut ArgCollector<'a>) {
+        record(arg, name, c);
+    }
+    fn bind_sharded(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
+        arg.clone()
+    }
 }
 
 /// A kernel's return type: a [`Tensor`], a tuple of tensors, or a `Vec`.
@@ -167,10 +192,24 @@ pub trait KernelOutput: crate::trace::Outputs {
     type Host;
     /// What `call` returns.
     type Buffer;
+    /// What `call_sharded` returns.
+    type Sharded;
     /// Builds the host result from the executable's outputs.
     fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host>;
     /// Builds the device result from the executable's outputs.
     fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer>;
+    /// Builds the sharded result from the program's outputs.
+    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Self::Sharded>;
+}
+
+/// The only element of `outs`.
+fn single<X>(outs: Vec<X>) -> Result<X> {
+    let n = outs.len();
+    let mut it = outs.into_iter();
+    match (it.next(), it.next()) {
+        (Some(h), None) => Ok(h),
+        _ => Err(count_error(1, n)),
+    }
 }
 
 fn count_error(expected: usize, got: usize) -> crate::Error {
@@ -183,31 +222,29 @@ fn count_error(expected: usize, got: usize) -> crate::Error {
 impl KernelOutput for Tensor {
     type Host = HostTensor;
     type Buffer = DeviceBuffer;
+    type Sharded = ShardedBuffer;
     fn from_host(outs: Vec<HostTensor>) -> Result<HostTensor> {
-        let n = outs.len();
-        let mut it = outs.into_iter();
-        match (it.next(), it.next()) {
-            (Some(h), None) => Ok(h),
-            _ => Err(count_error(1, n)),
-        }
+        single(outs)
     }
     fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<DeviceBuffer> {
-        let n = outs.len();
-        let mut it = outs.into_iter();
-        match (it.next(), it.next()) {
-            (Some(h), None) => Ok(h),
-            _ => Err(count_error(1, n)),
-        }
+        single(outs)
+    }
+    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<ShardedBuffer> {
+        single(outs)
     }
 }
 
 impl KernelOutput for Vec<Tensor> {
     type Host = Vec<HostTensor>;
     type Buffer = Vec<DeviceBuffer>;
+    type Sharded = Vec<ShardedBuffer>;
     fn from_host(outs: Vec<HostTensor>) -> Result<Vec<HostTensor>> {
         Ok(outs)
     }
     fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Vec<DeviceBuffer>> {
+        Ok(outs)
+    }
+    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Vec<ShardedBuffer>> {
         Ok(outs)
     }
 }
@@ -229,26 +266,28 @@ mod tuples {
     macro_rules! tuple_output {
         ($n:expr; $($t:ident),+) => {
             impl KernelOutput for ($($t,)+) {
-                type Host = ($(tuple_output!(@h $t),)+);
-                type Buffer = ($(tuple_output!(@b $t),)+);
+                type Host = ($(tuple_output!(@as $t HostTensor),)+);
+                type Buffer = ($(tuple_output!(@as $t DeviceBuffer),)+);
+                type Sharded = ($(tuple_output!(@as $t ShardedBuffer),)+);
                 fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host> {
-                    if outs.len() != $n {
-                        return Err(count_error($n, outs.len()));
-                    }
-                    let mut it = outs.into_iter();
-                    Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
+                    tuple_output!(@take $n, outs; $($t),+)
                 }
                 fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer> {
-                    if outs.len() != $n {
-                        return Err(count_error($n, outs.len()));
-                    }
-                    let mut it = outs.into_iter();
-                    Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
+                    tuple_output!(@take $n, outs; $($t),+)
+                }
+                fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Self::Sharded> {
+                    tuple_output!(@take $n, outs; $($t),+)
                 }
             }
         };
-        (@h $t:ident) => { HostTensor };
-        (@b $t:ident) => { DeviceBuffer };
+        (@as $t:ident $x:ty) => { $x };
+        (@take $n:expr, $outs:ident; $($t:ident),+) => {{
+            if $outs.len() != $n {
+                return Err(count_error($n, $outs.len()));
+            }
+            let mut it = $outs.into_iter();
+            Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
+        }};
     }
     tuple_output!(1; A);
     tuple_output!(2; A, B);

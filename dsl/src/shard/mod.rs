@@ -73,6 +73,13 @@ impl Shardings {
     }
 }
 
+/// The `call_sharded` argument type of parameters that cannot be sharded
+/// yet (block-sparse matrices): it has no values, so such a call cannot be
+/// written. `run_sharded` takes their tensors (values, then coordinates)
+/// like any others.
+#[derive(Clone, Copy, Debug)]
+pub enum NotShardable {}
+
 /// The `mhlo.sharding` strings of a graph's arguments and results.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GraphShardings {

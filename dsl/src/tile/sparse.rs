@@ -431,6 +431,7 @@ impl KernelParam for BlockSparse {
     type Host<'a> = &'a HostBlockSparse;
     type Spec<'a> = &'a BlockSparseSpec;
     type Buffer<'a> = &'a DeviceBlockSparse;
+    type Sharded<'a> = crate::shard::NotShardable;
     fn collect_host<'a>(arg: &&'a HostBlockSparse, name: &'static str, c: &mut ArgCollector<'a>) {
         record_layout(*arg, name, c);
         c.names.push(name);
@@ -474,5 +475,15 @@ impl KernelParam for BlockSparse {
     }
     fn bind_buffer(arg: &&DeviceBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
+    }
+    fn collect_sharded(
+        arg: &crate::shard::NotShardable,
+        _: &'static str,
+        _: &mut ArgCollector<'_>,
+    ) {
+        match *arg {}
+    }
+    fn bind_sharded(arg: &crate::shard::NotShardable, _: &mut dyn Iterator<Item = Tensor>) -> Self {
+        match *arg {}
     }
 }
