@@ -283,3 +283,43 @@ fn macro_kernels_call_on_sharded_buffers() {
         .collect();
     close(&sums.to_host().unwrap(), &want);
 }
+
+#[cpu_kernel]
+fn masked_shift(x: Tensor, keep: Tensor, shift: Tensor) -> Tensor {
+    keep.select(x + shift, x)
+}
+
+#[test]
+fn scalars_predicates_and_integers_shard() {
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    let x = HostTensor::from_vec((0..8).collect::<Vec<i32>>(), [4, 2]).unwrap();
+    let keep =
+        HostTensor::from_vec((0..8).map(|i| i % 3 == 0).collect::<Vec<bool>>(), [4, 2]).unwrap();
+    let shift = HostTensor::scalar(100i32);
+    let rows = p(&[Some("data")]);
+    let shardings = Shardings::new(
+        [
+            rows.clone(),
+            p(&[None, Some("data")]),
+            PartitionSpec::replicated(),
+        ],
+        [rows],
+    );
+    let y = masked_shift::run_sharded(&mesh, &shardings, &x, &keep, &shift).unwrap();
+    let want: Vec<i32> = (0..8)
+        .map(|i| if i % 3 == 0 { i + 100 } else { i })
+        .collect();
+    assert_eq!(y.to_vec::<i32>().unwrap(), want);
+    // A scalar cannot be split.
+    let bad = Shardings::new(
+        [
+            PartitionSpec::replicated(),
+            PartitionSpec::replicated(),
+            p(&[Some("data")]),
+        ],
+        [],
+    );
+    let m = shard_error(masked_shift::run_sharded(&mesh, &bad, &x, &keep, &shift));
+    assert!(m.contains("rank-0"), "{m}");
+}
