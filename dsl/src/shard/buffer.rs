@@ -87,14 +87,12 @@ impl ShardedBuffer {
         }
     }
 
-    /// Copies every block back and puts the whole tensor together.
+    /// Copies the blocks back (each distinct block once) and puts the whole
+    /// tensor together.
     pub fn to_host(&self) -> Result<HostTensor> {
-        let blocks = self
-            .shards
-            .iter()
-            .map(DeviceBuffer::to_host)
-            .collect::<Result<Vec<_>>>()?;
-        assemble(&blocks, &self.spec, &self.layout, &self.mesh)
+        assemble(&self.spec, &self.layout, &self.mesh, |p| {
+            self.shards[p].to_host()
+        })
     }
 
     /// The global type.

@@ -78,13 +78,14 @@ pub(crate) fn split(t: &HostTensor, layout: &Layout, mesh: &Mesh) -> Result<Vec<
         .collect()
 }
 
-/// The tensor of `spec` whose partition blocks are `shards` (one per
-/// partition; replicas are taken from the partition that comes first).
+/// The tensor of `spec` whose partition blocks `block(p)` returns; each
+/// distinct block is fetched once (a replica only from the first partition
+/// that holds it).
 pub(crate) fn assemble(
-    shards: &[HostTensor],
     spec: &TensorSpec,
     layout: &Layout,
     mesh: &Mesh,
+    mut block_of: impl FnMut(usize) -> Result<HostTensor>,
 ) -> Result<HostTensor> {
     let shape = &spec.shape;
     let size = layout.block_shape(mesh, shape);
@@ -92,9 +93,10 @@ pub(crate) fn assemble(
     let mut data = vec![0u8; spec.num_elements() * elem];
     let block = Block { size: &size, elem };
     let mut seen = std::collections::HashSet::new();
-    for (p, shard) in shards.iter().enumerate() {
+    for p in 0..mesh.size() {
         let to = layout.block_start(mesh, p, shape);
         if seen.insert(to.clone()) {
+            let shard = block_of(p)?;
             block.copy(
                 shard.as_bytes(),
                 &size,
