@@ -4,10 +4,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tessel::kernels::activation::fused_gelu_dropout;
-use tessel::kernels::attention::{block_sparse_attention, FlashOptions};
+use tessel::kernels::attention::{block_sparse_attention, flash_attention_lse, FlashOptions};
 use tessel::kernels::einsum::einsum1;
 use tessel::kernels::norm::{layer_norm_no_bias, layer_norm_plain, rms_norm_plain};
-use tessel::kernels::quantized::{dequantize, quantize, quantize_rows, quantized_matmul_both};
+use tessel::kernels::quantized::{
+    dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
+};
 use tessel::prelude::*;
 
 use super::tessel;
@@ -129,6 +131,17 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
             "v=1x1x16x8",
             "--opt",
             "causal=true",
+        ],
+    ),
+    (
+        "flash_attention_lse",
+        &[
+            "--shape",
+            "q=1x2x16x8",
+            "--shape",
+            "k=1x1x16x8",
+            "--shape",
+            "v=1x1x16x8",
         ],
     ),
     (
@@ -310,6 +323,25 @@ fn run_block_sparse_attention_with_mask_specs() {
 }
 
 #[test]
+fn run_flash_attention_lse_writes_both_outputs() {
+    let d = Device::cpu().unwrap();
+    let (q, k, v) = (
+        data(&[1, 2, 24, 8], 4),
+        data(&[1, 1, 24, 8], 5),
+        data(&[1, 1, 24, 8], 6),
+    );
+    let got = run_cli(
+        "flash_attention_lse",
+        &[("q", &q), ("k", &k), ("v", &v)],
+        &["causal=true", "block_q=16", "block_kv=16"],
+        2,
+    );
+    let opts = FlashOptions::new().causal(true).block_sizes(16, 16);
+    let (out, lse) = flash_attention_lse::run(&d, &q, &k, &v, opts).unwrap();
+    assert_eq!((&got[0], &got[1]), (&out, &lse));
+}
+
+#[test]
 fn run_fused_gelu_dropout_and_einsum1() {
     let d = Device::cpu().unwrap();
     let x = data(&[4, 64], 5);
@@ -349,6 +381,18 @@ fn run_quantize_dequantize_round_trip() {
         1,
     );
     assert_eq!(back[0], dequantize::run(&d, &q, &s, Some(4)).unwrap());
+    // The fp8 weights (uint8 bits in the file) straight into quantized_matmul.
+    let xin = data(&[2, 6], 11);
+    let y = run_cli(
+        "quantized_matmul",
+        &[("x", &xin), ("w_q", &qs[0]), ("w_scales", &qs[1])],
+        &["block_k=4", "q_dtype=fp8"],
+        1,
+    );
+    assert_eq!(
+        y[0],
+        quantized_matmul::run(&d, &xin, &q, &s, Some(4)).unwrap()
+    );
     // int8 per-row and per-column, then the product of both.
     let x = data(&[5, 6], 8);
     let xq = run_cli("quantize_rows", &[("x", &x)], &[], 2);

@@ -3,7 +3,8 @@
 
 use super::{bad, Entry, Opts};
 use crate::kernels::attention::{
-    attention_reference, block_sparse_attention, flash_attention, AttentionMask, FlashOptions,
+    attention_reference, block_sparse_attention, flash_attention, flash_attention_lse,
+    AttentionMask, FlashOptions,
 };
 use crate::tile::Mask;
 use crate::Result;
@@ -110,6 +111,17 @@ pub fn entries() -> Vec<Entry> {
             options: ATTENTION_OPTIONS,
             run: |d, a, o| Ok(vec![flash_attention::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
             lower: |s, o| flash_attention::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+        },
+        Entry {
+            name: "flash_attention_lse",
+            about: "flash attention that also returns the f32 logsumexp of each query row (outputs: out, lse [B, Hq, Sq])",
+            args: &["q", "k", "v"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| {
+                let (out, lse) = flash_attention_lse::run(d, a[0], a[1], a[2], flash_opts(o)?)?;
+                Ok(vec![out, lse])
+            },
+            lower: |s, o| flash_attention_lse::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
         },
         Entry {
             name: "attention_reference",

@@ -135,9 +135,14 @@ pub fn entries() -> Vec<Entry> {
             name: "quantized_matmul",
             about: "x · dequantize(w_q, w_scales) for int8/fp8 weights, per-channel or per-block (block_k) scales",
             args: &["x", "w_q", "w_scales"],
-            options: &[BLOCK_K],
-            run: |d, a, o| Ok(vec![quantized_matmul::run(d, a[0], a[1], a[2], o.usize_opt("block_k")?)?]),
-            lower: |s, o| quantized_matmul::lower(&s[0], &s[1], &s[2], o.usize_opt("block_k")?),
+            options: &[BLOCK_K, Q_DTYPE],
+            run: |d, a, o| {
+                let wq = stored(a[1], o)?;
+                Ok(vec![quantized_matmul::run(d, a[0], &wq, a[2], o.usize_opt("block_k")?)?])
+            },
+            lower: |s, o| {
+                quantized_matmul::lower(&s[0], &stored_spec(&s[1], o)?, &s[2], o.usize_opt("block_k")?)
+            },
         },
         Entry {
             name: "quantized_matmul_both",
