@@ -22,7 +22,7 @@ pub enum Activation {
 
 impl StaticArg for Activation {}
 
-/// Options of [`gemm`] and [`gemm_bias`] (a static argument: each distinct
+/// Options of [`gemm`](fn@gemm) and [`gemm_bias`](fn@gemm_bias) (a static argument: each distinct
 /// value is its own compiled program).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmOptions {

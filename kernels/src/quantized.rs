@@ -54,14 +54,14 @@ pub fn quantize(x: Tensor, dtype: DType, block_k: Option<usize>) -> (Tensor, Ten
 }
 
 /// Quantizes the rows of `x` `[M, K]`: one scale per row (`[M]`), as the
-/// activations of [`quantized_matmul_both`] need.
+/// activations of [`quantized_matmul_both`](fn@quantized_matmul_both) need.
 #[cpu_kernel]
 pub fn quantize_rows(x: Tensor, dtype: DType) -> (Tensor, Tensor) {
     let (q, s) = quantize(x.t(), dtype, None);
     (q.t(), s)
 }
 
-/// `q · scale` back in f32, for scales as [`quantize`] returns them.
+/// `q · scale` back in f32, for scales as [`quantize`](fn@quantize) returns them.
 #[cpu_kernel]
 pub fn dequantize(q: Tensor, scales: Tensor, block_k: Option<usize>) -> Tensor {
     let qf = q.cast(F32);

@@ -23,8 +23,9 @@ pub struct Row {
     pub size: f64,
     /// Median run time, milliseconds.
     pub median_ms: f64,
-    /// Achieved GFLOP/s: the workload's useful FLOPs (see [`Row::useful`]),
-    /// or XLA's cost analysis of the program, over the median time.
+    /// Achieved GFLOP/s: the workload's useful FLOPs (the same count for a
+    /// kernel and its reference), or XLA's cost analysis of the program,
+    /// over the median time.
     pub gflops: f64,
     /// Temp memory of the compiled program, MiB.
     pub temp_mib: f64,

@@ -1,7 +1,7 @@
 //! Indexing syntax on tensors: `x[i]`, `x[(.., 2..5)]`, `x[(t, ..)]` with a
 //! traced index `t`, `x[(.., ds(t, 128))]` for a traced window, and the
 //! assignment `x[idx] = v` (which the kernel macros rewrite to
-//! [`set_index`]).
+//! [`Target::assign`]).
 //!
 //! Static indices (integers and ranges, negative counting from the end)
 //! become a `slice`; traced ones a `dynamic_slice` (XLA clamps the start into
