@@ -103,15 +103,19 @@ pub(crate) fn platform_overrides(
 /// bf16-output dot; so a program that narrows a bf16 dot's result to bf16
 /// keeps XLA's own emitter, which rounds once, to nearest.
 fn wants_xnn_dots(program_text: &str) -> bool {
-    let dots: Vec<(&str, bool)> = program_text
-        .lines()
-        .filter(|line| line.contains("stablehlo.dot_general"))
-        .filter_map(bf16_dot)
-        .collect();
+    let mut dots = Vec::new();
+    let mut narrowed = std::collections::HashSet::new();
+    for line in program_text.lines() {
+        if line.contains("stablehlo.dot_general") {
+            dots.extend(bf16_dot(line));
+        } else if let Some(name) = narrowed_value(line) {
+            narrowed.insert(name);
+        }
+    }
     !dots.is_empty()
-        && dots.iter().all(|&(result, f32_out)| {
-            f32_out && !program_text.lines().any(|line| narrows(line, result))
-        })
+        && dots
+            .iter()
+            .all(|&(result, f32_out)| f32_out && !narrowed.contains(result))
 }
 
 /// For a bf16 × bf16 dot line: its result name and whether the result is f32.
@@ -128,15 +132,16 @@ fn bf16_dot(line: &str) -> Option<(&str, bool)> {
     both_bf16.then_some((result, element_type(out) == "f32"))
 }
 
-/// Whether `line` converts the value `name` to a bf16 or f16 tensor.
-fn narrows(line: &str, name: &str) -> bool {
-    let converts = line.contains(&format!("\"stablehlo.convert\"({name})"))
-        || line.contains(&format!("stablehlo.convert {name} "));
-    converts
-        && line
-            .rsplit("tensor<")
-            .next()
-            .is_some_and(|t| matches!(element_type(t), "bf16" | "f16"))
+/// For a line converting a value to a bf16 or f16 tensor: that value's name.
+fn narrowed_value(line: &str) -> Option<&str> {
+    let name = if let Some((_, rest)) = line.split_once("\"stablehlo.convert\"(") {
+        rest.split(')').next()?
+    } else {
+        let (_, rest) = line.split_once("stablehlo.convert ")?;
+        rest.split_whitespace().next()?
+    };
+    let out = line.rsplit("tensor<").next()?;
+    matches!(element_type(out), "bf16" | "f16").then_some(name)
 }
 
 /// The element type of a `tensor<..>` body (the text after `tensor<`).
