@@ -32,8 +32,13 @@ impl Block<'_> {
             dst[..self.elem].copy_from_slice(&src[..self.elem]);
             return;
         }
-        let offset = |shape: &[usize], index: &[usize]| -> usize {
-            index.iter().zip(shape).fold(0, |acc, (i, s)| acc * s + i)
+        // Row-major offset of `index + start` in `shape`.
+        let offset = |shape: &[usize], index: &[usize], start: &[usize]| -> usize {
+            index
+                .iter()
+                .zip(start)
+                .zip(shape)
+                .fold(0, |acc, ((i, f), s)| acc * s + i + f)
         };
         let run = self.size[rank - 1] * self.elem;
         let rows: usize = self.size[..rank - 1].iter().product();
@@ -44,10 +49,8 @@ impl Block<'_> {
                 index[d] = rest % self.size[d];
                 rest /= self.size[d];
             }
-            let s: Vec<usize> = index.iter().zip(from).map(|(i, f)| i + f).collect();
-            let t: Vec<usize> = index.iter().zip(to).map(|(i, f)| i + f).collect();
-            let so = offset(src_shape, &s) * self.elem;
-            let to_ = offset(dst_shape, &t) * self.elem;
+            let so = offset(src_shape, &index, from) * self.elem;
+            let to_ = offset(dst_shape, &index, to) * self.elem;
             dst[to_..to_ + run].copy_from_slice(&src[so..so + run]);
         }
     }
