@@ -54,19 +54,12 @@ where
                 &loc,
             ));
         }
-        for ((arg, part), spec) in args.iter().zip(&shardings.inputs).zip(&specs) {
-            if let Err(m) = part.layout(mesh, arg.shape()) {
-                return Err(self.shard_error(
-                    &specs,
-                    format!("argument {spec} on mesh ({}): {m}", mesh.describe()),
-                    &loc,
-                ));
-            }
-        }
+        let layouts = self.layouts(mesh, "argument", &specs, &shardings.inputs, &loc)?;
         let buffers = args
             .iter()
             .zip(&shardings.inputs)
-            .map(|(a, p)| ShardedBuffer::from_host(mesh, a, p))
+            .zip(layouts)
+            .map(|((a, p), l)| ShardedBuffer::place(mesh, a, p.clone(), l))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&ShardedBuffer> = buffers.iter().collect();
         self.call_sharded_at(mesh, &shardings.outputs, &refs, loc)?
@@ -141,22 +134,6 @@ where
         loc: &Location,
     ) -> Result<Compiled> {
         let fail = |m: String| self.shard_error(specs, m, loc);
-        let layouts = |what: &str, specs: &[TensorSpec], parts: &[PartitionSpec]| {
-            specs
-                .iter()
-                .zip(parts)
-                .enumerate()
-                .map(|(i, (s, p))| {
-                    p.layout(mesh, &s.shape).map_err(|m| {
-                        fail(format!(
-                            "{what} {i} ({s}) on mesh ({}): {m}",
-                            mesh.describe()
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<Layout>>>()
-        };
-        let in_layouts = layouts("argument", specs, &shardings.inputs)?;
         let key = CacheKey {
             kernel: self.key.clone().unwrap_or_else(|| self.name().to_string()),
             statics: format!(
@@ -180,9 +157,11 @@ where
         let exe = match device.cache().get(&key) {
             Some(exe) => exe,
             None => {
+                let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
                 let mut graph = self.trace_at(specs, loc.clone())?;
                 let outs = graph.output_specs();
-                let out_layouts = layouts("result", &outs, &out_parts(outs.len())?)?;
+                let out_layouts =
+                    self.layouts(mesh, "result", &outs, &out_parts(outs.len())?, loc)?;
                 graph.shardings = Some(GraphShardings {
                     partitions: mesh.size(),
                     inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
@@ -204,7 +183,7 @@ where
         };
         let outs = exe.outputs().to_vec();
         let parts = out_parts(outs.len())?;
-        let out_layouts = layouts("result", &outs, &parts)?;
+        let out_layouts = self.layouts(mesh, "result", &outs, &parts, loc)?;
         let outputs = outs
             .into_iter()
             .zip(parts)
@@ -212,6 +191,29 @@ where
             .map(|((s, p), l)| (s, p, l))
             .collect();
         Ok(Compiled { exe, outputs })
+    }
+
+    /// The layouts of `specs` (arguments or results, as `what` says) laid
+    /// out as `parts`, or a kernel error naming the first that does not fit.
+    fn layouts(
+        &self,
+        mesh: &Mesh,
+        what: &str,
+        specs: &[TensorSpec],
+        parts: &[PartitionSpec],
+        loc: &Location,
+    ) -> Result<Vec<Layout>> {
+        specs
+            .iter()
+            .zip(parts)
+            .enumerate()
+            .map(|(i, (s, p))| {
+                p.layout(mesh, &s.shape).map_err(|m| {
+                    let m = format!("{what} {i} ({s}) on mesh ({}): {m}", mesh.describe());
+                    self.shard_error(specs, m, loc)
+                })
+            })
+            .collect()
     }
 
     fn shard_error(&self, specs: &[TensorSpec], message: String, loc: &Location) -> crate::Error {

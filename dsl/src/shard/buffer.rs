@@ -56,6 +56,16 @@ impl ShardedBuffer {
                 mesh.describe()
             ))
         })?;
+        Self::place(mesh, host, partition.clone(), layout)
+    }
+
+    /// Copies `host`'s blocks under a checked `layout` to their devices.
+    pub(crate) fn place(
+        mesh: &Mesh,
+        host: &HostTensor,
+        partition: PartitionSpec,
+        layout: Layout,
+    ) -> Result<Self> {
         let shards = split(host, &layout, mesh)?
             .iter()
             .enumerate()
@@ -64,7 +74,7 @@ impl ShardedBuffer {
         Ok(ShardedBuffer {
             mesh: mesh.clone(),
             spec: host.spec().clone(),
-            partition: partition.clone(),
+            partition,
             layout,
             shards,
         })
