@@ -7,6 +7,10 @@
 use tessel::prelude::*;
 use tessel::shard::{Mesh, PartitionSpec, Shardings};
 
+mod common;
+
+use common::{assert_close, matmul_ref};
+
 #[cpu_kernel(precision = "highest")]
 fn dense(x: Tensor, w: Tensor) -> Tensor {
     x.matmul(w)
@@ -30,29 +34,6 @@ fn data(shape: &[usize], seed: usize) -> HostTensor {
     HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), |i| {
         (((i + 3) * (seed * 7 + 11)) % 23) as f64 / 11.0 - 1.0
     })
-}
-
-fn matmul_ref(x: &HostTensor, w: &HostTensor) -> Vec<f64> {
-    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
-    let (xv, wv) = (x.to_f64_vec(), w.to_f64_vec());
-    let mut out = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            out[i * n + j] = (0..k).map(|l| xv[i * k + l] * wv[l * n + j]).sum();
-        }
-    }
-    out
-}
-
-fn close(got: &HostTensor, want: &[f64]) {
-    let g = got.to_f64_vec();
-    assert_eq!(g.len(), want.len());
-    for (i, (a, b)) in g.iter().zip(want).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-            "element {i}: {a} vs {b}"
-        );
-    }
 }
 
 fn shard_error(r: tessel::Result<impl std::fmt::Debug>) -> String {
@@ -80,8 +61,8 @@ fn data_parallel_matmul_equals_the_single_device_run() {
         let shardings = Shardings::new([rows.clone(), PartitionSpec::replicated()], [rows]);
         let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
         assert_eq!(y.shape(), &[m, n]);
-        close(&y, &matmul_ref(&x, &w));
-        close(&y, &dense::run(&dev, &x, &w).unwrap().to_f64_vec());
+        assert_close(&y, &matmul_ref(&x, &w), 1e-5);
+        assert_close(&y, &dense::run(&dev, &x, &w).unwrap().to_f64_vec(), 1e-5);
     }
 }
 
@@ -96,21 +77,21 @@ fn two_dimensional_mesh_splits_rows_and_columns() {
         [p(&[Some("data"), Some("model")])],
     );
     let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
-    close(&y, &matmul_ref(&x, &w));
+    assert_close(&y, &matmul_ref(&x, &w), 1e-5);
     // The contraction axis split over `model`: XLA adds the partial products.
     let shardings = Shardings::new(
         [p(&[None, Some("model")]), p(&[Some("model"), None])],
         [p(&[Some("data"), None])],
     );
     let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
-    close(&y, &matmul_ref(&x, &w));
+    assert_close(&y, &matmul_ref(&x, &w), 1e-5);
     // Mesh axes in the other order.
     let shardings = Shardings::new(
         [p(&[Some("model"), None]), PartitionSpec::replicated()],
         [p(&[Some("model"), Some("data")])],
     );
     let y = dense::run_sharded(&mesh, &shardings, &x, &w).unwrap();
-    close(&y, &matmul_ref(&x, &w));
+    assert_close(&y, &matmul_ref(&x, &w), 1e-5);
 }
 
 #[test]
@@ -125,18 +106,22 @@ fn reductions_over_a_split_axis_and_replicated_results() {
     let want: Vec<f64> = (0..3)
         .map(|j| (0..12).map(|i| xv[i * 3 + j]).sum())
         .collect();
-    close(&sums, &want);
+    assert_close(&sums, &want, 1e-5);
     // Static arguments have no spec; two results with their own specs.
     let shardings = Shardings::new(
         [p(&[Some("rows")])],
         [p(&[Some("rows")]), p(&[Some("rows")])],
     );
     let (scaled, rowsum) = scaled_pair::run_sharded(&mesh, &shardings, &x, 2.0).unwrap();
-    close(&scaled, &xv.iter().map(|v| v * 2.0).collect::<Vec<_>>());
+    assert_close(
+        &scaled,
+        &xv.iter().map(|v| v * 2.0).collect::<Vec<_>>(),
+        1e-5,
+    );
     let want: Vec<f64> = (0..12)
         .map(|i| (0..3).map(|j| xv[i * 3 + j]).sum())
         .collect();
-    close(&rowsum, &want);
+    assert_close(&rowsum, &want, 1e-5);
 }
 
 #[test]
@@ -160,8 +145,8 @@ fn sharded_programs_are_cached_per_sharding() {
         misses + 1,
         "another sharding compiles"
     );
-    close(&again, &matmul_ref(&x, &w));
-    close(&other, &matmul_ref(&x, &w));
+    assert_close(&again, &matmul_ref(&x, &w), 1e-5);
+    assert_close(&other, &matmul_ref(&x, &w), 1e-5);
 }
 
 #[test]
@@ -235,8 +220,8 @@ fn sharded_buffers_stay_on_the_devices_between_calls() {
         [8, 4],
     )
     .unwrap();
-    close(&h[0].to_host().unwrap(), &matmul_ref(&x, &w1));
-    close(&y[0].to_host().unwrap(), &matmul_ref(&hv, &w2));
+    assert_close(&h[0].to_host().unwrap(), &matmul_ref(&x, &w1), 1e-5);
+    assert_close(&y[0].to_host().unwrap(), &matmul_ref(&hv, &w2), 1e-5);
     // A buffer from another mesh is refused before anything runs.
     let other = Mesh::new(&dev, &[("data", 4)]).unwrap();
     let err = layer.call_sharded(&other, &[], &[&xb, &w1b]).unwrap_err();
@@ -268,20 +253,21 @@ fn macro_kernels_call_on_sharded_buffers() {
     assert_eq!(scaled.shards()[0].spec().shape, vec![3, 4]);
     assert_eq!(rowsum.shards()[1].spec().shape, vec![6]);
     let xv = x.to_f64_vec();
-    close(
+    assert_close(
         &scaled.to_host().unwrap(),
         &xv.iter().map(|v| v * 3.0).collect::<Vec<_>>(),
+        1e-5,
     );
     let want: Vec<f64> = (0..6)
         .map(|i| (0..4).map(|j| xv[i * 4 + j]).sum())
         .collect();
-    close(&rowsum.to_host().unwrap(), &want);
+    assert_close(&rowsum.to_host().unwrap(), &want, 1e-5);
     // Feeding a result back in keeps it on the devices.
     let sums = column_sums::call_sharded(&mesh, &[], &scaled).unwrap();
     let want: Vec<f64> = (0..4)
         .map(|j| (0..6).map(|i| 3.0 * xv[i * 4 + j]).sum())
         .collect();
-    close(&sums.to_host().unwrap(), &want);
+    assert_close(&sums.to_host().unwrap(), &want, 1e-5);
 }
 
 #[cpu_kernel]

@@ -4,9 +4,9 @@
 
 use tessel::prelude::*;
 
-fn dev() -> Device {
-    Device::cpu().expect("the CPU plugin loads")
-}
+mod common;
+
+use common::{assert_close, dev, matmul_ref};
 
 fn rand(spec: TensorSpec, seed: u64) -> HostTensor {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -16,29 +16,6 @@ fn rand(spec: TensorSpec, seed: u64) -> HostTensor {
         s ^= s << 17;
         (s % 2001) as f64 / 1000.0 - 1.0
     })
-}
-
-fn matmul_ref(a: &HostTensor, b: &HostTensor) -> Vec<f64> {
-    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
-    let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
-    (0..m * n)
-        .map(|idx| {
-            (0..k)
-                .map(|p| av[idx / n * k + p] * bv[p * n + idx % n])
-                .sum()
-        })
-        .collect()
-}
-
-fn assert_close(got: &HostTensor, want: &[f64], tol: f64) {
-    let g = got.to_f64_vec();
-    assert_eq!(g.len(), want.len());
-    for (i, (x, y)) in g.iter().zip(want).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs {y}"
-        );
-    }
 }
 
 /// GEMM over K blocks: one traced loop, K padded virtually with zeros.
