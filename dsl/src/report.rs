@@ -9,7 +9,7 @@
 //! [`Error::Kernel`](crate::Error::Kernel).
 
 use crate::error::Location;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 
 /// Records `message` as the current trace's error (if it is the first),
 /// naming `op` and the types of `operands`. Outside a trace it is kept as
@@ -32,5 +32,5 @@ use crate::tensor::Tensor;
 /// ```
 #[track_caller]
 pub fn fail(op: &str, operands: &[Tensor], message: impl Into<String>) {
-    crate::tensor::fail(op, operands, message.into(), &Location::caller());
+    crate::trace::tensor::fail(op, operands, message.into(), &Location::caller());
 }

@@ -20,7 +20,7 @@ pub enum Activation {
     Silu,
 }
 
-impl StaticArg for Activation {}
+tessel::static_arg!(Activation);
 
 /// Options of [`gemm`](fn@gemm) and [`gemm_bias`](fn@gemm_bias) (a static argument: each distinct
 /// value is its own compiled program).
@@ -55,7 +55,7 @@ impl Default for GemmOptions {
     }
 }
 
-impl StaticArg for GemmOptions {}
+tessel::static_arg!(GemmOptions);
 
 /// The dtype the operands are multiplied in: fp8 operands are widened to
 /// bf16 (exactly) so every backend can run the dot.

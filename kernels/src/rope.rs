@@ -53,7 +53,7 @@ pub enum RopeLayout {
     HalfSplit,
 }
 
-impl StaticArg for RopeLayout {}
+tessel::static_arg!(RopeLayout);
 
 /// Host-side cos/sin tables for rotary embeddings: `f32[max_len, dim / 2]`
 /// each, `cos[p, i] = cos(p · base^(-2i/dim))` computed in f64.

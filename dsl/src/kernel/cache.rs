@@ -1,22 +1,27 @@
-//! The compile cache: kernel + argument specs + static arguments + config →
-//! compiled executable, so a repeated call neither traces nor compiles.
+//! The compile cache: kernel identity + argument specs + static arguments +
+//! config → compiled executable, so a repeated call neither traces nor
+//! compiles. One cache per client, attached to its [`Device`]s.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::static_key::StaticKey;
+use crate::config::KernelConfig;
 use crate::error::Result;
-use crate::kernel::KernelConfig;
-use crate::runtime::Executable;
+use crate::runtime::{Device, Executable};
 use crate::shape::TensorSpec;
 
 /// What identifies one compiled specialization of a kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CacheKey {
-    /// The kernel's qualified name.
+    /// The kernel's identity: the macros' full path of the function, or for
+    /// a closure kernel its explicit key, else its name and the source
+    /// location of its `Kernel::new`.
     pub kernel: String,
-    /// The static arguments, rendered.
-    pub statics: String,
+    /// The static arguments, by value (and, for sharded programs, the mesh
+    /// and the partition specs).
+    pub statics: StaticKey,
     /// The argument types.
     pub specs: Vec<TensorSpec>,
     /// The configuration in force.
@@ -36,22 +41,79 @@ pub struct CacheStats {
     pub entries: usize,
 }
 
+/// Whether [`CompileCache::get_or_compile`] found the executable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Found under its key: nothing was traced or compiled.
+    Hit,
+    /// Traced and lowered; the plugin compiled the program unless another
+    /// key had lowered to the same text.
+    Miss,
+}
+
+/// One key's slot: filled once; concurrent first lookups of the same key
+/// wait on its lock, so a program is traced and compiled once.
+type Slot = Arc<Mutex<Option<Arc<Executable>>>>;
+
 /// A per-device cache of compiled kernels, keyed by [`CacheKey`] and, one
 /// level down, by the lowered program text (two keys that lower to the same
-/// program share one executable).
+/// program share one executable). Poisoned locks are recovered: the maps
+/// hold only finished entries, so a panic elsewhere cannot leave one half made.
 #[derive(Default)]
 pub struct CompileCache {
-    by_key: Mutex<HashMap<CacheKey, Arc<Executable>>>,
+    by_key: Mutex<HashMap<CacheKey, Slot>>,
     by_text: Mutex<HashMap<String, Arc<Executable>>>,
     hits: AtomicU64,
     misses: AtomicU64,
     compiles: AtomicU64,
 }
 
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl CompileCache {
+    /// The executable for `key`: from the cache, or made by `lower` (which
+    /// traces and returns the program text and a compile step) and
+    /// remembered. Concurrent callers with the same key wait for the first
+    /// one instead of compiling again; a failure is returned to the caller
+    /// that made it and not cached.
+    pub fn get_or_compile<C>(
+        &self,
+        key: CacheKey,
+        lower: impl FnOnce() -> Result<(String, C)>,
+    ) -> Result<(Arc<Executable>, Lookup)>
+    where
+        C: FnOnce() -> Result<Executable>,
+    {
+        let slot = locked(&self.by_key).entry(key).or_default().clone();
+        let mut slot = locked(&slot);
+        if let Some(exe) = slot.as_ref() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok((exe.clone(), Lookup::Hit));
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let (text, compile) = lower()?;
+        let cached = locked(&self.by_text).get(&text).cloned();
+        let exe = match cached {
+            Some(e) => e,
+            None => {
+                let e = Arc::new(compile()?);
+                self.compiles.fetch_add(1, Ordering::Relaxed);
+                locked(&self.by_text)
+                    .entry(text)
+                    .or_insert_with(|| e.clone())
+                    .clone()
+            }
+        };
+        *slot = Some(exe.clone());
+        Ok((exe, Lookup::Miss))
+    }
+
     /// The executable for `key`, if cached (counts a hit or a miss).
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Executable>> {
-        let found = self.by_key.lock().ok()?.get(key).cloned();
+        let slot = locked(&self.by_key).get(key).cloned();
+        let found = slot.and_then(|s| locked(&s).clone());
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -61,49 +123,30 @@ impl CompileCache {
         found
     }
 
-    /// The executable for program `text`, compiling it with `compile` when
-    /// no other key lowered to the same text; then remembered under `key`.
-    pub fn insert_with(
-        &self,
-        key: CacheKey,
-        text: &str,
-        compile: impl FnOnce() -> Result<Executable>,
-    ) -> Result<Arc<Executable>> {
-        let cached = self.by_text.lock().ok().and_then(|m| m.get(text).cloned());
-        let exe = match cached {
-            Some(e) => e,
-            None => {
-                let e = Arc::new(compile()?);
-                self.compiles.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut m) = self.by_text.lock() {
-                    m.entry(text.to_string()).or_insert_with(|| e.clone());
-                }
-                e
-            }
-        };
-        if let Ok(mut m) = self.by_key.lock() {
-            m.entry(key).or_insert_with(|| exe.clone());
-        }
-        Ok(exe)
-    }
-
     /// Current counts.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             compiles: self.compiles.load(Ordering::Relaxed),
-            entries: self.by_key.lock().map(|m| m.len()).unwrap_or(0),
+            entries: locked(&self.by_key)
+                .values()
+                .filter(|s| locked(s).is_some())
+                .count(),
         }
     }
 
     /// Drops every cached executable.
     pub fn clear(&self) {
-        if let Ok(mut m) = self.by_key.lock() {
-            m.clear();
-        }
-        if let Ok(mut m) = self.by_text.lock() {
-            m.clear();
-        }
+        locked(&self.by_key).clear();
+        locked(&self.by_text).clear();
+    }
+}
+
+impl Device {
+    /// This device's compile cache (shared by every `Device` over the same
+    /// client).
+    pub fn cache(&self) -> Arc<CompileCache> {
+        self.attachment::<CompileCache>()
     }
 }

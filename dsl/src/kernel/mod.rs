@@ -3,27 +3,44 @@
 //! attribute macros expand into this.
 
 mod cache;
-mod config;
+mod calls;
+pub mod moe;
 mod params;
 mod sharded;
+mod sparse_param;
+mod static_key;
 
 use std::sync::Arc;
 
-pub use cache::{CacheKey, CacheStats, CompileCache};
-pub use config::{KernelConfig, Platform};
-pub use params::{ArgCollector, KernelOutput, KernelParam, StaticArg};
+pub use crate::config::{KernelConfig, Platform};
+pub use cache::{CacheKey, CacheStats, CompileCache, Lookup};
+pub use calls::{with_call_log, CallRecord};
+pub use params::{ArgCollector, KernelOutput, KernelParam};
+pub use sparse_param::DeviceBlockSparse;
+pub use static_key::{StaticArg, StaticKey};
 
 use crate::error::{KernelError, Location, Result};
-use crate::graph::Graph;
 use crate::host::HostTensor;
+use crate::ir::Graph;
 use crate::lower::lower;
 use crate::runtime::{Device, DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 use crate::trace::{trace, Outputs};
 
 /// A kernel built from a closure, with optional parameter names, config and
 /// static-argument key.
+///
+/// **Cache identity.** A compiled program is reused for a later call with
+/// the same identity, argument specs, static key and config. The identity is
+/// the explicit [`cache_key`](Self::cache_key) when one is set (the macros
+/// set the function's full path), else the name together with the source
+/// location of `Kernel::new`: two closures written in different places never
+/// share a program, even under one name. Values a closure *captures* are not
+/// seen by the cache: a closure built in one place with different captured
+/// values (a helper that returns `Kernel::new(.., move |a| a[0] * k)`) must
+/// declare them with [`statics`](Self::statics), or it gets the program
+/// traced for the first value.
 ///
 /// ```no_run
 /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
@@ -39,8 +56,9 @@ pub struct Kernel<F> {
     name: String,
     params: Vec<String>,
     config: KernelConfig,
-    statics: String,
+    statics: StaticKey,
     key: Option<String>,
+    origin: Location,
     body: F,
 }
 
@@ -50,13 +68,15 @@ where
     O: Outputs,
 {
     /// A kernel named `name` whose body is `body`.
+    #[track_caller]
     pub fn new(name: impl Into<String>, body: F) -> Self {
         Kernel {
             name: name.into(),
             params: Vec::new(),
             config: KernelConfig::default(),
-            statics: String::new(),
+            statics: StaticKey::default(),
             key: None,
+            origin: Location::caller(),
             body,
         }
     }
@@ -77,15 +97,16 @@ where
         self
     }
 
-    /// Sets the static-argument part of the cache key (what the body captured
-    /// that changes the program).
-    pub fn statics(mut self, key: impl Into<String>) -> Self {
-        self.statics = key.into();
+    /// Adds `value` to the static-argument part of the cache key: declare
+    /// here, by value, what the body captured that changes the program.
+    pub fn statics(mut self, value: impl StaticArg) -> Self {
+        self.statics.push(&value);
         self
     }
 
     /// Sets the identity the compile cache files this kernel under (default:
-    /// its name); the macros use the function's full path.
+    /// its name and where `Kernel::new` was called); the macros use the
+    /// function's full path.
     pub fn cache_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
@@ -96,7 +117,7 @@ where
         self.config.name.unwrap_or(&self.name)
     }
 
-    fn check_arity(&self, n: usize, loc: Location) -> Result<()> {
+    pub(crate) fn check_arity(&self, n: usize, loc: Location) -> Result<()> {
         if !self.params.is_empty() && self.params.len() != n {
             return Err(KernelError {
                 kernel: self.name().to_string(),
@@ -164,29 +185,51 @@ where
     /// when this kernel, specs, statics and config were compiled before.
     #[track_caller]
     pub fn compile(&self, device: &Device, specs: &[TensorSpec]) -> Result<Arc<Executable>> {
-        let loc = Location::caller();
-        let key = CacheKey {
-            kernel: self.key.clone().unwrap_or_else(|| self.name().to_string()),
-            statics: self.statics.clone(),
+        Ok(self.compile_at(device, specs, Location::caller())?.0)
+    }
+
+    /// The cache key of a call with `specs` and extra static parts `extra`.
+    pub(crate) fn cache_key_for(
+        &self,
+        specs: &[TensorSpec],
+        extra: Option<&StaticKey>,
+    ) -> CacheKey {
+        let mut statics = self.statics.clone();
+        if let Some(extra) = extra {
+            statics.extend(extra);
+        }
+        CacheKey {
+            kernel: match &self.key {
+                Some(k) => k.clone(),
+                None => format!("{}@{}", self.name(), self.origin),
+            },
+            statics,
             specs: specs.to_vec(),
             config: self.config,
-        };
-        let cache = device.cache();
-        if let Some(exe) = cache.get(&key) {
-            return Ok(exe);
         }
-        self.check_arity(specs.len(), loc)?;
-        let graph = self.trace(specs)?;
-        let text = lower(&graph);
-        let program = Program {
-            name: self.name().to_string(),
-            mlir: text.clone(),
-            inputs: graph.input_specs(),
-            outputs: graph.output_specs(),
-            num_partitions: 1,
-            num_replicas: 1,
-        };
-        cache.insert_with(key, &text, || device.compile(&program))
+    }
+
+    /// [`compile`](Self::compile), also telling whether the cache had it.
+    pub(crate) fn compile_at(
+        &self,
+        device: &Device,
+        specs: &[TensorSpec],
+        loc: Location,
+    ) -> Result<(Arc<Executable>, Lookup)> {
+        let key = self.cache_key_for(specs, None);
+        device.cache().get_or_compile(key, || {
+            let graph = self.trace_at(specs, loc)?;
+            let text = lower(&graph);
+            let program = Program {
+                name: self.name().to_string(),
+                mlir: text.clone(),
+                inputs: graph.input_specs(),
+                outputs: graph.output_specs(),
+                num_partitions: 1,
+                num_replicas: 1,
+            };
+            Ok((text, move || device.compile(&program)))
+        })
     }
 
     /// Runs on host tensors: compile (cached), copy in, execute, copy out.
@@ -194,26 +237,10 @@ where
     pub fn run(&self, device: &Device, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
         let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let misses = device.cache().stats().misses;
-        let out = self.compile(device, &specs)?.run(args)?;
-        let compiled = device.cache().stats().misses != misses;
-        crate::profile::record(self.name(), t.elapsed(), compiled);
+        let (exe, lookup) = self.compile_at(device, &specs, Location::caller())?;
+        let out = exe.run(args)?;
+        calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok(out)
-    }
-
-    /// Traces, compiles afresh (bypassing the cache) and times the kernel on
-    /// `args`; see [`Profile`](crate::profile::Profile).
-    #[track_caller]
-    pub fn profile(
-        &self,
-        device: &Device,
-        args: &[&HostTensor],
-        options: crate::profile::ProfileOptions,
-    ) -> Result<crate::profile::Profile> {
-        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let loc = Location::caller();
-        self.check_arity(specs.len(), loc)?;
-        crate::profile::profile_graph(device, || self.trace(&specs), args, options)
     }
 
     /// Runs on device buffers, leaving the results on the device.
@@ -221,10 +248,9 @@ where
     pub fn call(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let misses = device.cache().stats().misses;
-        let out = self.compile(device, &specs)?.execute(args)?;
-        let compiled = device.cache().stats().misses != misses;
-        crate::profile::record(self.name(), t.elapsed(), compiled);
+        let (exe, lookup) = self.compile_at(device, &specs, Location::caller())?;
+        let out = exe.execute(args)?;
+        calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok(out)
     }
 }

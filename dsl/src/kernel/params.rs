@@ -4,58 +4,13 @@
 //! [`StaticArg`] is static (the caller passes the value; it is part of the
 //! compile-cache key).
 
-use std::fmt::{Debug, Write};
-
+use super::static_key::{StaticArg, StaticKey};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
-use crate::tensor::Tensor;
-
-/// A static (compile-time) kernel argument: known while tracing, part of the
-/// compile-cache key, like Pallas/Triton `constexpr`.
-///
-/// Implemented for `bool`, the integer and float types, `&'static str`,
-/// `String`, [`DType`](crate::DType), [`Precision`](crate::Precision),
-/// `Option`s, arrays and tuples of these. Mark your own `Clone + Debug`
-/// types with `impl StaticArg for MyEnum {}`.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a kernel parameter",
-    label = "neither a `Tensor` nor a static argument",
-    note = "kernel parameters are `Tensor` (traced) or static values implementing `tessel::StaticArg` \
-            (bool, integers, floats, &'static str, String, DType, Precision); \
-            for your own `Clone + Debug` type add `impl tessel::StaticArg for YourType {{}}`"
-)]
-pub trait StaticArg: Clone + Debug {}
-
-macro_rules! static_arg {
-    ($($t:ty),*) => {$(impl StaticArg for $t {})*};
-}
-static_arg!(
-    bool,
-    i8,
-    i16,
-    i32,
-    i64,
-    isize,
-    u8,
-    u16,
-    u32,
-    u64,
-    usize,
-    f32,
-    f64,
-    char,
-    String,
-    &'static str
-);
-static_arg!(crate::DType, crate::Precision, crate::kernel::KernelConfig);
-impl<T: StaticArg> StaticArg for Option<T> {}
-impl<T: StaticArg, const N: usize> StaticArg for [T; N] {}
-impl<T: StaticArg> StaticArg for Vec<T> {}
-impl<A: StaticArg, B: StaticArg> StaticArg for (A, B) {}
-impl<A: StaticArg, B: StaticArg, C: StaticArg> StaticArg for (A, B, C) {}
+use crate::trace::tensor::Tensor;
 
 /// What a generated companion function collects from its arguments before tracing.
 #[derive(Default)]
@@ -70,8 +25,8 @@ pub struct ArgCollector<'a> {
     pub buffers: Vec<&'a DeviceBuffer>,
     /// Sharded buffers given for them (`call_sharded`).
     pub sharded: Vec<&'a ShardedBuffer>,
-    /// The static arguments, rendered for the cache key.
-    pub statics: String,
+    /// The static arguments (with their parameter names), by value, for the cache key.
+    pub statics: StaticKey,
 }
 
 /// A kernel parameter type. Generated code uses the associated types to
@@ -147,8 +102,8 @@ impl KernelParam for Tensor {
     }
 }
 
-fn record<T: Debug>(arg: &T, name: &str, c: &mut ArgCollector<'_>) {
-    let _ = write!(c.statics, "{name}={arg:?};");
+fn record<T: StaticArg>(arg: &T, name: &str, c: &mut ArgCollector<'_>) {
+    c.statics.push(&name.to_string()).push(arg);
 }
 
 impl<T: StaticArg> KernelParam for T {

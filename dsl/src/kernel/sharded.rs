@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use super::{CacheKey, Kernel};
+use super::{Kernel, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
+use crate::ir::GraphShardings;
 use crate::lower::lower;
 use crate::runtime::{DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
-use crate::shard::{GraphShardings, Layout, Mesh, PartitionSpec, ShardedBuffer, Shardings};
-use crate::tensor::Tensor;
+use crate::shard::{Layout, Mesh, PartitionSpec, ShardedBuffer, Shardings};
+use crate::trace::tensor::Tensor;
 use crate::trace::Outputs;
 
 /// A compiled sharded program and the layouts of its results.
@@ -134,18 +135,12 @@ where
         loc: &Location,
     ) -> Result<Compiled> {
         let fail = |m: String| self.shard_error(specs, m, loc);
-        let key = CacheKey {
-            kernel: self.key.clone().unwrap_or_else(|| self.name().to_string()),
-            statics: format!(
-                "{}|mesh({})|in{:?}|out{:?}",
-                self.statics,
-                mesh.describe(),
-                shardings.inputs,
-                shardings.outputs
-            ),
-            specs: specs.to_vec(),
-            config: self.config,
-        };
+        let mut layout = StaticKey::default();
+        layout
+            .push(&mesh.describe())
+            .push_hash(&shardings.inputs)
+            .push_hash(&shardings.outputs);
+        let key = self.cache_key_for(specs, Some(&layout));
         let out_parts = |n: usize| -> Result<Vec<PartitionSpec>> {
             match shardings.outputs.len() {
                 0 => Ok(vec![PartitionSpec::replicated(); n]),
@@ -154,33 +149,27 @@ where
             }
         };
         let device = mesh.device();
-        let exe = match device.cache().get(&key) {
-            Some(exe) => exe,
-            None => {
-                let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
-                let mut graph = self.trace_at(specs, loc.clone())?;
-                let outs = graph.output_specs();
-                let out_layouts =
-                    self.layouts(mesh, "result", &outs, &out_parts(outs.len())?, loc)?;
-                graph.shardings = Some(GraphShardings {
-                    partitions: mesh.size(),
-                    inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
-                    outputs: out_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
-                });
-                let text = lower(&graph);
-                let program = Program {
-                    name: self.name().to_string(),
-                    mlir: text.clone(),
-                    inputs: graph.input_specs(),
-                    outputs: outs,
-                    num_partitions: mesh.size(),
-                    num_replicas: 1,
-                };
-                device
-                    .cache()
-                    .insert_with(key, &text, || device.compile(&program))?
-            }
-        };
+        let (exe, _) = device.cache().get_or_compile(key, || {
+            let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
+            let mut graph = self.trace_at(specs, loc.clone())?;
+            let outs = graph.output_specs();
+            let out_layouts = self.layouts(mesh, "result", &outs, &out_parts(outs.len())?, loc)?;
+            graph.shardings = Some(GraphShardings {
+                partitions: mesh.size(),
+                inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
+                outputs: out_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
+            });
+            let text = lower(&graph);
+            let program = Program {
+                name: self.name().to_string(),
+                mlir: text.clone(),
+                inputs: graph.input_specs(),
+                outputs: outs,
+                num_partitions: mesh.size(),
+                num_replicas: 1,
+            };
+            Ok((text, move || device.compile(&program)))
+        })?;
         let outs = exe.outputs().to_vec();
         let parts = out_parts(outs.len())?;
         let out_layouts = self.layouts(mesh, "result", &outs, &parts, loc)?;

@@ -6,7 +6,7 @@
 //! still short-circuit); with a [`Tensor`] on either side they build
 //! elementwise `pred` tensors.
 
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 
 /// A comparison `Self op Rhs` in a kernel body.
 #[diagnostic::on_unimplemented(

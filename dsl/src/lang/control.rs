@@ -9,11 +9,11 @@
 
 use crate::dtype::DType;
 use crate::error::Location;
+use crate::ir::{BinaryOp, Comparison};
 use crate::ops::constant::full_at;
 use crate::ops::control::{flat, Carry, CondBuilder, WhileBuilder};
 use crate::ops::elementwise::{binary_at, compare_at};
-use crate::ops::{BinaryOp, Comparison};
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 
 /// The condition of an `if` in a kernel body: `bool` (plain Rust) or a
 /// scalar `pred` [`Tensor`] (an XLA conditional).

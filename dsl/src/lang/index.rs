@@ -14,8 +14,8 @@ use crate::dtype::DType;
 use crate::error::Location;
 use crate::ops::constant::full_at;
 use crate::ops::elementwise::{broadcast_to_at, Operand};
-use crate::tensor::Tensor;
 use crate::trace::build;
+use crate::trace::tensor::Tensor;
 
 /// One axis of an index.
 #[derive(Clone, Copy, Debug)]

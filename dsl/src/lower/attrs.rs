@@ -1,8 +1,8 @@
 //! Per-op names, attributes and regions in StableHLO's generic syntax.
 
-use crate::graph::NodeId;
+use crate::ir::NodeId;
+use crate::ir::{BinaryOp, Comparison, Op, ReduceKind, ScatterCombine, UnaryOp};
 use crate::lower::{combiner_region, regions, scalar_type, Printer};
-use crate::ops::{BinaryOp, Comparison, Op, ReduceKind, ScatterCombine, UnaryOp};
 
 fn i64_array(v: &[impl ToString]) -> String {
     if v.is_empty() {

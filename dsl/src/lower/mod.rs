@@ -11,7 +11,7 @@ mod regions;
 
 use std::fmt::Write;
 
-use crate::graph::{Def, Graph, NodeId, RegionId, ValueId};
+use crate::ir::{Def, Graph, NodeId, RegionId, ValueId};
 use crate::shape::TensorSpec;
 
 /// Lowers a graph to a StableHLO module whose entry point is `@main`.

@@ -1,9 +1,9 @@
 //! Regions the lowering writes itself: reduction and scatter combiners,
 //! sort comparators, the argmax/argmin selector.
 
+use crate::ir::Comparison;
 use crate::lower::attrs::compare_attrs;
 use crate::lower::{scalar_type, Printer};
-use crate::ops::Comparison;
 use crate::shape::TensorSpec;
 
 fn pad(indent: usize) -> String {

@@ -5,8 +5,8 @@ use crate::error::Location;
 use crate::host::HostTensor;
 use crate::ops::Op;
 use crate::shape::{Shape, TensorSpec};
-use crate::tensor::Tensor;
 use crate::trace::build;
+use crate::trace::tensor::Tensor;
 
 /// A constant of `dtype` and `shape` whose every element is `value`.
 pub(crate) fn full_at(shape: Shape, value: f64, dtype: DType, loc: Location) -> Tensor {

@@ -6,12 +6,12 @@
 
 use crate::dtype::DType;
 use crate::error::Location;
-use crate::graph::{RegionId, RegionKind, ValueId};
+use crate::ir::{RegionId, RegionKind, ValueId};
 use crate::ops::constant::full_at;
 use crate::ops::elementwise::{binary_at, compare_at, Operand};
 use crate::ops::{BinaryOp, Comparison, Op};
 use crate::shape::TensorSpec;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 use crate::trace::{build, with_state};
 
 /// A value carried through a loop or returned by a branch: a [`Tensor`], or a
@@ -449,7 +449,7 @@ impl CondBuilder {
         });
         with_state(|s| {
             if let Some(&v) = r.first() {
-                if let crate::graph::Def::Result { node, .. } = s.graph.values[v.value].def {
+                if let crate::ir::Def::Result { node, .. } = s.graph.values[v.value].def {
                     s.graph.nodes[node].regions = regions;
                 }
             }

@@ -8,8 +8,8 @@ use crate::error::Location;
 use crate::ops::constant::full_at;
 use crate::ops::{BinaryOp, Comparison, Op, UnaryOp};
 use crate::shape::{Shape, TensorSpec};
-use crate::tensor::Tensor;
 use crate::trace::build;
+use crate::trace::tensor::Tensor;
 
 /// A Rust number (or `bool`) usable where a tensor operand is expected; it
 /// takes the other operand's dtype.

@@ -2,51 +2,10 @@
 //! `index_update` built on them.
 
 use crate::error::Location;
-use crate::ops::Op;
+use crate::ir::{GatherDims, Op, ScatterCombine, ScatterDims};
 use crate::shape::TensorSpec;
-use crate::tensor::{normalize_axis, Tensor};
 use crate::trace::build;
-
-/// Dimension numbers of an XLA gather.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct GatherDims {
-    /// Result axes that hold the (non-collapsed) slice axes.
-    pub offset_dims: Vec<usize>,
-    /// Operand axes whose slice extent is 1 and which are dropped.
-    pub collapsed_slice_dims: Vec<usize>,
-    /// Operand axis that each index-vector component addresses.
-    pub start_index_map: Vec<usize>,
-    /// The axis of `indices` holding index vectors (`== rank` for an implicit trailing 1).
-    pub index_vector_dim: usize,
-}
-
-/// Dimension numbers of an XLA scatter.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ScatterDims {
-    /// Axes of `updates` that are window axes.
-    pub update_window_dims: Vec<usize>,
-    /// Operand axes of extent-1 windows that `updates` omits.
-    pub inserted_window_dims: Vec<usize>,
-    /// Operand axis that each index-vector component addresses.
-    pub scatter_dims_to_operand_dims: Vec<usize>,
-    /// The axis of `indices` holding index vectors (`== rank` for an implicit trailing 1).
-    pub index_vector_dim: usize,
-}
-
-/// How scattered updates combine with the operand's elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScatterCombine {
-    /// Replace (with duplicate indices, one update wins).
-    Set,
-    /// Add.
-    Add,
-    /// Multiply.
-    Mul,
-    /// Keep the larger.
-    Max,
-    /// Keep the smaller.
-    Min,
-}
+use crate::trace::tensor::{normalize_axis, Tensor};
 
 fn gather_shape(
     x: &TensorSpec,

@@ -1,62 +1,14 @@
 //! Linear algebra: `dot_general` with precision and accumulation type, and
 //! numpy-style `matmul` built on it.
 
+use crate::config::Precision;
 use crate::dtype::DType;
 use crate::error::Location;
+use crate::ir::{DotDims, Op};
 use crate::ops::elementwise::{broadcast_shapes, broadcast_to_at};
-use crate::ops::Op;
 use crate::shape::TensorSpec;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 use crate::trace::{build, with_state};
-
-/// The operand precision XLA uses for a dot (its `PrecisionConfig`).
-///
-/// On TPU, `Default` runs f32 matmuls in one bf16 pass, `High` in three and
-/// `Highest` in six (full f32). CPU always computes in full precision.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// Fastest.
-    #[default]
-    Default,
-    /// bf16_3x on TPU.
-    High,
-    /// Full f32 on TPU.
-    Highest,
-}
-
-impl Precision {
-    /// The StableHLO spelling (`DEFAULT`, `HIGH`, `HIGHEST`).
-    pub fn mlir_name(self) -> &'static str {
-        match self {
-            Precision::Default => "DEFAULT",
-            Precision::High => "HIGH",
-            Precision::Highest => "HIGHEST",
-        }
-    }
-
-    /// Parses `default`, `high` or `highest`.
-    pub fn parse(s: &str) -> Option<Precision> {
-        match s {
-            "default" => Some(Precision::Default),
-            "high" => Some(Precision::High),
-            "highest" => Some(Precision::Highest),
-            _ => None,
-        }
-    }
-}
-
-/// Batch and contracting axes of a `dot_general`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotDims {
-    /// Batch axes of the left operand.
-    pub lhs_batch: Vec<usize>,
-    /// Batch axes of the right operand (paired with `lhs_batch`).
-    pub rhs_batch: Vec<usize>,
-    /// Contracted axes of the left operand.
-    pub lhs_contract: Vec<usize>,
-    /// Contracted axes of the right operand (paired with `lhs_contract`).
-    pub rhs_contract: Vec<usize>,
-}
 
 fn dot_result(
     a: &TensorSpec,

@@ -11,7 +11,7 @@ use crate::ops::constant::full_at;
 use crate::ops::elementwise::{binary_at, Operand};
 use crate::ops::BinaryOp;
 use crate::shape::Shape;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 
 const GOLDEN: u32 = 0x9E37_79B9;
 

@@ -3,73 +3,11 @@
 
 use crate::dtype::DType;
 use crate::error::Location;
+use crate::ir::{Op, ReduceKind};
 use crate::ops::constant::full_at;
-use crate::ops::Op;
 use crate::shape::TensorSpec;
-use crate::tensor::{normalize_axis, Tensor};
 use crate::trace::build;
-
-/// The combiner of a reduction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceKind {
-    /// `a + b`, starting at 0.
-    Sum,
-    /// `a * b`, starting at 1.
-    Prod,
-    /// `max(a, b)`, starting at the lowest value.
-    Max,
-    /// `min(a, b)`, starting at the highest value.
-    Min,
-    /// `a && b` over `pred` (or bitwise and), starting at true (all bits set).
-    And,
-    /// `a || b` over `pred` (or bitwise or), starting at false.
-    Or,
-}
-
-impl ReduceKind {
-    /// The identity element for `dtype`.
-    pub fn init(self, dtype: DType) -> f64 {
-        match self {
-            ReduceKind::Sum | ReduceKind::Or => 0.0,
-            ReduceKind::Prod => 1.0,
-            // All bits set: -1 for signed integers, the maximum for unsigned.
-            ReduceKind::And if dtype.is_integer() => {
-                if dtype.is_unsigned() {
-                    highest(dtype)
-                } else {
-                    -1.0
-                }
-            }
-            ReduceKind::And => 1.0,
-            ReduceKind::Max => lowest(dtype),
-            ReduceKind::Min => highest(dtype),
-        }
-    }
-}
-
-fn lowest(d: DType) -> f64 {
-    match d {
-        DType::S8 => i8::MIN as f64,
-        DType::S32 => i32::MIN as f64,
-        DType::S64 => i64::MIN as f64,
-        DType::U8 | DType::U32 | DType::Pred => 0.0,
-        DType::F8E4M3FN => -448.0,
-        _ => f64::NEG_INFINITY,
-    }
-}
-
-fn highest(d: DType) -> f64 {
-    match d {
-        DType::S8 => i8::MAX as f64,
-        DType::S32 => i32::MAX as f64,
-        DType::S64 => i64::MAX as f64,
-        DType::U8 => u8::MAX as f64,
-        DType::U32 => u32::MAX as f64,
-        DType::Pred => 1.0,
-        DType::F8E4M3FN => 448.0,
-        _ => f64::INFINITY,
-    }
-}
+use crate::trace::tensor::{normalize_axis, Tensor};
 
 fn axes_of(axes: &[isize], s: &TensorSpec) -> Result<Vec<usize>, String> {
     let mut out = Vec::with_capacity(axes.len());

@@ -6,8 +6,8 @@ use crate::error::Location;
 use crate::ops::elementwise::{broadcast_to_at, Operand};
 use crate::ops::Op;
 use crate::shape::{Shape, TensorSpec};
-use crate::tensor::{normalize_axis, Tensor};
 use crate::trace::build;
+use crate::trace::tensor::{normalize_axis, Tensor};
 
 fn axis_of(axis: isize, s: &TensorSpec) -> Result<usize, String> {
     normalize_axis(axis, s.rank())

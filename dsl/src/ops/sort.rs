@@ -4,8 +4,8 @@ use crate::dtype::DType;
 use crate::error::Location;
 use crate::ops::Op;
 use crate::shape::TensorSpec;
-use crate::tensor::{normalize_axis, Tensor};
 use crate::trace::build;
+use crate::trace::tensor::{normalize_axis, Tensor};
 
 fn sort_at(operands: &[Tensor], axis: isize, descending: bool, loc: Location) -> Vec<Tensor> {
     let n = operands.len();

@@ -7,16 +7,17 @@ mod scope;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
-pub(crate) use scope::record;
 pub use scope::{profile_kernel, KernelCalls, ScopeReport};
 
-use crate::error::Result;
-use crate::graph::Graph;
+use crate::error::{Location, Result};
 use crate::host::HostTensor;
+use crate::ir::{Graph, Op};
+use crate::kernel::Kernel;
 use crate::lower::lower;
-use crate::ops::Op;
 use crate::runtime::{Device, MemoryStats, Program};
 use crate::shape::TensorSpec;
+use crate::trace::tensor::Tensor;
+use crate::trace::Outputs;
 
 /// How many times to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,7 +289,7 @@ pub fn graph_cost(g: &Graph) -> (f64, f64, f64) {
                 flops += 2.0 * out * k as f64;
             }
             Op::Unary(u) => {
-                use crate::ops::UnaryOp::*;
+                use crate::ir::UnaryOp::*;
                 flops += out;
                 if matches!(
                     u,
@@ -392,4 +393,25 @@ pub fn profile_graph(
         cost_source,
         memory: exe.memory_stats().ok(),
     })
+}
+
+impl<F, O> Kernel<F>
+where
+    F: Fn(&[Tensor]) -> O,
+    O: Outputs,
+{
+    /// Traces, compiles afresh (bypassing the cache) and times the kernel on
+    /// `args`; see [`Profile`].
+    #[track_caller]
+    pub fn profile(
+        &self,
+        device: &Device,
+        args: &[&HostTensor],
+        options: ProfileOptions,
+    ) -> Result<Profile> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        let loc = Location::caller();
+        self.check_arity(specs.len(), loc)?;
+        profile_graph(device, || self.trace(&specs), args, options)
+    }
 }

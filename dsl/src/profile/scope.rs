@@ -1,10 +1,9 @@
 //! `profile_kernel`: a scope that records every kernel call made inside it
 //! on this thread (count, time, compiles) and reports them together.
 
-use std::cell::RefCell;
+use crate::kernel::{with_call_log, CallRecord};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::time::Duration;
 
 /// One kernel's calls inside a scope.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,37 +27,6 @@ pub struct ScopeReport {
     pub kernels: BTreeMap<String, KernelCalls>,
 }
 
-thread_local! {
-    static ACTIVE: RefCell<Vec<ScopeReport>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Records one call in every open scope on this thread.
-pub(crate) fn record(kernel: &str, elapsed: Duration, compiled: bool) {
-    ACTIVE.with(|a| {
-        for r in a.borrow_mut().iter_mut() {
-            let e = r.kernels.entry(kernel.to_string()).or_default();
-            let s = elapsed.as_secs_f64();
-            e.min_seconds = if e.calls == 0 {
-                s
-            } else {
-                e.min_seconds.min(s)
-            };
-            e.max_seconds = e.max_seconds.max(s);
-            e.calls += 1;
-            e.total_seconds += s;
-            e.compiles += usize::from(compiled);
-        }
-    });
-}
-
-struct Pop;
-
-impl Drop for Pop {
-    fn drop(&mut self) {
-        ACTIVE.with(|a| a.borrow_mut().pop());
-    }
-}
-
 /// Runs `body`, recording every kernel call it makes on this thread
 /// (`run`, `call`), and returns its value with the report.
 ///
@@ -73,17 +41,30 @@ impl Drop for Pop {
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 pub fn profile_kernel<R>(body: impl FnOnce() -> R) -> (R, ScopeReport) {
-    ACTIVE.with(|a| a.borrow_mut().push(ScopeReport::default()));
-    let pop = Pop;
-    let out = body();
-    let report = ACTIVE
-        .with(|a| a.borrow().last().cloned())
-        .unwrap_or_default();
-    drop(pop);
-    (out, report)
+    let (out, calls) = with_call_log(body);
+    (out, ScopeReport::from_calls(&calls))
 }
 
 impl ScopeReport {
+    /// Totals per kernel of a list of calls.
+    pub fn from_calls(calls: &[CallRecord]) -> ScopeReport {
+        let mut report = ScopeReport::default();
+        for c in calls {
+            let e = report.kernels.entry(c.kernel.clone()).or_default();
+            let s = c.elapsed.as_secs_f64();
+            e.min_seconds = if e.calls == 0 {
+                s
+            } else {
+                e.min_seconds.min(s)
+            };
+            e.max_seconds = e.max_seconds.max(s);
+            e.calls += 1;
+            e.total_seconds += s;
+            e.compiles += usize::from(c.compiled);
+        }
+        report
+    }
+
     /// A table: calls, compiles, total, mean, min and max per kernel.
     pub fn summary(&self) -> String {
         let mut s = format!(

@@ -36,9 +36,9 @@ pub(crate) struct Client {
     raw: *mut ffi::PJRT_Client,
     devices: Vec<*mut ffi::PJRT_Device>,
     platform_name: String,
-    /// The compile cache of the `Device`s over this client (weak: the cache
-    /// holds executables, which hold the client).
-    pub(crate) cache: std::sync::Mutex<std::sync::Weak<crate::kernel::CompileCache>>,
+    /// What higher layers attached to the `Device`s over this client (weak:
+    /// attachments such as compile caches hold executables, which hold the client).
+    pub(crate) attachments: std::sync::Mutex<std::sync::Weak<super::attachments::Attachments>>,
 }
 
 // SAFETY: a PJRT_Client is thread-safe: the C API allows calling any client,
@@ -110,7 +110,7 @@ impl Client {
             raw: args.client,
             devices: Vec::new(),
             platform_name: String::new(),
-            cache: std::sync::Mutex::new(std::sync::Weak::new()),
+            attachments: std::sync::Mutex::new(std::sync::Weak::new()),
         };
         client.platform_name = client.query_platform_name()?;
         client.devices = client.query_devices()?;

@@ -7,13 +7,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::api::{self, AttributeValue};
+use super::attachments::Attachments;
 use super::buffer::DeviceBuffer;
 use super::client::{Client, CreateOption};
 use super::executable::{self, Executable, Program};
 use super::plugin;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
-use crate::kernel::CompileCache;
 
 /// A PJRT client: one plugin (CPU, CUDA, TPU, ...) and its addressable devices.
 ///
@@ -43,30 +43,40 @@ use crate::kernel::CompileCache;
 #[derive(Clone)]
 pub struct Device {
     client: Arc<Client>,
-    cache: Arc<CompileCache>,
+    attachments: Arc<Attachments>,
 }
 
 impl Device {
-    /// A device over `client`, sharing the compile cache of any other live
-    /// `Device` over the same client.
+    /// A device over `client`, sharing the attachments (compile caches) of
+    /// any other live `Device` over the same client.
     pub(crate) fn from_client(client: Arc<Client>) -> Device {
-        let cache = {
-            let mut slot = client.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let attachments = {
+            let mut slot = client
+                .attachments
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             match slot.upgrade() {
-                Some(c) => c,
+                Some(a) => a,
                 None => {
-                    let c = Arc::new(CompileCache::default());
-                    *slot = Arc::downgrade(&c);
-                    c
+                    let a = Arc::new(Attachments::default());
+                    *slot = Arc::downgrade(&a);
+                    a
                 }
             }
         };
-        Device { client, cache }
+        Device {
+            client,
+            attachments,
+        }
     }
 
-    /// This device's compile cache (shared by its clones).
-    pub fn cache(&self) -> &CompileCache {
-        &self.cache
+    /// The value of type `T` attached to this device's client, created with
+    /// `T::default()` on first use and shared by every `Device` over the same
+    /// client while one is alive. Layers above the runtime keep per-device
+    /// state here (the kernel layer's compile cache, for one) without the
+    /// runtime knowing their types.
+    pub fn attachment<T: std::any::Any + Default + Send + Sync>(&self) -> Arc<T> {
+        self.attachments.get_or_default::<T>()
     }
 
     /// The process-wide default CPU device: the XLA CPU plugin (found or

@@ -26,6 +26,7 @@
 
 mod api;
 mod args;
+mod attachments;
 mod buffer;
 mod client;
 mod cost;

@@ -79,14 +79,3 @@ impl Shardings {
 /// like any others.
 #[derive(Clone, Copy, Debug)]
 pub enum NotShardable {}
-
-/// The `mhlo.sharding` strings of a graph's arguments and results.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GraphShardings {
-    /// Number of partitions (mesh devices).
-    pub partitions: usize,
-    /// One GSPMD sharding per argument.
-    pub inputs: Vec<String>,
-    /// One GSPMD sharding per result.
-    pub outputs: Vec<String>,
-}

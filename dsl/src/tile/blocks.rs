@@ -9,14 +9,14 @@
 //! start and shifts it, which costs one block. With `auto_pad = false` a
 //! ragged axis is a trace error instead.
 
+use crate::config::Platform;
 use crate::dtype::DType;
 use crate::error::Location;
-use crate::kernel::Platform;
+use crate::ir::{BinaryOp, Comparison};
 use crate::lang::LoopBound;
 use crate::ops::constant::full_at;
 use crate::ops::elementwise::{binary_at, compare_at};
-use crate::ops::{BinaryOp, Comparison};
-use crate::tensor::{normalize_axis, Tensor};
+use crate::trace::tensor::{normalize_axis, Tensor};
 use crate::trace::{build, with_state};
 
 /// The TPU tiling rule, quoted in block-size errors.
@@ -75,7 +75,7 @@ pub fn blocks(n: usize) -> Blocks {
 pub fn blocks_of(n: usize, block: usize) -> Blocks {
     if block == 0 {
         let loc = Location::caller();
-        crate::tensor::fail(
+        crate::trace::tensor::fail(
             "blocks",
             &[],
             "the block size must be at least 1".into(),

@@ -10,9 +10,9 @@
 
 use crate::error::Location;
 use crate::ops::control::fori_loop;
-use crate::tensor::{normalize_axis, Tensor};
 use crate::tile::blocks::block_size;
 use crate::trace::build;
+use crate::trace::tensor::{normalize_axis, Tensor};
 
 /// How `map_blocks` runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

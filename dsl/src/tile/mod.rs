@@ -11,6 +11,5 @@ pub use blocks::{block_size, blocks, blocks_of, grid, Blocks, Grid2, Grid3, Grid
 pub use map::BlockMode;
 pub use mask::{BlockIndex, BlockKind, BlockLayout, Mask, MaskInfo, MultiHeadMask};
 pub use sparse::{
-    BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, DeviceBlockSparse, HostBlockSparse,
-    SparseBlock,
+    BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, HostBlockSparse, SparseBlock,
 };

@@ -8,16 +8,12 @@
 //! of splash attention: one program serves every layout with the same
 //! number of blocks).
 
-use std::fmt::Write;
-
 use crate::dtype::DType;
 use crate::error::{HostError, Location, Result};
 use crate::host::HostTensor;
-use crate::kernel::{ArgCollector, KernelParam};
 use crate::lang::LoopBound;
-use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
-use crate::tensor::Tensor;
+use crate::trace::tensor::Tensor;
 
 /// Where the block coordinates live.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,7 +27,8 @@ pub enum Coords<T> {
 /// A block-sparse `rows × cols` matrix whose stored blocks are
 /// `block.0 × block.1`: `values` is `[nnz, block.0, block.1]`. `T` is the
 /// representation of the tensors: [`HostTensor`] for `run`, [`TensorSpec`]
-/// for `lower`/`compile`, [`DeviceBuffer`] for `call`.
+/// for `lower`/`compile`, a device buffer for `call`
+/// ([`DeviceBlockSparse`](crate::kernel::DeviceBlockSparse)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSparseOf<T> {
     pub(crate) values: T,
@@ -194,19 +191,6 @@ impl HostBlockSparse {
         Ok(Self::from_blocks(values, pairs, shape)?.into_dynamic())
     }
 
-    /// Copies the tensors to `device`, for `call`.
-    pub fn to_device(&self, device: &crate::runtime::Device) -> Result<DeviceBlockSparse> {
-        Ok(BlockSparseOf {
-            values: device.to_device(&self.values)?,
-            coords: match &self.coords {
-                Coords::Static(c) => Coords::Static(c.clone()),
-                Coords::Dynamic(t) => Coords::Dynamic(device.to_device(t)?),
-            },
-            shape: self.shape,
-            block: self.block,
-        })
-    }
-
     /// Number of stored blocks.
     pub fn nnz(&self) -> usize {
         self.values.shape().first().copied().unwrap_or(0)
@@ -246,8 +230,6 @@ impl HostBlockSparse {
 
 /// The spec of a block-sparse argument, for `lower`/`compile`.
 pub type BlockSparseSpec = BlockSparseOf<TensorSpec>;
-/// A block-sparse matrix on the device, for `call`.
-pub type DeviceBlockSparse = BlockSparseOf<DeviceBuffer>;
 
 impl HostBlockSparse {
     /// The spec of this argument.
@@ -268,10 +250,10 @@ impl HostBlockSparse {
 /// traced coordinates.
 #[derive(Clone, Debug)]
 pub struct BlockSparse {
-    values: Tensor,
-    coords: Coords<Tensor>,
-    shape: (usize, usize),
-    block: (usize, usize),
+    pub(crate) values: Tensor,
+    pub(crate) coords: Coords<Tensor>,
+    pub(crate) shape: (usize, usize),
+    pub(crate) block: (usize, usize),
 }
 
 /// One stored block inside a kernel.
@@ -300,7 +282,7 @@ impl BlockSparse {
             && cs.dtype.is_integer();
         if !ok {
             let m = format!("block-sparse parts must be values [nnz, b0, b1] and integer coordinates [nnz, 2], got {vs} and {cs}");
-            crate::tensor::fail("block_sparse", &[values, coords], m, &loc);
+            crate::trace::tensor::fail("block_sparse", &[values, coords], m, &loc);
         }
         let block = if vs.rank() == 3 {
             (vs.shape[1], vs.shape[2])
@@ -388,102 +370,5 @@ impl BlockSparse {
             dense = dense.set_block(0, blk.row, rows.set_block(1, blk.col, blk.values));
         }
         dense.narrow(0, 0, self.shape.0).narrow(1, 0, self.shape.1)
-    }
-}
-
-fn record_layout<T>(a: &BlockSparseOf<T>, name: &str, c: &mut ArgCollector<'_>) {
-    let _ = write!(c.statics, "{name}=sparse{:?}/{:?}/", a.shape, a.block);
-    match &a.coords {
-        Coords::Static(v) => {
-            let _ = write!(c.statics, "static{v:?};");
-        }
-        Coords::Dynamic(_) => c.statics.push_str("dynamic;"),
-    }
-}
-
-fn bind(
-    shape: (usize, usize),
-    block: (usize, usize),
-    coords: Coords<()>,
-    next: &mut dyn Iterator<Item = Tensor>,
-) -> BlockSparse {
-    let values = next.next().unwrap_or(Tensor::INERT);
-    let coords = match coords {
-        Coords::Static(v) => Coords::Static(v),
-        Coords::Dynamic(()) => Coords::Dynamic(next.next().unwrap_or(Tensor::INERT)),
-    };
-    BlockSparse {
-        values,
-        coords,
-        shape,
-        block,
-    }
-}
-
-fn unit_coords<T>(c: &Coords<T>) -> Coords<()> {
-    match c {
-        Coords::Static(v) => Coords::Static(v.clone()),
-        Coords::Dynamic(_) => Coords::Dynamic(()),
-    }
-}
-
-impl KernelParam for BlockSparse {
-    type Host<'a> = &'a HostBlockSparse;
-    type Spec<'a> = &'a BlockSparseSpec;
-    type Buffer<'a> = &'a DeviceBlockSparse;
-    type Sharded<'a> = crate::shard::NotShardable;
-    fn collect_host<'a>(arg: &&'a HostBlockSparse, name: &'static str, c: &mut ArgCollector<'a>) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.hosts.push(&arg.values);
-        c.specs.push(arg.values.spec().clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
-            c.hosts.push(t);
-            c.specs.push(t.spec().clone());
-        }
-    }
-    fn collect_spec<'a>(arg: &&'a BlockSparseSpec, name: &'static str, c: &mut ArgCollector<'a>) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.specs.push(arg.values.clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
-            c.specs.push(t.clone());
-        }
-    }
-    fn collect_buffer<'a>(
-        arg: &&'a DeviceBlockSparse,
-        name: &'static str,
-        c: &mut ArgCollector<'a>,
-    ) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.buffers.push(&arg.values);
-        c.specs.push(arg.values.spec().clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
-            c.buffers.push(t);
-            c.specs.push(t.spec().clone());
-        }
-    }
-    fn bind_host(arg: &&HostBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
-        bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
-    }
-    fn bind_spec(arg: &&BlockSparseSpec, next: &mut dyn Iterator<Item = Tensor>) -> Self {
-        bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
-    }
-    fn bind_buffer(arg: &&DeviceBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
-        bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
-    }
-    fn collect_sharded(
-        arg: &crate::shard::NotShardable,
-        _: &'static str,
-        _: &mut ArgCollector<'_>,
-    ) {
-        match *arg {}
-    }
-    fn bind_sharded(arg: &crate::shard::NotShardable, _: &mut dyn Iterator<Item = Tensor>) -> Self {
-        match *arg {}
     }
 }

@@ -63,7 +63,13 @@ enum Heads {
     PerHead(MultiHeadMask),
 }
 
-impl StaticArg for AttentionMask {}
+/// Keyed by its description: the structured masks' parameters and a 64-bit
+/// hash of the bits of any dense part.
+impl StaticArg for AttentionMask {
+    fn write_key(&self, key: &mut StaticKey) {
+        key.push(&self.key);
+    }
+}
 
 impl fmt::Debug for AttentionMask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -87,6 +87,16 @@ pub enum Attention {
     BlockSparse(AttentionMask),
 }
 
+impl StaticArg for Attention {
+    fn write_key(&self, key: &mut StaticKey) {
+        match self {
+            Attention::Reference => key.push(&0u8),
+            Attention::Flash => key.push(&1u8),
+            Attention::BlockSparse(m) => key.push(&2u8).push(m),
+        };
+    }
+}
+
 /// The results of [`Attention::run`].
 #[derive(Clone, Debug)]
 pub struct AttentionOutput {
@@ -167,7 +177,9 @@ impl Attention {
         let kernel = Kernel::new(self.name(), body)
             .params(names)
             .config(super::flash_attention::CONFIG)
-            .statics(format!("{self:?};{options:?};inputs={has:?}"))
+            .statics(self.clone())
+            .statics(options.clone())
+            .statics([has.0, has.1, has.2, has.3])
             .cache_key(format!("{}::Attention::{}", module_path!(), self.name()));
         let outs = kernel.run(device, &args)?;
         let mut it = outs.into_iter();

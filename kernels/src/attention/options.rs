@@ -70,7 +70,18 @@ impl Default for FlashOptions {
     }
 }
 
-impl StaticArg for FlashOptions {}
+impl StaticArg for FlashOptions {
+    fn write_key(&self, key: &mut StaticKey) {
+        key.push(&self.causal)
+            .push(&self.sm_scale)
+            .push(&self.window)
+            .push(&self.q_offset)
+            .push(&self.soft_cap)
+            .push(&self.dropout_rate)
+            .push(&self.block_q)
+            .push(&self.block_kv);
+    }
+}
 
 impl FlashOptions {
     /// The defaults.

@@ -2,12 +2,12 @@
 // function bodies and kernels calling kernels.
 use tessel::prelude::*;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 enum Mode {
     Fast,
     Exact,
 }
-impl StaticArg for Mode {}
+tessel::static_arg!(Mode);
 
 #[tpu_kernel(precision = "high", block_size = 256, use_bfloat16 = true, donate(x), name = "custom")]
 pub fn tpu(x: Tensor, scale: f32, mode: Mode) -> Tensor {

@@ -4,7 +4,7 @@ use super::classify::{BlockKind, BlockLayout, MaskInfo};
 use super::trace::BlockIndex;
 use super::{mask_error, Mask};
 use crate::error::{Location, Result};
-use crate::tensor::{fail, Tensor};
+use crate::trace::tensor::{fail, Tensor};
 
 /// One [`Mask`] per attention head, all of the same shape, or one mask
 /// shared by every head (stored and classified once).

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::error::Location;
 use crate::host::HostTensor;
 use crate::shape::TensorSpec;
-use crate::tensor::{fail, Tensor};
+use crate::trace::tensor::{fail, Tensor};
 
 /// A block index for [`Mask::block_mask`]: a Rust `usize` known while
 /// tracing, or a traced integer scalar (cast to `s32`).

@@ -1,9 +1,10 @@
-//! Kernel configuration: the options of the kernel attributes, overridable at run time.
+//! Plain configuration data: the platform a kernel is written for, the
+//! precision of its dots, and [`KernelConfig`] (the options of the kernel
+//! attributes, overridable at run time). Below everything but dtypes.
 
 use std::fmt;
 
 use crate::dtype::DType;
-use crate::ops::Precision;
 
 /// The hardware family a kernel is written for; it sets the defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,7 +31,7 @@ impl fmt::Display for Platform {
 /// the kernel's `CONFIG`; a value passed at run time overrides it.
 ///
 /// ```
-/// use tessel_dsl::kernel::{KernelConfig, Platform};
+/// use tessel_dsl::config::{KernelConfig, Platform};
 /// use tessel_dsl::{Precision, BF16};
 /// const C: KernelConfig = KernelConfig::for_platform(Platform::Tpu).with_precision(Precision::High);
 /// assert_eq!(C.block_size, Some(128));
@@ -101,5 +102,41 @@ impl KernelConfig {
 impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig::for_platform(Platform::Cpu)
+    }
+}
+
+/// The operand precision XLA uses for a dot (its `PrecisionConfig`).
+///
+/// On TPU, `Default` runs f32 matmuls in one bf16 pass, `High` in three and
+/// `Highest` in six (full f32). CPU always computes in full precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// Fastest.
+    #[default]
+    Default,
+    /// bf16_3x on TPU.
+    High,
+    /// Full f32 on TPU.
+    Highest,
+}
+
+impl Precision {
+    /// The StableHLO spelling (`DEFAULT`, `HIGH`, `HIGHEST`).
+    pub fn mlir_name(self) -> &'static str {
+        match self {
+            Precision::Default => "DEFAULT",
+            Precision::High => "HIGH",
+            Precision::Highest => "HIGHEST",
+        }
+    }
+
+    /// Parses `default`, `high` or `highest`.
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "default" => Some(Precision::Default),
+            "high" => Some(Precision::High),
+            "highest" => Some(Precision::Highest),
+            _ => None,
+        }
     }
 }

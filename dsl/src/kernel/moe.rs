@@ -13,8 +13,8 @@
 //! combine tensors and uses them in two contractions; it is the reference.
 
 use crate::dtype::DType;
-use crate::ops::{DotDims, ScatterCombine};
-use crate::tensor::Tensor;
+use crate::ir::{DotDims, ScatterCombine};
+use crate::trace::tensor::Tensor;
 
 /// Routing options.
 #[derive(Clone, Copy, Debug, PartialEq)]

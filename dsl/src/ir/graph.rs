@@ -4,7 +4,7 @@
 //! function body (`@main`); `while` and `if` ops own nested regions.
 
 use crate::error::Location;
-use crate::ops::Op;
+use crate::ir::{GraphShardings, Op};
 use crate::shape::TensorSpec;
 
 /// Index of a value in [`Graph::values`].
@@ -108,7 +108,7 @@ pub struct Graph {
     pub aliases: Vec<(usize, usize)>,
     /// The shardings of `@main`'s arguments and results, for a program run
     /// over a device mesh (`None`: one device).
-    pub shardings: Option<crate::shard::GraphShardings>,
+    pub shardings: Option<GraphShardings>,
 }
 
 impl Graph {

@@ -7,15 +7,17 @@
 //! types and the user's source line, later ops on its poisoned results are
 //! skipped, and [`trace`] returns the error when the body finishes.
 
+pub mod tensor;
+
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::config::KernelConfig;
 use crate::error::{KernelError, Location, Result};
-use crate::graph::{Def, Graph, RegionId, RegionKind, ValueId};
-use crate::kernel::KernelConfig;
-use crate::ops::Op;
+use crate::ir::Op;
+use crate::ir::{Def, Graph, RegionId, RegionKind, ValueId};
 use crate::shape::TensorSpec;
-use crate::tensor::Tensor;
+use tensor::Tensor;
 
 static NEXT_TRACE_ID: AtomicU32 = AtomicU32::new(1);
 static TRACE_COUNT: AtomicU64 = AtomicU64::new(0);

@@ -1,0 +1,14 @@
+//! The intermediate representation: the traced [`Graph`] (values, nodes,
+//! regions), the [`Op`] set with its attribute enums, and shardings, all as
+//! plain data. Tracing writes it, lowering and the runtime layers read it;
+//! it depends only on dtypes, shapes, errors and config.
+
+pub mod graph;
+mod op;
+mod sharding;
+
+pub use graph::{Def, Graph, Node, NodeId, Region, RegionId, RegionKind, Value, ValueId};
+pub use op::{
+    BinaryOp, Comparison, DotDims, GatherDims, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
+};
+pub use sharding::GraphShardings;
