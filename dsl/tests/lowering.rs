@@ -9,7 +9,7 @@ use tessel_dsl::ops::random::{random_bits, uniform};
 use tessel_dsl::ops::{GatherDims, ScatterCombine};
 use tessel_dsl::runtime::Program;
 use tessel_dsl::{
-    concat, cond, fori_loop, optimization_barrier, while_loop, DotDims, HostTensor, Tensor,
+    concat, cond, fori_loop, optimization_barrier, while_loop, DType, DotDims, HostTensor, Tensor,
     TensorSpec, BF16, F32, PRED, S32,
 };
 
@@ -353,4 +353,29 @@ fn multi_result_ops_and_constants_print_as_expected() {
         text.contains("dense<\"0x0000C03F\"> : tensor<2xf32>"),
         "{text}"
     );
+}
+
+#[test]
+fn compile_hints_come_from_the_graph() {
+    use tessel_dsl::kernel::KernelConfig;
+    use tessel_dsl::lower::compile_hints;
+    let hint = |dtype: DType, body: fn(&[Tensor]) -> Tensor| {
+        let specs = [
+            ("a".to_string(), TensorSpec::new([4, 8], dtype)),
+            ("b".to_string(), TensorSpec::new([8, 2], dtype)),
+        ];
+        let g = tessel_dsl::trace("h", &specs, KernelConfig::default(), body).unwrap();
+        compile_hints(&g).bf16_dots_keep_f32
+    };
+    // bf16 x bf16 accumulated in f32 and kept: eligible.
+    assert!(hint(BF16, |a| a[0].matmul_acc(a[1], F32)));
+    // Kept, then used in f32 arithmetic before a narrowing: still eligible.
+    assert!(hint(BF16, |a| (a[0].matmul_acc(a[1], F32) * 2.0).cast(BF16)));
+    // Narrowed straight back to bf16: XLA folds it into a bf16-output dot.
+    assert!(!hint(BF16, |a| a[0].matmul_acc(a[1], F32).cast(BF16)));
+    // A bf16-output dot.
+    assert!(!hint(BF16, |a| a[0].matmul(a[1])));
+    // No bf16 dots at all.
+    assert!(!hint(F32, |a| a[0].matmul(a[1])));
+    assert!(!hint(BF16, |a| a[0].sum(&[1])));
 }

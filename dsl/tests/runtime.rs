@@ -387,6 +387,7 @@ fn spmd_program_runs_sharded_on_two_devices() {
         outputs: vec![spec(&[4, 2], F32)],
         num_partitions: 2,
         num_replicas: 1,
+        hints: Default::default(),
     };
     let exe = dev.compile(&program).unwrap();
     assert_eq!(exe.devices().len(), 2);

@@ -22,7 +22,7 @@ pub use static_key::{StaticArg, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
 use crate::ir::Graph;
-use crate::lower::lower;
+use crate::lower::{compile_hints, lower};
 use crate::runtime::{Device, DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
@@ -227,6 +227,7 @@ where
                 outputs: graph.output_specs(),
                 num_partitions: 1,
                 num_replicas: 1,
+                hints: compile_hints(&graph),
             };
             Ok((text, move || device.compile(&program)))
         })

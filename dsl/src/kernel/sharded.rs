@@ -6,7 +6,7 @@ use super::{Kernel, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
 use crate::ir::GraphShardings;
-use crate::lower::lower;
+use crate::lower::{compile_hints, lower};
 use crate::runtime::{DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
 use crate::shard::{Layout, Mesh, PartitionSpec, ShardedBuffer, Shardings};
@@ -167,6 +167,7 @@ where
                 outputs: outs,
                 num_partitions: mesh.size(),
                 num_replicas: 1,
+                hints: compile_hints(&graph),
             };
             Ok((text, move || device.compile(&program)))
         })?;

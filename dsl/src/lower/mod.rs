@@ -7,7 +7,10 @@
 //! back into the kernel.
 
 mod attrs;
+mod hints;
 mod regions;
+
+pub use hints::{compile_hints, CompileHints};
 
 use std::fmt::Write;
 

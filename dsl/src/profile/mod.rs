@@ -13,7 +13,7 @@ use crate::error::{Location, Result};
 use crate::host::HostTensor;
 use crate::ir::{Graph, Op};
 use crate::kernel::Kernel;
-use crate::lower::lower;
+use crate::lower::{compile_hints, lower};
 use crate::runtime::{Device, MemoryStats, Program};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
@@ -345,6 +345,7 @@ pub fn profile_graph(
         outputs: graph.output_specs(),
         num_partitions: 1,
         num_replicas: 1,
+        hints: compile_hints(&graph),
     };
     let t1 = Instant::now();
     let exe = device.compile(&program)?;

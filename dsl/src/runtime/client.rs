@@ -165,6 +165,12 @@ impl Client {
         &self.platform_name
     }
 
+    /// The platform family of the plugin's devices, from its platform name
+    /// (`None` for a plugin tessel does not know).
+    pub(crate) fn platform(&self) -> Option<crate::config::Platform> {
+        platform_of(&self.platform_name)
+    }
+
     /// Addressable devices, in PJRT order.
     pub(crate) fn devices(&self) -> &[*mut ffi::PJRT_Device] {
         &self.devices
@@ -200,5 +206,16 @@ impl Drop for Client {
             // SAFETY: `err` is null or a fresh error from this plugin.
             let _ = unsafe { error::take_status(self.api, err) };
         }
+    }
+}
+
+/// The platform family a PJRT platform name stands for.
+pub(crate) fn platform_of(name: &str) -> Option<crate::config::Platform> {
+    use crate::config::Platform;
+    match name.to_ascii_lowercase().as_str() {
+        "cpu" | "host" => Some(Platform::Cpu),
+        "cuda" | "rocm" | "gpu" => Some(Platform::Gpu),
+        "tpu" => Some(Platform::Tpu),
+        _ => None,
     }
 }

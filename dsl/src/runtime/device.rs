@@ -156,7 +156,13 @@ impl Device {
         Device::from_plugin(plugin::tpu_plugin_path()?)
     }
 
-    /// The platform: `cpu`, `cuda`, `tpu`, ...
+    /// The platform family of this device's plugin (`None` for a plugin
+    /// whose platform tessel does not know).
+    pub fn platform(&self) -> Option<crate::config::Platform> {
+        self.client.platform()
+    }
+
+    /// The plugin's platform name (`cpu`, `cuda`, `tpu`, ...).
     pub fn platform_name(&self) -> &str {
         self.client.platform_name()
     }

@@ -12,6 +12,7 @@ use super::error;
 use super::ffi;
 use super::options::{compile_options, platform_overrides};
 use crate::error::{DeviceError, Result};
+use crate::lower::CompileHints;
 use crate::shape::TensorSpec;
 
 /// What to compile: a StableHLO module and the types of its `@main`.
@@ -29,6 +30,10 @@ pub struct Program {
     pub num_partitions: usize,
     /// Replicas (1 unless data-parallel replication is wanted).
     pub num_replicas: usize,
+    /// What lowering learned about the program, for choosing compile
+    /// options ([`compile_hints`](crate::lower::compile_hints) of its graph;
+    /// the default for hand-written text).
+    pub hints: CompileHints,
 }
 
 impl Program {
@@ -46,6 +51,7 @@ impl Program {
             outputs,
             num_partitions: 1,
             num_replicas: 1,
+            hints: CompileHints::default(),
         }
     }
 }
@@ -141,7 +147,7 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     let options = compile_options(
         program.num_replicas,
         program.num_partitions,
-        &platform_overrides(client.platform_name(), &program.mlir),
+        &platform_overrides(client.platform(), &program.hints),
     );
     let format = "mlir";
     let mut prog = ffi::PJRT_Program::new();

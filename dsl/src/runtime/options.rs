@@ -7,6 +7,9 @@
 //! by name (a string sets an enum by its value name).
 //! The bytes are never empty: XLA aborts the process on empty compile options.
 
+use crate::config::Platform;
+use crate::lower::CompileHints;
+
 /// Appends `value` as a protobuf base-128 varint.
 fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -68,22 +71,23 @@ pub(crate) fn compile_options(
     out
 }
 
-/// The `DebugOptions` tessel sets for `program_text` on a platform.
+/// The `DebugOptions` tessel sets for a program with `hints` on `platform`.
 ///
 /// On CPU, min/max keep NaN (XLA's CPU default drops NaN in max/min
-/// reductions). A CPU program with a bf16 × bf16 dot also hands its dots to
-/// XNNPACK, whose bf16 GEMM uses the `AVX512-BF16` dot-product instructions
-/// where the processor has them (XLA's own emitter converts bf16 to f32
-/// first, so bf16 operands would gain only memory traffic); f32 programs keep
-/// XLA's emitter, which XNNPACK does not beat on f32 here.
+/// reductions). A CPU program whose bf16 × bf16 dots all keep f32 results
+/// ([`CompileHints::bf16_dots_keep_f32`]) also hands its dots to XNNPACK,
+/// whose bf16 GEMM uses the `AVX512-BF16` dot-product instructions where the
+/// processor has them (XLA's own emitter converts bf16 to f32 first, so bf16
+/// operands would gain only memory traffic); f32 programs keep XLA's
+/// emitter, which XNNPACK does not beat on f32 here.
 pub(crate) fn platform_overrides(
-    platform: &str,
-    program_text: &str,
+    platform: Option<Platform>,
+    hints: &CompileHints,
 ) -> Vec<(&'static str, OptionValue)> {
     match platform {
-        "cpu" => {
+        Some(Platform::Cpu) => {
             let mut options = vec![("xla_cpu_enable_fast_min_max", OptionValue::Bool(false))];
-            if wants_xnn_dots(program_text) {
+            if hints.bf16_dots_keep_f32 {
                 options.push((
                     "xla_cpu_experimental_xnn_fusion_type",
                     OptionValue::Str("LIBRARY_FUSION_TYPE_DOT"),
@@ -91,63 +95,8 @@ pub(crate) fn platform_overrides(
             }
             options
         }
-        _ => Vec::new(),
+        Some(Platform::Gpu | Platform::Tpu) | None => Vec::new(),
     }
-}
-
-/// Whether `program_text` (StableHLO, generic or pretty form) has a
-/// bf16 × bf16 `dot_general` and every such dot keeps an f32 result.
-///
-/// XNNPACK rounds a bf16 dot output toward zero (up to one bf16 ulp off the
-/// correctly rounded f32 sum), and XLA folds `convert(dot) -> bf16` into a
-/// bf16-output dot; so a program that narrows a bf16 dot's result to bf16
-/// keeps XLA's own emitter, which rounds once, to nearest.
-fn wants_xnn_dots(program_text: &str) -> bool {
-    let mut dots = Vec::new();
-    let mut narrowed = std::collections::HashSet::new();
-    for line in program_text.lines() {
-        if line.contains("stablehlo.dot_general") {
-            dots.extend(bf16_dot(line));
-        } else if let Some(name) = narrowed_value(line) {
-            narrowed.insert(name);
-        }
-    }
-    !dots.is_empty()
-        && dots
-            .iter()
-            .all(|&(result, f32_out)| f32_out && !narrowed.contains(result))
-}
-
-/// For a bf16 × bf16 dot line: its result name and whether the result is f32.
-fn bf16_dot(line: &str) -> Option<(&str, bool)> {
-    let result = line.trim_start().split(" = ").next()?.trim();
-    let (_, types) = line.rsplit_once(" : (")?;
-    let (operands, out) = types.split_once(") ->")?;
-    let mut tensors = operands.split("tensor<").skip(1);
-    let both_bf16 = matches!(
-        (tensors.next(), tensors.next()),
-        (Some(a), Some(b)) if element_type(a) == "bf16" && element_type(b) == "bf16"
-    );
-    let out = out.split("tensor<").nth(1)?;
-    both_bf16.then_some((result, element_type(out) == "f32"))
-}
-
-/// For a line converting a value to a bf16 or f16 tensor: that value's name.
-fn narrowed_value(line: &str) -> Option<&str> {
-    let name = if let Some((_, rest)) = line.split_once("\"stablehlo.convert\"(") {
-        rest.split(')').next()?
-    } else {
-        let (_, rest) = line.split_once("stablehlo.convert ")?;
-        rest.split_whitespace().next()?
-    };
-    let out = line.rsplit("tensor<").next()?;
-    matches!(element_type(out), "bf16" | "f16").then_some(name)
-}
-
-/// The element type of a `tensor<..>` body (the text after `tensor<`).
-fn element_type(tensor_type: &str) -> &str {
-    let body = tensor_type.split('>').next().unwrap_or("");
-    body.rsplit('x').next().unwrap_or(body)
 }
 
 #[cfg(test)]
@@ -186,29 +135,18 @@ mod tests {
     }
 
     #[test]
-    fn xnn_dots_only_for_bf16_dots_with_f32_results() {
-        let generic = r#"%v2 = "stablehlo.dot_general"(%v0, %v1) {x} : (tensor<64x32xbf16>, tensor<32x16xbf16>) -> tensor<64x16xf32> loc("a":1:2)"#;
-        assert!(wants_xnn_dots(generic));
-        let pretty = "%2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0] : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xf32>";
-        assert!(wants_xnn_dots(pretty));
-        let mixed = generic.replace("32x16xbf16", "32x16xf32");
-        assert!(!wants_xnn_dots(&mixed));
-        assert!(!wants_xnn_dots(&generic.replace("bf16", "f32")));
-        let bf16_out = generic.replace("64x16xf32", "64x16xbf16");
-        assert!(!wants_xnn_dots(&bf16_out));
-        let narrowed = format!(
-            "{generic}\n%v3 = \"stablehlo.convert\"(%v2) : (tensor<64x16xf32>) -> tensor<64x16xbf16>"
-        );
-        assert!(!wants_xnn_dots(&narrowed));
-        let other = narrowed.replace("convert\"(%v2)", "convert\"(%v9)");
-        assert!(wants_xnn_dots(&other));
-        assert!(!wants_xnn_dots("%v1 = \"stablehlo.add\"(%v0, %v0) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>"));
-        let cpu = platform_overrides("cpu", generic);
+    fn xnn_dots_only_on_cpu_and_only_when_hinted() {
+        let bf16 = CompileHints {
+            bf16_dots_keep_f32: true,
+        };
+        let cpu = platform_overrides(Some(Platform::Cpu), &bf16);
         assert!(cpu
             .iter()
             .any(|(name, _)| *name == "xla_cpu_experimental_xnn_fusion_type"));
-        assert_eq!(platform_overrides("cpu", &narrowed).len(), 1);
-        assert!(platform_overrides("cuda", generic).is_empty());
+        let plain = platform_overrides(Some(Platform::Cpu), &CompileHints::default());
+        assert_eq!(plain.len(), 1);
+        assert!(platform_overrides(Some(Platform::Gpu), &bf16).is_empty());
+        assert!(platform_overrides(None, &bf16).is_empty());
     }
 
     #[test]
