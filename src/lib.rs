@@ -40,5 +40,3 @@ pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tp
 
 /// The kernel library, written with tessel's own macros.
 pub use tessel_kernels as kernels;
-
-pub mod cli;

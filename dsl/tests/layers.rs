@@ -127,7 +127,9 @@ fn modules_import_only_from_lower_layers() {
 #[test]
 fn the_check_sees_imports() {
     // The scanner itself: plain, grouped and inline paths are found.
-    let found = reached("use crate::ir::Graph;\nuse crate::{dtype::DType, shape};\nlet x = crate::ops::f();");
+    let found = reached(
+        "use crate::ir::Graph;\nuse crate::{dtype::DType, shape};\nlet x = crate::ops::f();",
+    );
     let want: BTreeSet<String> = ["ir", "dtype", "shape", "ops"]
         .iter()
         .map(|s| s.to_string())

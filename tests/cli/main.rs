@@ -6,7 +6,6 @@ mod kernels;
 
 use std::process::Command;
 
-use tessel::cli::plot::nice_ticks;
 use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
 use tessel::prelude::*;
 
@@ -277,16 +276,4 @@ fn bench_writes_a_table_json_and_a_well_formed_svg() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown workload `warp`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
-}
-
-#[test]
-fn plot_ticks_are_round() {
-    assert_eq!(
-        nice_ticks(2048.0),
-        [0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]
-    );
-    assert_eq!(nice_ticks(100.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
-    assert_eq!(nice_ticks(0.37), [0.0, 0.1, 0.2, 0.3, 0.4]);
-    assert_eq!(nice_ticks(7.0), [0.0, 2.0, 4.0, 6.0, 8.0]);
-    assert_eq!(nice_ticks(0.0), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::{HostTensor, TensorSpec};
+use tessel::{HostTensor, TensorSpec};
 
 /// A command line split into positionals and repeated `--key value` options.
 #[derive(Debug, Default)]

@@ -1,10 +1,12 @@
 //! The `tessel` command; see `tessel --help`.
 
+mod cli;
+
 use std::io::{ErrorKind, Write};
 
 fn main() {
     let words: Vec<String> = std::env::args().skip(1).collect();
-    match tessel::cli::main_with(&words) {
+    match cli::main_with(&words) {
         // A reader that stops early (`tessel lower .. | head`) is not an error.
         Ok(out) => match writeln!(std::io::stdout().lock(), "{out}") {
             Err(e) if e.kind() != ErrorKind::BrokenPipe => {

@@ -4,13 +4,13 @@
 
 use std::fmt::Write;
 
-use crate::kernels::attention::{attention_reference, flash_attention, FlashOptions};
-use crate::kernels::gemm::{gemm, GemmOptions};
-use crate::kernels::moe::{moe, moe_moe_dense};
-use crate::kernels::norm::{layer_norm, rms_norm};
-use crate::kernels::sparse::block_sparse_matmul;
-use crate::prelude::*;
-use crate::profile::{Profile, ProfileOptions};
+use tessel::kernels::attention::{attention_reference, flash_attention, FlashOptions};
+use tessel::kernels::gemm::{gemm, GemmOptions};
+use tessel::kernels::moe::{moe, moe_moe_dense};
+use tessel::kernels::norm::{layer_norm, rms_norm};
+use tessel::kernels::sparse::block_sparse_matmul;
+use tessel::prelude::*;
+use tessel::profile::{Profile, ProfileOptions};
 
 /// One measured kernel.
 #[derive(Clone, Debug)]
@@ -107,7 +107,7 @@ pub struct Workload {
 fn single_dot(a: Tensor, b: Tensor) -> Tensor {
     a.dot_general(
         b,
-        crate::DotDims {
+        tessel::DotDims {
             lhs_contract: vec![1],
             rhs_contract: vec![0],
             ..Default::default()
@@ -392,8 +392,8 @@ pub fn json(rows: &[Row]) -> String {
         .map(|r| {
             format!(
                 "{{\"workload\": {}, \"kernel\": {}, \"size\": {}, \"median_ms\": {}, \"gflops\": {}, \"temp_mib\": {}, \"speedup\": {}}}",
-                crate::profile::json_string(&r.workload),
-                crate::profile::json_string(&r.variant),
+                tessel::profile::json_string(&r.workload),
+                tessel::profile::json_string(&r.variant),
                 r.size,
                 r.median_ms,
                 r.gflops,

@@ -2,13 +2,13 @@
 //! rotary embeddings.
 
 use super::{bad, Entry, Opts};
-use crate::kernels::activation::{fused_gelu_dropout, gelu, silu, swiglu};
-use crate::kernels::norm::{
+use tessel::kernels::activation::{fused_gelu_dropout, gelu, silu, swiglu};
+use tessel::kernels::norm::{
     layer_norm, layer_norm_no_bias, layer_norm_plain, rms_norm, rms_norm_plain,
 };
-use crate::kernels::rope::{rope, RopeLayout};
-use crate::kernels::softmax::{log_softmax, softmax};
-use crate::{HostTensor, Result};
+use tessel::kernels::rope::{rope, RopeLayout};
+use tessel::kernels::softmax::{log_softmax, softmax};
+use tessel::{HostTensor, Result};
 
 fn rope_layout(o: &Opts) -> Result<RopeLayout> {
     match o.get("layout") {

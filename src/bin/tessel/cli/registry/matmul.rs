@@ -2,15 +2,15 @@
 //! dequantize helpers, einsum, the block-sparse product and the MoE layer.
 
 use super::{bad, Entry, Opts};
-use crate::kernels::einsum::{einsum, einsum1};
-use crate::kernels::gemm::gemm_bias;
-use crate::kernels::gemm::{gemm, Activation, GemmOptions};
-use crate::kernels::moe::moe;
-use crate::kernels::quantized::{
+use tessel::kernels::einsum::{einsum, einsum1};
+use tessel::kernels::gemm::gemm_bias;
+use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
+use tessel::kernels::moe::moe;
+use tessel::kernels::quantized::{
     dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
 };
-use crate::kernels::sparse::block_sparse;
-use crate::{DType, HostTensor, Result, TensorSpec};
+use tessel::kernels::sparse::block_sparse;
+use tessel::{DType, HostTensor, Result, TensorSpec};
 
 fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
     let activation = match o.get("activation") {
@@ -104,7 +104,7 @@ const BLOCK_K: (&str, &str, &str) = (
     "rows of K per scale block (none: per-channel scales)",
 );
 
-fn block_sparse_config(o: &Opts) -> Result<crate::kernel::KernelConfig> {
+fn block_sparse_config(o: &Opts) -> Result<tessel::kernel::KernelConfig> {
     let bs = o.usize_opt("block_size")?.unwrap_or(128);
     Ok(block_sparse::CONFIG.with_block_size(Some(bs)))
 }

@@ -20,12 +20,7 @@ const LEGEND: (usize, f64) = (3, 18.0);
 /// Round tick values from 0 up to at least `max`: a step of 1, 2 or 5
 /// times a power of ten, at most 6 intervals (0 to 1 in steps of 0.2 when
 /// `max` is not positive).
-///
-/// ```
-/// use tessel::cli::plot::nice_ticks;
-/// assert_eq!(nice_ticks(2048.0), [0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]);
-/// assert_eq!(nice_ticks(0.37), [0.0, 0.1, 0.2, 0.3, 0.4]);
-/// ```
+/// For example 2048 gets ticks 0, 500, …, 2500 and 0.37 gets 0, 0.1, …, 0.4.
 pub fn nice_ticks(max: f64) -> Vec<f64> {
     let max = if max.is_finite() && max > 0.0 {
         max
@@ -238,4 +233,21 @@ pub fn svg(rows: &[Row], workload: &str) -> String {
     }
     s.push_str("</g>\n</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nice_ticks;
+
+    #[test]
+    fn plot_ticks_are_round() {
+        assert_eq!(
+            nice_ticks(2048.0),
+            [0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]
+        );
+        assert_eq!(nice_ticks(100.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(nice_ticks(0.37), [0.0, 0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(nice_ticks(7.0), [0.0, 2.0, 4.0, 6.0, 8.0]);
+        assert_eq!(nice_ticks(0.0), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+    }
 }

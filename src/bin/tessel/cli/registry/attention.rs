@@ -2,12 +2,12 @@
 //! attention with a mask given as a small spec (`--opt mask=causal&local:128:0`).
 
 use super::{bad, Entry, Opts};
-use crate::kernels::attention::{
+use tessel::kernels::attention::{
     attention_reference, block_sparse_attention, flash_attention, flash_attention_lse,
     AttentionMask, FlashOptions,
 };
-use crate::tile::Mask;
-use crate::Result;
+use tessel::tile::Mask;
+use tessel::Result;
 
 fn flash_opts(o: &Opts) -> Result<FlashOptions> {
     let f = FlashOptions::new().causal(o.bool("causal")?);

@@ -8,8 +8,8 @@ pub mod pointwise;
 
 use std::collections::BTreeMap;
 
-use crate::runtime::Device;
-use crate::{DType, Error, HostError, HostTensor, Result, TensorSpec};
+use tessel::runtime::Device;
+use tessel::{DType, Error, HostError, HostTensor, Result, TensorSpec};
 
 /// `--opt key=value` settings, checked against an entry's options.
 pub struct Opts(BTreeMap<String, String>);

@@ -12,7 +12,7 @@ use std::time::Instant;
 use args::{npy, pairs, spec, Args};
 use registry::{find, Opts};
 
-use crate::runtime::Device;
+use tessel::runtime::Device;
 
 const USAGE: &str = "usage: tessel <command> [options]
 
