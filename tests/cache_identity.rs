@@ -137,3 +137,35 @@ fn racing_first_calls_compile_once() {
     assert_eq!(after.misses, before.misses + 1);
     assert_eq!(after.hits, before.hits + 7);
 }
+
+#[test]
+fn the_cache_is_bounded_and_evicts_the_least_recently_used() {
+    // A client of its own, so no other test's kernels share the cache.
+    let d = Device::cpu_with_devices(3).unwrap();
+    let cache = d.cache();
+    cache.set_capacity(2);
+    let k = |i: usize| {
+        Kernel::new(format!("k{i}"), move |a: &[Tensor]| a[0] + i as f64)
+            .cache_key(format!("bounded{i}"))
+    };
+    for i in 0..2 {
+        k(i).run(&d, &[&x()]).unwrap();
+    }
+    k(0).run(&d, &[&x()]).unwrap(); // 0 is now more recent than 1
+    let before = cache.stats();
+    assert_eq!(
+        (before.entries, before.evictions, before.capacity),
+        (2, 0, 2)
+    );
+    let out = k(2).run(&d, &[&x()]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
+    let after = cache.stats();
+    assert_eq!((after.entries, after.evictions), (2, 1));
+    // 0 survived (a hit), 1 was evicted (compiled again, and right).
+    k(0).run(&d, &[&x()]).unwrap();
+    assert_eq!(cache.stats().hits, after.hits + 1);
+    let again = k(1).run(&d, &[&x()]).unwrap();
+    assert_eq!(again[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
+    assert_eq!(cache.stats().compiles, after.compiles + 1);
+    cache.set_capacity(tessel::kernel::DEFAULT_CAPACITY);
+}

@@ -3,8 +3,8 @@
 //! compiles. One cache per client, attached to its [`Device`]s.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use super::static_key::StaticKey;
 use crate::config::KernelConfig;
@@ -39,6 +39,23 @@ pub struct CacheStats {
     pub compiles: u64,
     /// Specializations held.
     pub entries: usize,
+    /// Specializations dropped to stay within the capacity.
+    pub evictions: u64,
+    /// The most specializations held at once.
+    pub capacity: usize,
+}
+
+/// How many specializations a cache holds unless told otherwise (about
+/// 150 kB of host memory each for a typical kernel); the environment
+/// variable `TESSEL_COMPILE_CACHE_ENTRIES` overrides it.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+fn default_capacity() -> usize {
+    std::env::var("TESSEL_COMPILE_CACHE_ENTRIES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_CAPACITY)
 }
 
 /// Whether [`CompileCache::get_or_compile`] found the executable.
@@ -53,26 +70,100 @@ pub enum Lookup {
 
 /// One key's slot: filled once; concurrent first lookups of the same key
 /// wait on its lock, so a program is traced and compiled once.
-type Slot = Arc<Mutex<Option<Arc<Executable>>>>;
+#[derive(Default)]
+struct Slot {
+    exe: Mutex<Option<Arc<Executable>>>,
+    /// The cache's clock at the last lookup (for least-recently-used eviction).
+    last_used: AtomicU64,
+}
 
 /// A per-device cache of compiled kernels, keyed by [`CacheKey`] and, one
 /// level down, by the lowered program text (two keys that lower to the same
-/// program share one executable). Poisoned locks are recovered: the maps
-/// hold only finished entries, so a panic elsewhere cannot leave one half made.
-#[derive(Default)]
+/// program share one executable). It holds at most
+/// [`capacity`](CacheStats::capacity) specializations and drops the least
+/// recently used beyond that. Poisoned locks are recovered: slots hold only
+/// finished executables, so a panic elsewhere cannot leave one half made.
 pub struct CompileCache {
-    by_key: Mutex<HashMap<CacheKey, Slot>>,
-    by_text: Mutex<HashMap<String, Arc<Executable>>>,
+    by_key: Mutex<HashMap<CacheKey, Arc<Slot>>>,
+    /// Program text → executable, while some key still holds it.
+    by_text: Mutex<HashMap<String, Weak<Executable>>>,
+    clock: AtomicU64,
+    capacity: AtomicUsize,
     hits: AtomicU64,
     misses: AtomicU64,
     compiles: AtomicU64,
+    evictions: AtomicU64,
+}
+
+impl Default for CompileCache {
+    fn default() -> Self {
+        CompileCache::with_capacity(default_capacity())
+    }
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether a slot holds an executable, without waiting for a compile in
+/// progress (such a slot is not filled yet).
+fn is_filled(slot: &Slot) -> bool {
+    match slot.exe.try_lock() {
+        Ok(exe) => exe.is_some(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().is_some(),
+        Err(std::sync::TryLockError::WouldBlock) => false,
+    }
+}
+
 impl CompileCache {
+    /// An empty cache holding at most `capacity` specializations (at least 1).
+    pub fn with_capacity(capacity: usize) -> Self {
+        CompileCache {
+            by_key: Mutex::default(),
+            by_text: Mutex::default(),
+            clock: AtomicU64::new(0),
+            capacity: AtomicUsize::new(capacity.max(1)),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            compiles: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// Changes the capacity (at least 1), evicting at once if it shrank.
+    pub fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity.max(1), Ordering::Relaxed);
+        self.evict();
+    }
+
+    fn touch(&self, slot: &Slot) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        slot.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Drops least recently used filled slots until within capacity, and
+    /// program texts no key holds any more.
+    fn evict(&self) {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        let mut by_key = locked(&self.by_key);
+        let mut held: Vec<(u64, CacheKey)> = by_key
+            .iter()
+            .filter(|(_, s)| is_filled(s))
+            .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), k.clone()))
+            .collect();
+        if held.len() <= capacity {
+            return;
+        }
+        held.sort_by_key(|(t, _)| *t);
+        let excess = held.len() - capacity;
+        for (_, key) in held.into_iter().take(excess) {
+            by_key.remove(&key);
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(by_key);
+        locked(&self.by_text).retain(|_, exe| exe.strong_count() > 0);
+    }
+
     /// The executable for `key`: from the cache, or made by `lower` (which
     /// traces and returns the program text and a compile step) and
     /// remembered. Concurrent callers with the same key wait for the first
@@ -87,33 +178,37 @@ impl CompileCache {
         C: FnOnce() -> Result<Executable>,
     {
         let slot = locked(&self.by_key).entry(key).or_default().clone();
-        let mut slot = locked(&slot);
-        if let Some(exe) = slot.as_ref() {
+        self.touch(&slot);
+        let mut exe_slot = locked(&slot.exe);
+        if let Some(exe) = exe_slot.as_ref() {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok((exe.clone(), Lookup::Hit));
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let (text, compile) = lower()?;
-        let cached = locked(&self.by_text).get(&text).cloned();
+        let cached = locked(&self.by_text).get(&text).and_then(Weak::upgrade);
         let exe = match cached {
             Some(e) => e,
             None => {
                 let e = Arc::new(compile()?);
                 self.compiles.fetch_add(1, Ordering::Relaxed);
-                locked(&self.by_text)
-                    .entry(text)
-                    .or_insert_with(|| e.clone())
-                    .clone()
+                locked(&self.by_text).insert(text, Arc::downgrade(&e));
+                e
             }
         };
-        *slot = Some(exe.clone());
+        *exe_slot = Some(exe.clone());
+        drop(exe_slot);
+        self.evict();
         Ok((exe, Lookup::Miss))
     }
 
     /// The executable for `key`, if cached (counts a hit or a miss).
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Executable>> {
         let slot = locked(&self.by_key).get(key).cloned();
-        let found = slot.and_then(|s| locked(&s).clone());
+        let found = slot.and_then(|s| {
+            self.touch(&s);
+            locked(&s.exe).clone()
+        });
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -131,8 +226,10 @@ impl CompileCache {
             compiles: self.compiles.load(Ordering::Relaxed),
             entries: locked(&self.by_key)
                 .values()
-                .filter(|s| locked(s).is_some())
+                .filter(|s| is_filled(s))
                 .count(),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            capacity: self.capacity.load(Ordering::Relaxed),
         }
     }
 

@@ -13,7 +13,7 @@ mod static_key;
 use std::sync::Arc;
 
 pub use crate::config::{KernelConfig, Platform};
-pub use cache::{CacheKey, CacheStats, CompileCache, Lookup};
+pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
 pub use calls::{with_call_log, CallRecord};
 pub use params::{ArgCollector, KernelOutput, KernelParam};
 pub use sparse_param::DeviceBlockSparse;
