@@ -7,6 +7,7 @@
 //! e5m2). Dequantization is `x ≈ q · scale`.
 
 use tessel::prelude::*;
+use tessel::tensor::trace_error;
 
 /// The largest magnitude a quantized dtype holds.
 pub fn qmax(dtype: DType) -> f64 {
@@ -25,11 +26,30 @@ pub fn qmax(dtype: DType) -> f64 {
 /// (scales `[ceil(K / block_k), N]`). Returns (quantized, f32 scales).
 #[cpu_kernel]
 pub fn quantize(x: Tensor, dtype: DType, block_k: Option<usize>) -> (Tensor, Tensor) {
+    if block_k == Some(0) {
+        let bad = trace_error(
+            "quantize",
+            &[x],
+            "block_k must be at least 1 (None: one block over K)",
+        );
+        return (bad, bad);
+    }
     let xf = x.cast(F32);
     let k = xf.dim(-2);
-    let bk = block_k.unwrap_or(k).min(k.max(1));
-    let nb = k.div_ceil(bk);
     let n = xf.dim(-1);
+    if k == 0 {
+        // No rows to scale: an empty result, and the smallest scale per block.
+        let scale_shape = match block_k {
+            Some(_) => vec![0, n],
+            None => vec![n],
+        };
+        return (
+            x.cast(dtype),
+            Tensor::full(scale_shape, f32::MIN_POSITIVE as f64, F32),
+        );
+    }
+    let bk = block_k.unwrap_or(k).min(k);
+    let nb = k.div_ceil(bk);
     // [K, N] -> [nb, bk, N] (zero-padded), absmax over bk.
     let padded = xf.pad_to_multiple(-2, bk, 0.0);
     let blocked = padded.reshape(&[nb as isize, bk as isize, n as isize]);
@@ -67,6 +87,11 @@ pub fn dequantize(q: Tensor, scales: Tensor, block_k: Option<usize>) -> Tensor {
     let qf = q.cast(F32);
     match block_k {
         None => qf * scales,
+        Some(0) => trace_error(
+            "dequantize",
+            &[q, scales],
+            "block_k must be at least 1 (None: per-channel scales)",
+        ),
         Some(bk) => {
             let (k, n) = (qf.dim(-2), qf.dim(-1));
             let nb = k.div_ceil(bk);
@@ -96,6 +121,11 @@ pub fn quantized_matmul(
     let wf = w_q.cast(F32);
     let y = match block_k {
         None => xf.matmul_with(wf, Some(Precision::Highest), Some(F32)) * w_scales,
+        Some(0) => trace_error(
+            "quantized_matmul",
+            &[x, w_q, w_scales],
+            "block_k must be at least 1 (None: per-channel scales)",
+        ),
         Some(bk) => {
             let (m, k, n) = (xf.dim(0), xf.dim(1), wf.dim(1));
             let nb = k.div_ceil(bk);

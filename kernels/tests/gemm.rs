@@ -250,6 +250,38 @@ fn quantize_round_trips_within_one_step() {
 }
 
 #[test]
+fn quantize_rejects_block_k_zero_and_handles_empty_axes() {
+    let d = dev();
+    let w = uniform(&[8, 3], F32, 3, 1.0);
+    for r in [
+        quantize::run(&d, &w, S8, Some(0)).map(|_| ()),
+        quantize::lower(w.spec(), S8, Some(0)).map(|_| ()),
+    ] {
+        let e = r.expect_err("block_k = 0 is an error").to_string();
+        assert!(e.contains("block_k must be at least 1"), "{e}");
+    }
+    let (q, s) = quantize::run(&d, &w, S8, Some(4)).unwrap();
+    let e = dequantize::run(&d, &q, &s, Some(0))
+        .expect_err("block_k = 0")
+        .to_string();
+    assert!(e.contains("block_k must be at least 1"), "{e}");
+    let x = uniform(&[2, 8], F32, 4, 1.0);
+    let e = quantized_matmul::run(&d, &x, &q, &s, Some(0))
+        .expect_err("block_k = 0")
+        .to_string();
+    assert!(e.contains("block_k must be at least 1"), "{e}");
+    // K = 0: an empty result and one (smallest) scale per column.
+    let empty = HostTensor::zeros(TensorSpec::new([0, 3], F32));
+    let (q, s) = quantize::run(&d, &empty, S8, None).unwrap();
+    assert_eq!((q.shape(), s.shape()), (&[0, 3][..], &[3][..]));
+    let (q, s) = quantize::run(&d, &empty, S8, Some(4)).unwrap();
+    assert_eq!((q.shape(), s.shape()), (&[0, 3][..], &[0, 3][..]));
+    let rows = HostTensor::zeros(TensorSpec::new([2, 0], F32));
+    let (q, s) = quantize_rows::run(&d, &rows, S8).unwrap();
+    assert_eq!((q.shape(), s.shape()), (&[2, 0][..], &[2][..]));
+}
+
+#[test]
 fn quantized_matmuls_match_dequantized_references() {
     let d = dev();
     let x = uniform(&[5, 40], F32, 21, 1.0);

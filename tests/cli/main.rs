@@ -277,3 +277,21 @@ fn bench_writes_a_table_json_and_a_well_formed_svg() {
     assert!(err.contains("unknown workload `warp`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_non_utf8_argument_is_a_clean_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"x=\xff\xfe");
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args([
+            std::ffi::OsStr::new("lower"),
+            std::ffi::OsStr::new("gemm"),
+            bad,
+        ])
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("argument 3 is not valid UTF-8"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -5,7 +5,20 @@ mod cli;
 use std::io::{ErrorKind, Write};
 
 fn main() {
-    let words: Vec<String> = std::env::args().skip(1).collect();
+    let mut words = Vec::new();
+    for (i, word) in std::env::args_os().skip(1).enumerate() {
+        match word.into_string() {
+            Ok(w) => words.push(w),
+            Err(raw) => {
+                eprintln!(
+                    "tessel: argument {} is not valid UTF-8: {}",
+                    i + 1,
+                    raw.to_string_lossy()
+                );
+                std::process::exit(2);
+            }
+        }
+    }
     match cli::main_with(&words) {
         // A reader that stops early (`tessel lower .. | head`) is not an error.
         Ok(out) => match writeln!(std::io::stdout().lock(), "{out}") {
