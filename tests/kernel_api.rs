@@ -7,6 +7,7 @@ use std::thread;
 
 use tessel::kernel::Kernel;
 use tessel::prelude::*;
+use tessel_testing::{close_f32 as close, dev};
 
 #[tpu_kernel(precision = "highest")]
 fn scaled_softmax(x: Tensor, scale: f32) -> Tensor {
@@ -26,10 +27,6 @@ fn softmax_then_sum(x: Tensor) -> Tensor {
     scaled_softmax(x, 2.0).sum(&[-1])
 }
 
-fn dev() -> Device {
-    Device::cpu().expect("the CPU plugin loads")
-}
-
 fn softmax_ref(x: &[f32], cols: usize, scale: f32) -> Vec<f64> {
     x.chunks(cols)
         .flat_map(|row| {
@@ -45,16 +42,6 @@ fn softmax_ref(x: &[f32], cols: usize, scale: f32) -> Vec<f64> {
             e.into_iter().map(move |v| v / s)
         })
         .collect()
-}
-
-fn close(got: &[f32], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (f64::from(g) - w).abs() <= tol * (1.0 + w.abs()),
-            "element {i}: got {g}, want {w}"
-        );
-    }
 }
 
 #[test]

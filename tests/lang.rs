@@ -3,10 +3,7 @@
 
 use tessel::lang::ds;
 use tessel::prelude::*;
-
-fn dev() -> Device {
-    Device::cpu().expect("the CPU plugin loads")
-}
+use tessel_testing::{close_f32 as close, dev};
 
 fn host(v: &[f32], shape: &[usize]) -> HostTensor {
     HostTensor::from_vec(v.to_vec(), shape.to_vec()).unwrap()
@@ -14,16 +11,6 @@ fn host(v: &[f32], shape: &[usize]) -> HostTensor {
 
 fn f32s(t: &HostTensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()
-}
-
-fn close(got: &[f32], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "lengths");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (f64::from(g) - w).abs() <= tol * (1.0 + w.abs()),
-            "element {i}: got {g}, want {w}"
-        );
-    }
 }
 
 #[cpu_kernel]
