@@ -295,3 +295,23 @@ fn a_non_utf8_argument_is_a_clean_error() {
     assert!(err.contains("argument 3 is not valid UTF-8"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn inputs_that_are_not_files_and_unwritable_outputs_fail_at_once() {
+    let (code, _, err) = tessel(&[
+        "run",
+        "gemm",
+        "--arg",
+        "a=/dev/zero",
+        "--arg",
+        "b=/dev/zero",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+    let t = std::time::Instant::now();
+    let (code, _, err) = tessel(&["bench", "gemm", "--json", "/proc/no/such/file.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/proc/no/such/file.json"), "{err}");
+    assert!(!err.contains("done"), "the suite must not run first: {err}");
+    assert!(t.elapsed().as_secs() < 30);
+}

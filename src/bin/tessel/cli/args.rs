@@ -105,5 +105,14 @@ pub fn spec(s: &str) -> Result<TensorSpec, String> {
 
 /// An `.npy` input.
 pub fn npy(path: &str) -> Result<HostTensor, String> {
+    // A device or pipe (`/dev/zero`) would be read until memory runs out.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!(
+                "{path}: not a regular file (an .npy input must be a file)"
+            ))
+        }
+        _ => {}
+    }
     HostTensor::read_npy(PathBuf::from(path)).map_err(|e| e.to_string())
 }

@@ -1,6 +1,8 @@
 //! The `tessel` command: `info`, `list`, `lower` and `run` over the prebuilt
 //! kernels. Every error is one line on stderr and a non-zero exit code.
 
+use std::io::Write;
+
 pub mod args;
 pub mod bench;
 pub mod plot;
@@ -204,6 +206,18 @@ fn bench(a: &Args) -> Result<String, String> {
             })
             .collect::<Result<_, _>>()?
     };
+    // Open the outputs before the (long) run, so a bad path fails at once.
+    let create = |key: &str| -> Result<Option<(String, std::fs::File)>, String> {
+        a.one(key)
+            .map(|f| {
+                std::fs::File::create(f)
+                    .map(|file| (f.to_string(), file))
+                    .map_err(|e| format!("{f}: {e}"))
+            })
+            .transpose()
+    };
+    let json_out = create("json")?;
+    let plot_out = create("plot")?;
     let d = Device::cpu().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     let n = chosen.len();
@@ -219,16 +233,18 @@ fn bench(a: &Args) -> Result<String, String> {
         rows.extend((w.run)(&d).map_err(|e| format!("{}: {e}", w.name))?);
     }
     eprintln!("[{}] {n}/{n} done", "#".repeat(20));
-    if let Some(f) = a.one("json") {
-        std::fs::write(f, bench::json(&rows)).map_err(|e| format!("{f}: {e}"))?;
+    if let Some((f, mut file)) = json_out {
+        file.write_all(bench::json(&rows).as_bytes())
+            .map_err(|e| format!("{f}: {e}"))?;
     }
-    if let Some(f) = a.one("plot") {
+    if let Some((f, mut file)) = plot_out {
         let workload = if rows.iter().any(|r| r.workload == "attention") {
             "attention"
         } else {
             rows.first().map(|r| r.workload.as_str()).unwrap_or("")
         };
-        std::fs::write(f, plot::svg(&rows, workload)).map_err(|e| format!("{f}: {e}"))?;
+        file.write_all(plot::svg(&rows, workload).as_bytes())
+            .map_err(|e| format!("{f}: {e}"))?;
     }
     Ok(bench::table(&rows))
 }
