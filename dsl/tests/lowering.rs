@@ -379,3 +379,67 @@ fn compile_hints_come_from_the_graph() {
     assert!(!hint(F32, |a| a[0].matmul(a[1])));
     assert!(!hint(BF16, |a| a[0].sum(&[1])));
 }
+
+/// `depth` loops nested inside each other, each adding one to a counter.
+fn nested_loops(depth: usize, x: Tensor) -> Tensor {
+    if depth == 0 {
+        return x + 1.0;
+    }
+    fori_loop(0, 1, x, |_, c| nested_loops(depth - 1, c))
+}
+
+#[test]
+fn deep_nesting_lowers_in_linear_size() {
+    // Tracing the nest recurses in this test's own code: give it room.
+    let run = || {
+        let spec = TensorSpec::new([2], F32);
+        let text = |depth: usize| {
+            let k =
+                tessel_dsl::kernel::Kernel::new(format!("nest{depth}"), move |a: &[Tensor]| {
+                    nested_loops(depth, a[0])
+                });
+            (k.lower(std::slice::from_ref(&spec)).unwrap(), k)
+        };
+        let (small, _) = text(100);
+        let (big, k) = text(2000);
+        let graph = k.trace(std::slice::from_ref(&spec)).unwrap();
+        assert_eq!(tessel_dsl::lower::nesting_depth(&graph), 2000);
+        // Linear: 20x the depth is about 20x the text (no copies per level,
+        // indentation capped).
+        let ratio = big.len() as f64 / small.len() as f64;
+        assert!(ratio < 25.0, "{} vs {} bytes", big.len(), small.len());
+        // A nest deeper than the caller's stack would print on runs too.
+        let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+        let (_, k) = text(80);
+        let out = k.run(&device(), &[&x]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    };
+    std::thread::Builder::new()
+        .stack_size(1 << 28)
+        .spawn(run)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+/// 1,000 nested loops compile and run (XLA's compiler recurses per level:
+/// compiling runs on a thread with a large stack). About a minute of XLA
+/// compile time, so not in the default run:
+/// `cargo test -p tessel-dsl --test lowering -- --ignored`.
+#[test]
+#[ignore]
+fn a_thousand_nested_loops_compile_and_run() {
+    let run = || {
+        let k =
+            tessel_dsl::kernel::Kernel::new("nest1000", |a: &[Tensor]| nested_loops(1000, a[0]));
+        let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+        let out = k.run(&device(), &[&x]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    };
+    std::thread::Builder::new()
+        .stack_size(1 << 28)
+        .spawn(run)
+        .unwrap()
+        .join()
+        .unwrap();
+}

@@ -2,7 +2,7 @@
 
 use crate::ir::NodeId;
 use crate::ir::{BinaryOp, Comparison, Op, ReduceKind, ScatterCombine, UnaryOp};
-use crate::lower::{combiner_region, regions, scalar_type, Printer};
+use crate::lower::{combiner_region, regions, scalar_type, Printer, RegionText};
 
 fn i64_array(v: &[impl ToString]) -> String {
     if v.is_empty() {
@@ -130,7 +130,7 @@ pub(crate) fn op_parts(
     p: &mut Printer,
     id: NodeId,
     indent: usize,
-) -> (String, String, Vec<String>) {
+) -> (String, String, Vec<RegionText>) {
     let g = p.g;
     let node = &g.nodes[id];
     let operand_spec = |i: usize| &g.values[node.operands[i]].spec;
@@ -215,7 +215,7 @@ pub(crate) fn op_parts(
             (
                 s("stablehlo.reduce"),
                 format!("dimensions = {}", i64_array(dims)),
-                vec![r],
+                vec![RegionText::Text(r)],
             )
         }
         Op::ArgReduce { max, dim } => {
@@ -224,7 +224,7 @@ pub(crate) fn op_parts(
             (
                 s("stablehlo.reduce"),
                 format!("dimensions = {}", i64_array(&[*dim])),
-                vec![r],
+                vec![RegionText::Text(r)],
             )
         }
         Op::DotGeneral { dims, precision } => {
@@ -288,7 +288,7 @@ pub(crate) fn op_parts(
             (
                 s("stablehlo.scatter"),
                 format!("scatter_dimension_numbers = #stablehlo.scatter<{dn}>, indices_are_sorted = false, unique_indices = false"),
-                vec![r],
+                vec![RegionText::Text(r)],
             )
         }
         Op::Sort { dim, descending } => {
@@ -301,31 +301,20 @@ pub(crate) fn op_parts(
             (
                 s("stablehlo.sort"),
                 format!("dimension = {dim} : i64, is_stable = true"),
-                vec![r],
+                vec![RegionText::Text(r)],
             )
         }
         Op::TopK { k } => (s("chlo.top_k"), format!("k = {k} : i64"), vec![]),
         Op::While => {
-            let rs = node.regions.clone();
-            let texts = rs.iter().map(|&r| wrap(p, r, indent)).collect();
+            let texts = node.regions.iter().map(|&r| RegionText::Graph(r)).collect();
             (s("stablehlo.while"), String::new(), texts)
         }
         Op::If => {
-            let rs = node.regions.clone();
-            let texts = rs.iter().map(|&r| wrap(p, r, indent)).collect();
+            let texts = node.regions.iter().map(|&r| RegionText::Graph(r)).collect();
             (s("stablehlo.if"), String::new(), texts)
         }
         Op::OptimizationBarrier => (s("stablehlo.optimization_barrier"), String::new(), vec![]),
     }
-}
-
-fn wrap(p: &mut Printer, region: usize, indent: usize) -> String {
-    let body = p.nested_region(region, indent + 1);
-    let mut pad = String::new();
-    for _ in 0..indent {
-        pad.push_str("  ");
-    }
-    format!("{{\n{body}{pad}}}")
 }
 
 fn reduce_combiner(kind: ReduceKind) -> &'static str {

@@ -28,7 +28,40 @@ use crate::shape::TensorSpec;
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 pub fn lower(graph: &Graph) -> String {
-    Printer::new(graph).module()
+    if nesting_depth(graph) <= SHALLOW {
+        return Printer::new(graph).module();
+    }
+    // Printing recurses once per nested loop or branch: deep programs get a
+    // thread with a stack to match (reserved, touched only as deep as used).
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("tessel-lower".into())
+            .stack_size(DEEP_STACK)
+            .spawn_scoped(scope, || Printer::new(graph).module())
+            .ok()
+            .and_then(|handle| handle.join().ok())
+    })
+    .unwrap_or_else(|| Printer::new(graph).module())
+}
+
+/// Deepest indentation printed; deeper lines start at this column.
+const MAX_INDENT: usize = 32;
+/// Nesting depth printed on the caller's stack.
+const SHALLOW: usize = 64;
+/// The stack of the printing thread for deeper programs.
+const DEEP_STACK: usize = 1 << 30;
+
+/// How deeply the graph's regions nest (0: no loops or branches).
+pub fn nesting_depth(graph: &Graph) -> usize {
+    let mut depth = vec![0usize; graph.regions.len()];
+    for (id, region) in graph.regions.iter().enumerate() {
+        // Regions are created after their parents, so a parent's depth is known.
+        depth[id] = region
+            .parent
+            .and_then(|p| depth.get(p).copied())
+            .map_or(0, |d| d + 1);
+    }
+    depth.into_iter().max().unwrap_or(0)
 }
 
 /// Prints one graph; owns the SSA names.
@@ -76,10 +109,16 @@ impl<'g> Printer<'g> {
         format!("%t{}", self.temp)
     }
 
-    pub(crate) fn line(&mut self, indent: usize, text: &str) {
-        for _ in 0..indent {
+    /// Writes the indentation of a line `indent` levels deep (capped, so
+    /// deeply nested programs do not grow quadratically in white space).
+    pub(crate) fn indent(&mut self, indent: usize) {
+        for _ in 0..indent.min(MAX_INDENT) {
             self.out.push_str("  ");
         }
+    }
+
+    pub(crate) fn line(&mut self, indent: usize, text: &str) {
+        self.indent(indent);
         self.out.push_str(text);
         self.out.push('\n');
     }
@@ -173,20 +212,23 @@ impl<'g> Printer<'g> {
         }
     }
 
-    /// Prints a nested region: `{ ^bb0(args): body; stablehlo.return results }`.
-    pub(crate) fn nested_region(&mut self, region: RegionId, indent: usize) -> String {
+    /// Writes a nested region of the graph in place:
+    /// `{ ^bb0(args): body; stablehlo.return results }`, each line written
+    /// once (never copied into its parent), so lowering is linear in the
+    /// program's size whatever its nesting depth.
+    fn nested_region_into(&mut self, region: RegionId, indent: usize) {
         let g = self.g;
         let r = &g.regions[region];
-        let saved = std::mem::take(&mut self.out);
+        self.out.push_str("{\n");
         if !r.args.is_empty() {
             let args: Vec<String> = r
                 .args
                 .iter()
                 .map(|&v| format!("{}: {}", self.name(v), self.ty(v)))
                 .collect();
-            self.line(indent, &format!("^bb0({}):", args.join(", ")));
+            self.line(indent + 1, &format!("^bb0({}):", args.join(", ")));
         }
-        self.region_body(region, indent + 1);
+        self.region_body(region, indent + 2);
         let names: Vec<&str> = r.results.iter().map(|&v| self.name(v)).collect();
         let tys: Vec<String> = r.results.iter().map(|&v| self.ty(v)).collect();
         let ret = format!(
@@ -194,8 +236,9 @@ impl<'g> Printer<'g> {
             names.join(", "),
             tys.join(", ")
         );
-        self.line(indent + 1, &ret);
-        std::mem::replace(&mut self.out, saved)
+        self.line(indent + 2, &ret);
+        self.indent(indent);
+        self.out.push('}');
     }
 
     fn node(&mut self, id: NodeId, indent: usize) {
@@ -215,12 +258,23 @@ impl<'g> Printer<'g> {
         } else {
             format!("({})", out_tys.join(", "))
         };
-        let mut text = format!("{lhs}\"{name}\"({})", operands.join(", "));
+        let head = format!("{lhs}\"{name}\"({})", operands.join(", "));
+        self.indent(indent);
+        self.out.push_str(&head);
         if !regions.is_empty() {
-            text.push_str(" (");
-            text.push_str(&regions.join(", "));
-            text.push(')');
+            self.out.push_str(" (");
+            for (i, region) in regions.into_iter().enumerate() {
+                if i > 0 {
+                    self.out.push_str(", ");
+                }
+                match region {
+                    RegionText::Text(text) => self.out.push_str(&text),
+                    RegionText::Graph(r) => self.nested_region_into(r, indent),
+                }
+            }
+            self.out.push(')');
         }
+        let mut text = String::new();
         if !attrs.is_empty() {
             let _ = write!(text, " {{{attrs}}}");
         }
@@ -235,8 +289,19 @@ impl<'g> Printer<'g> {
             loc.line,
             loc.column
         );
-        self.line(indent, &text);
+        self.out.push_str(&text);
+        self.out.push('\n');
     }
+}
+
+/// A region of an op as lowering prints it: small fixed regions (reduction
+/// combiners, comparators) as text, the graph's own regions (loop and branch
+/// bodies) by id, written in place.
+pub(crate) enum RegionText {
+    /// Already printed.
+    Text(String),
+    /// A region of the graph.
+    Graph(RegionId),
 }
 
 /// An MLIR string literal.

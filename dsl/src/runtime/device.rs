@@ -215,8 +215,26 @@ impl Device {
     ///
     /// Checks that `num_partitions * num_replicas` devices exist first; XLA's
     /// rejection is [`DeviceError::Compile`] with XLA's message.
+    ///
+    /// XLA's compiler recurses once per nested loop or branch, so it runs on
+    /// a thread of its own with a large stack (reserved, touched only as
+    /// deep as the program needs); a deeply nested kernel then compiles
+    /// instead of overflowing the caller's stack.
     pub fn compile(&self, program: &Program) -> Result<Executable> {
-        executable::compile(&self.client, program)
+        const COMPILE_STACK: usize = 1 << 30;
+        std::thread::scope(|scope| {
+            match std::thread::Builder::new()
+                .name("tessel-compile".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(scope, || executable::compile(&self.client, program))
+            {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: compile here.
+                Err(_) => executable::compile(&self.client, program),
+            }
+        })
     }
 
     /// Copies a host tensor to addressable device 0.
