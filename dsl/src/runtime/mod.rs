@@ -27,6 +27,7 @@
 mod api;
 mod args;
 mod buffer;
+mod call;
 mod client;
 mod cost;
 mod device;
