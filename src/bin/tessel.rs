@@ -1,4 +1,5 @@
 //! The `tessel` command; see `tessel --help`.
+#![forbid(unsafe_code)]
 
 use std::io::{ErrorKind, Write};
 

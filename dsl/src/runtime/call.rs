@@ -63,7 +63,7 @@ pub(crate) unsafe fn call<A: Args>(
 /// carries the error of the call that returned it.
 ///
 /// It expands to a call of the unsafe [`call`], so it must stand inside an
-/// `unsafe` block whose `// SAFETY:` comment says why `args` meets the
+/// `unsafe` block whose safety comment says why `args` meets the
 /// function's preconditions (handles live, pointers valid for the call).
 macro_rules! pjrt_call {
     ($api:expr, $name:ident, $args:expr) => {
