@@ -31,6 +31,7 @@
 //! The layers are separate crates, re-exported here: `tessel-dsl` (tensors,
 //! ops, tracing, lowering, the PJRT runtime), `tessel-macros` (the
 //! attributes) and `tessel-kernels` (the kernel library).
+#![forbid(unsafe_code)]
 
 // The macros expand to `::tessel::..` paths, which inside this crate name the crate itself.
 extern crate self as tessel;

@@ -3,6 +3,7 @@
 //! The macros expand to paths under `::tessel`; inside this crate that name
 //! is the DSL crate itself, so the kernels here are written exactly as a
 //! user writes theirs.
+#![forbid(unsafe_code)]
 
 extern crate tessel_dsl as tessel;
 

@@ -9,6 +9,7 @@
 //! companion is written in `generate`. Errors are accumulated and emitted
 //! as `compile_error!`s at the offending spans, together with the original
 //! item, so one typo does not cascade.
+#![forbid(unsafe_code)]
 
 mod analyze;
 mod expert;

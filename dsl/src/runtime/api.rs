@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::args::Args;
-use super::error::{self, ErrorFns};
+use super::call::pjrt_call;
+use super::error::ErrorFns;
 use super::ffi;
 use crate::error::{DeviceError, Result};
 
@@ -24,11 +25,15 @@ macro_rules! pjrt_fn {
         let offset = ::std::mem::offset_of!($crate::runtime::ffi::PJRT_Api, $name);
         let size = ::std::mem::size_of::<$crate::runtime::ffi::$name>();
         let f = if api.covers(offset, size) {
+            // Through `pjrt_call!` this block stands inside the call site's
+            // `unsafe` block; it keeps its own argument all the same.
+            #[allow(unused_unsafe)]
             // SAFETY: `api.raw()` points to the plugin's `PJRT_Api`, which
             // lives as long as the process (the library is never unloaded)
             // and is `struct_size` bytes long; the field lies inside it. Only
             // this field is read, no reference to the whole struct is made.
-            unsafe { ::std::ptr::addr_of!((*api.raw()).$name).read() }
+            let f = unsafe { ::std::ptr::addr_of!((*api.raw()).$name).read() };
+            f
         } else {
             None
         };
@@ -164,14 +169,10 @@ impl Api {
         if event.is_null() {
             return Ok(());
         }
-        let awaited = pjrt_fn!(self, PJRT_Event_Await).and_then(|f| {
-            let mut args = ffi::PJRT_Event_Await_Args::new();
-            args.event = event;
-            // SAFETY: `event` is live (caller contract); `args` outlives the call.
-            let err = unsafe { f(&mut args) };
-            // SAFETY: `err` is null or a fresh error from this plugin.
-            unsafe { error::check(self, call, err) }
-        });
+        let mut args = ffi::PJRT_Event_Await_Args::new();
+        args.event = event;
+        // SAFETY: `event` is a live event of this plugin (caller contract).
+        let awaited = unsafe { pjrt_call!(self, PJRT_Event_Await, &mut args, reported_as: call) };
         // SAFETY: `event` is live and destroyed exactly once, here.
         unsafe { self.destroy_event(event) };
         awaited
@@ -186,14 +187,11 @@ impl Api {
         if event.is_null() {
             return;
         }
-        if let Ok(f) = pjrt_fn!(self, PJRT_Event_Destroy) {
-            let mut args = ffi::PJRT_Event_Destroy_Args::new();
-            args.event = event;
-            // SAFETY: `event` is live (caller contract) and destroyed once.
-            let err = unsafe { f(&mut args) };
-            // SAFETY: `err` is null or a fresh error from this plugin.
-            let _ = unsafe { error::take_status(self, err) };
-        }
+        let mut args = ffi::PJRT_Event_Destroy_Args::new();
+        args.event = event;
+        // SAFETY: `event` is a live event of this plugin (caller contract),
+        // destroyed here once; a failure to destroy it is ignored.
+        let _ = unsafe { pjrt_call!(self, PJRT_Event_Destroy, &mut args) };
     }
 }
 
@@ -327,14 +325,13 @@ fn open(path: &Path) -> Result<Api> {
         get_code: pjrt_fn!(&api, PJRT_Error_GetCode)?,
     };
 
-    let initialize = pjrt_fn!(&api, PJRT_Plugin_Initialize)?;
     let mut init_args = ffi::PJRT_Plugin_Initialize_Args::new();
-    // SAFETY: first call into the plugin after loading, as PJRT requires;
-    // `init_args` is a correctly sized args struct.
-    let err = unsafe { initialize(&mut init_args) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    unsafe { error::check(&api, "PJRT_Plugin_Initialize", err) }
-        .map_err(|e| load_error(path, e.to_string()))?;
+    // SAFETY: the first call into the plugin after loading, as PJRT requires;
+    // the args struct has no pointers or handles to set.
+    unsafe { pjrt_call!(&api, PJRT_Plugin_Initialize, &mut init_args) }.map_err(|e| match e {
+        missing @ DeviceError::Incompatible { .. } => missing,
+        failed => load_error(path, failed.to_string()),
+    })?;
 
     api.attributes = read_attributes(&api)?;
     Ok(api)
@@ -355,14 +352,13 @@ fn placeholder_error_fns() -> ErrorFns {
 
 fn read_attributes(api: &Api) -> Result<Vec<(String, AttributeValue)>> {
     // Older plugins lack the function; they simply have no attributes.
-    let Ok(f) = pjrt_fn!(api, PJRT_Plugin_Attributes) else {
+    if pjrt_fn!(api, PJRT_Plugin_Attributes).is_err() {
         return Ok(Vec::new());
-    };
+    }
     let mut args = ffi::PJRT_Plugin_Attributes_Args::new();
-    // SAFETY: `args` is a correctly sized args struct; the plugin is initialized.
-    let err = unsafe { f(&mut args) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    unsafe { error::check(api, "PJRT_Plugin_Attributes", err) }?;
+    // SAFETY: the plugin is initialized; the args struct has no inputs, and
+    // the call only fills `attributes` and `num_attributes`.
+    unsafe { pjrt_call!(api, PJRT_Plugin_Attributes, &mut args) }?;
     // SAFETY: the plugin returned `num_attributes` named values with process
     // lifetime at `attributes`.
     Ok(unsafe { named_values(args.attributes, args.num_attributes) })

@@ -5,8 +5,40 @@
 //! own, and reads only the fields a smaller (older) plugin knows about, so
 //! the size must be the header's own value, never `size_of` (which includes
 //! trailing padding that a newer plugin could read as a field).
+//!
+//! Every struct the binding uses is also checked at compile time against
+//! its header size: `struct_size` comes first, and the Rust struct is that
+//! many bytes rounded up to its alignment (the header's size ends at the
+//! last field). A regenerated `ffi.rs` whose layouts drift from its own
+//! `*_STRUCT_SIZE` constants, or a struct edited by hand, fails to build.
+
+use std::mem::{align_of, offset_of, size_of};
 
 use super::ffi;
+
+/// Compile-time check that `ffi::$ty` agrees with `ffi::$size` (see the
+/// module documentation).
+macro_rules! assert_layout {
+    ($($ty:ident => $size:ident),* $(,)?) => {
+        $(
+            const _: () = assert!(
+                offset_of!(ffi::$ty, struct_size) == 0
+                    && size_of::<ffi::$ty>()
+                        == (ffi::$size as usize).next_multiple_of(align_of::<ffi::$ty>()),
+                concat!(
+                    "ffi::", stringify!($ty), " does not match ffi::", stringify!($size),
+                    ": regenerate ffi.rs with scripts/regen-ffi.sh"
+                )
+            );
+        )*
+    };
+}
+
+// Structs the runtime reads from the plugin but never builds.
+assert_layout! {
+    PJRT_Api => PJRT_Api_STRUCT_SIZE,
+    PJRT_Api_Version => PJRT_Api_Version_STRUCT_SIZE,
+}
 
 /// A PJRT args struct with a header-defined size.
 pub(crate) trait Args: Default {
@@ -16,6 +48,7 @@ pub(crate) trait Args: Default {
 
 macro_rules! args {
     ($($ty:ident => $size:ident),* $(,)?) => {
+        assert_layout! { $($ty => $size),* }
         $(
             impl Args for ffi::$ty {
                 fn new() -> Self {

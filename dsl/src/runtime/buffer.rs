@@ -4,10 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::api::pjrt_fn;
 use super::args::Args;
+use super::call::pjrt_call;
 use super::client::Client;
-use super::error;
 use super::ffi;
 use super::Device;
 use crate::dtype::DType;
@@ -73,17 +72,13 @@ struct RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
-        let api = self.client.api();
-        if let Ok(f) = pjrt_fn!(api, PJRT_Buffer_Destroy) {
-            let mut args = ffi::PJRT_Buffer_Destroy_Args::new();
-            args.buffer = self.raw;
-            // SAFETY: this value owns the buffer and destroys it exactly once;
-            // the client outlives it (we hold an `Arc`). PJRT keeps the memory
-            // alive while an enqueued computation still uses it.
-            let err = unsafe { f(&mut args) };
-            // SAFETY: `err` is null or a fresh error from this plugin.
-            let _ = unsafe { error::take_status(api, err) };
-        }
+        let mut args = ffi::PJRT_Buffer_Destroy_Args::new();
+        args.buffer = self.raw;
+        // SAFETY: this value owns the buffer and destroys it exactly once;
+        // the client outlives it (we hold an `Arc`). PJRT keeps the memory
+        // alive while an enqueued computation still uses it. A failure to
+        // destroy it is ignored.
+        let _ = unsafe { pjrt_call!(self.client.api(), PJRT_Buffer_Destroy, &mut args) };
     }
 }
 
@@ -114,7 +109,6 @@ impl DeviceBuffer {
     ) -> Result<DeviceBuffer> {
         let api = client.api();
         let device_ptr = client.device(device)?;
-        let f = pjrt_fn!(api, PJRT_Client_BufferFromHostBuffer)?;
         let dims = dims_to_i64(host.spec())?;
         let data = host.as_bytes();
         let mut args = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
@@ -129,10 +123,8 @@ impl DeviceBuffer {
         // SAFETY: `data` and `dims` are alive and unchanged for the whole call,
         // which is all kImmutableOnlyDuringCall needs; `data` holds exactly
         // `spec.size_in_bytes()` bytes (a HostTensor invariant) for the type
-        // and dims given; the device belongs to the client.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        let created = unsafe { error::check(api, "PJRT_Client_BufferFromHostBuffer", err) };
+        // and dims given; the client is live and the device is one of its own.
+        let created = unsafe { pjrt_call!(api, PJRT_Client_BufferFromHostBuffer, &mut args) };
         let done = args.done_with_host_buffer;
         let buffer = (!args.buffer.is_null()).then(|| RawBuffer {
             client: Arc::clone(client),
@@ -169,13 +161,10 @@ impl DeviceBuffer {
         };
         let api = client.api();
 
-        let f = pjrt_fn!(api, PJRT_Buffer_ElementType)?;
         let mut ty = ffi::PJRT_Buffer_ElementType_Args::new();
         ty.buffer = raw;
-        // SAFETY: `raw` is a live buffer; `ty` is correctly sized.
-        let err = unsafe { f(&mut ty) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Buffer_ElementType", err) }?;
+        // SAFETY: `raw` is a live buffer of this plugin (caller contract).
+        unsafe { pjrt_call!(api, PJRT_Buffer_ElementType, &mut ty) }?;
         let dtype = from_pjrt_type(ty.type_).ok_or_else(|| {
             DeviceError::Other(format!(
                 "the device returned a buffer of {}, which tessel does not support",
@@ -183,13 +172,10 @@ impl DeviceBuffer {
             ))
         })?;
 
-        let f = pjrt_fn!(api, PJRT_Buffer_Dimensions)?;
         let mut dims = ffi::PJRT_Buffer_Dimensions_Args::new();
         dims.buffer = raw;
-        // SAFETY: `raw` is a live buffer; `dims` is correctly sized.
-        let err = unsafe { f(&mut dims) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Buffer_Dimensions", err) }?;
+        // SAFETY: `raw` is a live buffer of this plugin (caller contract).
+        unsafe { pjrt_call!(api, PJRT_Buffer_Dimensions, &mut dims) }?;
         let extents: &[i64] = if dims.dims.is_null() || dims.num_dims == 0 {
             &[]
         } else {
@@ -205,13 +191,10 @@ impl DeviceBuffer {
                 DeviceError::Other(format!("the device returned a buffer of shape {extents:?}"))
             })?;
 
-        let f = pjrt_fn!(api, PJRT_Buffer_Device)?;
         let mut dev = ffi::PJRT_Buffer_Device_Args::new();
         dev.buffer = raw;
-        // SAFETY: `raw` is a live buffer; `dev` is correctly sized.
-        let err = unsafe { f(&mut dev) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Buffer_Device", err) }?;
+        // SAFETY: `raw` is a live buffer of this plugin (caller contract).
+        unsafe { pjrt_call!(api, PJRT_Buffer_Device, &mut dev) }?;
         let device = client.device_index(dev.device).ok_or_else(|| {
             DeviceError::Other("the device returned a buffer on a non-addressable device".into())
         })?;
@@ -252,14 +235,11 @@ impl DeviceBuffer {
     /// timing); reports its error if it failed.
     pub fn block_until_ready(&self) -> Result<()> {
         let api = self.buffer.client.api();
-        let f = pjrt_fn!(api, PJRT_Buffer_ReadyEvent)?;
         let mut args = ffi::PJRT_Buffer_ReadyEvent_Args::new();
         args.buffer = self.buffer.raw;
         // SAFETY: `buffer` is a live buffer owned by `self`; the call only
         // fills `event`.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Buffer_ReadyEvent", err) }?;
+        unsafe { pjrt_call!(api, PJRT_Buffer_ReadyEvent, &mut args) }?;
         // SAFETY: `args.event` is null or the event this call returned; it is
         // awaited and destroyed here, once.
         unsafe { api.await_event("PJRT_Buffer_ReadyEvent", args.event) }?;
@@ -271,7 +251,6 @@ impl DeviceBuffer {
     /// A failed computation that produced this buffer reports its error here.
     pub fn to_host(&self) -> Result<HostTensor> {
         let api = self.buffer.client.api();
-        let f = pjrt_fn!(api, PJRT_Buffer_ToHostBuffer)?;
         // Ask for dense row-major bytes explicitly: the default is the
         // buffer's device layout, which need not be row-major off CPU.
         let rank = self.spec.rank();
@@ -286,11 +265,10 @@ impl DeviceBuffer {
         let mut query = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
         query.src = self.buffer.raw;
         query.host_layout = &mut layout;
-        // SAFETY: `dst` is NULL, so this only reports the size; the layout and
-        // its `minor_to_major` outlive the call.
-        let err = unsafe { f(&mut query) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Buffer_ToHostBuffer", err) }?;
+        // SAFETY: `src` is a live buffer owned by `self`; `dst` is NULL, so
+        // this only reports the size; the layout and its `minor_to_major`
+        // outlive the call.
+        unsafe { pjrt_call!(api, PJRT_Buffer_ToHostBuffer, &mut query) }?;
         // SAFETY: a size query returns no event, but destroy one if it did.
         unsafe { api.destroy_event(query.event) };
         let expected = self.spec.size_in_bytes();
@@ -309,10 +287,9 @@ impl DeviceBuffer {
         copy.dst = data.as_mut_ptr().cast();
         copy.dst_size = data.len();
         // SAFETY: `data` has `dst_size` writable bytes and is neither moved nor
-        // dropped until the event below has completed; layout as above.
-        let err = unsafe { f(&mut copy) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        let started = unsafe { error::check(api, "PJRT_Buffer_ToHostBuffer", err) };
+        // dropped until the event below has completed; buffer and layout as
+        // above.
+        let started = unsafe { pjrt_call!(api, PJRT_Buffer_ToHostBuffer, &mut copy) };
         // SAFETY: `copy.event` is null or the event this call returned; awaited
         // (so the copy into `data` is finished) and destroyed here.
         let finished = unsafe { api.await_event("PJRT_Buffer_ToHostBuffer", copy.event) };

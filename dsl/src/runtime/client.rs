@@ -4,9 +4,9 @@
 
 use std::ffi::c_char;
 
-use super::api::{pjrt_fn, Api};
+use super::api::Api;
 use super::args::Args;
-use super::error;
+use super::call::pjrt_call;
 use super::ffi;
 use crate::error::{DeviceError, Result};
 
@@ -52,7 +52,6 @@ unsafe impl Sync for Client {}
 impl Client {
     /// Creates a client with the given create options.
     pub(crate) fn create(api: &'static Api, options: &[(&str, CreateOption)]) -> Result<Client> {
-        let create = pjrt_fn!(api, PJRT_Client_Create)?;
         // Storage the named values point into; alive until after the call.
         let mut values = Vec::with_capacity(options.len());
         for (name, value) in options {
@@ -95,12 +94,10 @@ impl Client {
             values.as_ptr()
         };
         args.num_options = values.len();
-        // SAFETY: `args` is correctly sized and zeroed except for the options,
-        // which point into `values`, `options` (names, strings, lists): all
-        // alive until after the call. No key-value callbacks are given.
-        let err = unsafe { create(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Client_Create", err) }?;
+        // SAFETY: the options point into `values` and `options` (names,
+        // strings, lists), all alive until after the call; every other field
+        // is zero, so no key-value callbacks are given.
+        unsafe { pjrt_call!(api, PJRT_Client_Create, &mut args) }?;
         if args.client.is_null() {
             return Err(DeviceError::Other("PJRT_Client_Create returned no client".into()).into());
         }
@@ -118,13 +115,10 @@ impl Client {
     }
 
     fn query_platform_name(&self) -> Result<String> {
-        let f = pjrt_fn!(self.api, PJRT_Client_PlatformName)?;
         let mut args = ffi::PJRT_Client_PlatformName_Args::new();
         args.client = self.raw;
-        // SAFETY: `self.raw` is a live client; `args` is correctly sized.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(self.api, "PJRT_Client_PlatformName", err) }?;
+        // SAFETY: `self.raw` is a live client of this plugin.
+        unsafe { pjrt_call!(self.api, PJRT_Client_PlatformName, &mut args) }?;
         // SAFETY: the name is owned by the client and valid for `platform_name_size` bytes.
         Ok(unsafe {
             super::api::bytes_to_string(args.platform_name.cast(), args.platform_name_size)
@@ -132,13 +126,10 @@ impl Client {
     }
 
     fn query_devices(&self) -> Result<Vec<*mut ffi::PJRT_Device>> {
-        let f = pjrt_fn!(self.api, PJRT_Client_AddressableDevices)?;
         let mut args = ffi::PJRT_Client_AddressableDevices_Args::new();
         args.client = self.raw;
-        // SAFETY: `self.raw` is a live client; `args` is correctly sized.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(self.api, "PJRT_Client_AddressableDevices", err) }?;
+        // SAFETY: `self.raw` is a live client of this plugin.
+        unsafe { pjrt_call!(self.api, PJRT_Client_AddressableDevices, &mut args) }?;
         if args.addressable_devices.is_null() || args.num_addressable_devices == 0 {
             return Ok(Vec::new());
         }
@@ -197,15 +188,12 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Ok(f) = pjrt_fn!(self.api, PJRT_Client_Destroy) {
-            let mut args = ffi::PJRT_Client_Destroy_Args::new();
-            args.client = self.raw;
-            // SAFETY: the client is live and nothing else refers to it: every
-            // executable and buffer holds an `Arc<Client>`, so this runs last.
-            let err = unsafe { f(&mut args) };
-            // SAFETY: `err` is null or a fresh error from this plugin.
-            let _ = unsafe { error::take_status(self.api, err) };
-        }
+        let mut args = ffi::PJRT_Client_Destroy_Args::new();
+        args.client = self.raw;
+        // SAFETY: the client is live and nothing else refers to it: every
+        // executable and buffer holds an `Arc<Client>`, so this runs last,
+        // once. A failure to destroy it is ignored.
+        let _ = unsafe { pjrt_call!(self.api, PJRT_Client_Destroy, &mut args) };
     }
 }
 

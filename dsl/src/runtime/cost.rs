@@ -1,9 +1,9 @@
 //! What XLA knows about a compiled program: cost analysis, compiled memory
 //! statistics and the executable fingerprint.
 
-use super::api::{bytes_to_string, named_values, pjrt_fn};
+use super::api::{bytes_to_string, named_values};
 use super::args::Args;
-use super::error;
+use super::call::pjrt_call;
 use super::ffi;
 use super::Executable;
 use crate::error::Result;
@@ -69,13 +69,10 @@ impl Executable {
     /// XLA's cost analysis: flops, bytes accessed, transcendentals, optimal seconds.
     pub fn cost_analysis(&self) -> Result<CostAnalysis> {
         let api = self.compiled_client().api();
-        let f = pjrt_fn!(api, PJRT_Executable_GetCostAnalysis)?;
         let mut args = ffi::PJRT_Executable_GetCostAnalysis_Args::new();
         args.executable = self.raw_executable();
-        // SAFETY: the executable is live for as long as `self`; `args` is correctly sized.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Executable_GetCostAnalysis", err) }?;
+        // SAFETY: the executable is live for as long as `self`.
+        unsafe { pjrt_call!(api, PJRT_Executable_GetCostAnalysis, &mut args) }?;
         // SAFETY: the properties are owned by the executable, which `self`
         // keeps alive; they are copied here.
         let values = unsafe { named_values(args.properties, args.num_properties) };
@@ -96,13 +93,10 @@ impl Executable {
     /// The compiled program's memory needs.
     pub fn memory_stats(&self) -> Result<MemoryStats> {
         let api = self.compiled_client().api();
-        let f = pjrt_fn!(api, PJRT_Executable_GetCompiledMemoryStats)?;
         let mut a = ffi::PJRT_Executable_GetCompiledMemoryStats_Args::new();
         a.executable = self.raw_executable();
-        // SAFETY: the executable is live for as long as `self`; `a` is correctly sized.
-        let err = unsafe { f(&mut a) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_Executable_GetCompiledMemoryStats", err) }?;
+        // SAFETY: the executable is live for as long as `self`.
+        unsafe { pjrt_call!(api, PJRT_Executable_GetCompiledMemoryStats, &mut a) }?;
         Ok(MemoryStats {
             generated_code_bytes: a.generated_code_size_in_bytes,
             argument_bytes: a.argument_size_in_bytes,
@@ -122,15 +116,11 @@ impl Executable {
     /// the same fingerprint), if the plugin provides one.
     pub fn fingerprint(&self) -> Option<String> {
         let api = self.compiled_client().api();
-        let f = pjrt_fn!(api, PJRT_Executable_Fingerprint).ok()?;
         let mut args = ffi::PJRT_Executable_Fingerprint_Args::new();
         args.executable = self.raw_executable();
-        // SAFETY: the executable is live for as long as `self`; `args` is correctly sized.
-        let err = unsafe { f(&mut args) };
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        if unsafe { error::take_status(api, err) }.is_some() {
-            return None;
-        }
+        // SAFETY: the executable is live for as long as `self`. A plugin
+        // without the function, or a failed call, means no fingerprint.
+        unsafe { pjrt_call!(api, PJRT_Executable_Fingerprint, &mut args) }.ok()?;
         // SAFETY: the fingerprint has the executable's lifetime; copied here.
         let s = unsafe {
             bytes_to_string(

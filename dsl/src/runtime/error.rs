@@ -70,7 +70,7 @@ impl PjrtStatus {
 ///
 /// `err` must be null or a `PJRT_Error` returned by `api` that has not been
 /// destroyed yet; it is destroyed here and must not be used afterwards.
-pub(crate) unsafe fn take_status(api: &Api, err: *mut ffi::PJRT_Error) -> Option<PjrtStatus> {
+unsafe fn take_status(api: &Api, err: *mut ffi::PJRT_Error) -> Option<PjrtStatus> {
     if err.is_null() {
         return None;
     }

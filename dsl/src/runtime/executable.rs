@@ -4,11 +4,10 @@ use std::ffi::c_char;
 use std::fmt;
 use std::sync::Arc;
 
-use super::api::pjrt_fn;
 use super::args::Args;
 use super::buffer::{from_pjrt_type, pjrt_type_name};
+use super::call::pjrt_call;
 use super::client::Client;
-use super::error;
 use super::ffi;
 use super::options::{compile_options, platform_overrides};
 use crate::error::{DeviceError, Result};
@@ -67,25 +66,18 @@ impl Drop for Compiled {
     fn drop(&mut self) {
         let api = self.client.api();
         if !self.executable.is_null() {
-            if let Ok(f) = pjrt_fn!(api, PJRT_Executable_Destroy) {
-                let mut args = ffi::PJRT_Executable_Destroy_Args::new();
-                args.executable = self.executable;
-                // SAFETY: we own this executable (from GetExecutable) and
-                // destroy it exactly once.
-                let err = unsafe { f(&mut args) };
-                // SAFETY: `err` is null or a fresh error from this plugin.
-                let _ = unsafe { error::take_status(api, err) };
-            }
+            let mut args = ffi::PJRT_Executable_Destroy_Args::new();
+            args.executable = self.executable;
+            // SAFETY: we own this executable (from GetExecutable) and destroy
+            // it exactly once. A failure to destroy it is ignored.
+            let _ = unsafe { pjrt_call!(api, PJRT_Executable_Destroy, &mut args) };
         }
-        if let Ok(f) = pjrt_fn!(api, PJRT_LoadedExecutable_Destroy) {
-            let mut args = ffi::PJRT_LoadedExecutable_Destroy_Args::new();
-            args.executable = self.loaded;
-            // SAFETY: we own the loaded executable and destroy it exactly once,
-            // after the last `Executable` clone is gone; the client outlives it.
-            let err = unsafe { f(&mut args) };
-            // SAFETY: `err` is null or a fresh error from this plugin.
-            let _ = unsafe { error::take_status(api, err) };
-        }
+        let mut args = ffi::PJRT_LoadedExecutable_Destroy_Args::new();
+        args.executable = self.loaded;
+        // SAFETY: we own the loaded executable and destroy it exactly once,
+        // after the last `Executable` clone is gone; the client outlives it.
+        // A failure to destroy it is ignored.
+        let _ = unsafe { pjrt_call!(api, PJRT_LoadedExecutable_Destroy, &mut args) };
     }
 }
 
@@ -143,7 +135,6 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
             client.devices().len()
         )));
     }
-    let f = pjrt_fn!(api, PJRT_Client_Compile)?;
     let options = compile_options(
         program.num_replicas,
         program.num_partitions,
@@ -161,18 +152,15 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     args.program = &prog;
     args.compile_options = options.as_ptr().cast::<c_char>();
     args.compile_options_size = options.len();
-    // SAFETY: the program text, format and options (non-empty, a valid
-    // CompileOptionsProto setting replicas and partitions) outlive the call;
-    // Compile does not write through `code`.
-    let err = unsafe { f(&mut args) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    if let Some(status) = unsafe { error::take_status(api, err) } {
-        return Err(if status.is_out_of_memory() {
-            status.into_device_error("PJRT_Client_Compile").into()
-        } else {
-            compile_error(status.message.trim_end().to_string())
-        });
-    }
+    // SAFETY: the client is live; the program text, format and options
+    // (non-empty, a valid CompileOptionsProto setting replicas and
+    // partitions) outlive the call; Compile does not write through `code`.
+    unsafe { pjrt_call!(api, PJRT_Client_Compile, &mut args) }.map_err(|e| match e {
+        // XLA's rejection of the program; out of memory and a plugin
+        // without Compile stay what they are.
+        DeviceError::Pjrt { message, .. } => compile_error(message.trim_end().to_string()),
+        other => other.into(),
+    })?;
     if args.executable.is_null() {
         return Err(compile_error(
             "PJRT_Client_Compile returned no executable".into(),
@@ -185,13 +173,11 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         executable: std::ptr::null_mut(),
     };
 
-    let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
     let mut get = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
     get.loaded_executable = compiled.loaded;
-    // SAFETY: the loaded executable is live; `get` is correctly sized.
-    let err = unsafe { f(&mut get) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    unsafe { error::check(api, "PJRT_LoadedExecutable_GetExecutable", err) }?;
+    // SAFETY: the loaded executable is live; the executable the call returns
+    // is owned (and destroyed) by `compiled`.
+    unsafe { pjrt_call!(api, PJRT_LoadedExecutable_GetExecutable, &mut get) }?;
     compiled.executable = get.executable;
     if compiled.executable.is_null() {
         return Err(
@@ -199,13 +185,10 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         );
     }
 
-    let f = pjrt_fn!(api, PJRT_Executable_NumOutputs)?;
     let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
     n.executable = compiled.executable;
-    // SAFETY: the executable is live; `n` is correctly sized.
-    let err = unsafe { f(&mut n) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    unsafe { error::check(api, "PJRT_Executable_NumOutputs", err) }?;
+    // SAFETY: the executable is live (checked non-null above, owned by `compiled`).
+    unsafe { pjrt_call!(api, PJRT_Executable_NumOutputs, &mut n) }?;
     let num_outputs = n.num_outputs;
     if num_outputs != program.outputs.len() {
         return Err(compile_error(format!(
@@ -214,13 +197,10 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         )));
     }
 
-    let f = pjrt_fn!(api, PJRT_LoadedExecutable_AddressableDevices)?;
     let mut d = ffi::PJRT_LoadedExecutable_AddressableDevices_Args::new();
     d.executable = compiled.loaded;
-    // SAFETY: the loaded executable is live; `d` is correctly sized.
-    let err = unsafe { f(&mut d) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    unsafe { error::check(api, "PJRT_LoadedExecutable_AddressableDevices", err) }?;
+    // SAFETY: the loaded executable is live (owned by `compiled`).
+    unsafe { pjrt_call!(api, PJRT_LoadedExecutable_AddressableDevices, &mut d) }?;
     let raw_devices: &[*mut ffi::PJRT_Device] = if d.addressable_devices.is_null() {
         &[]
     } else {
@@ -262,15 +242,11 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
 /// that [`Executable::outputs`] is truthful. Skipped if the plugin lacks the query.
 fn check_output_types(inner: &Inner) -> Result<()> {
     let api = inner.compiled.client.api();
-    let Ok(f) = pjrt_fn!(api, PJRT_Executable_OutputElementTypes) else {
-        return Ok(());
-    };
     let mut args = ffi::PJRT_Executable_OutputElementTypes_Args::new();
     args.executable = inner.compiled.executable;
-    // SAFETY: the executable is live; `args` is correctly sized.
-    let err = unsafe { f(&mut args) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    if unsafe { error::take_status(api, err) }.is_some() || args.output_types.is_null() {
+    // SAFETY: the executable is live (owned by `inner`).
+    let queried = unsafe { pjrt_call!(api, PJRT_Executable_OutputElementTypes, &mut args) };
+    if queried.is_err() || args.output_types.is_null() {
         return Ok(());
     }
     // SAFETY: the executable owns `num_output_types` types at `output_types`.
@@ -293,18 +269,11 @@ fn check_output_types(inner: &Inner) -> Result<()> {
 /// As [`check_output_types`], for the result shapes.
 fn check_output_shapes(inner: &Inner) -> Result<()> {
     let api = inner.compiled.client.api();
-    let Ok(f) = pjrt_fn!(api, PJRT_Executable_OutputDimensions) else {
-        return Ok(());
-    };
     let mut args = ffi::PJRT_Executable_OutputDimensions_Args::new();
     args.executable = inner.compiled.executable;
-    // SAFETY: the executable is live; `args` is correctly sized.
-    let err = unsafe { f(&mut args) };
-    // SAFETY: `err` is null or a fresh error from this plugin.
-    if unsafe { error::take_status(api, err) }.is_some()
-        || args.dim_sizes.is_null()
-        || args.num_outputs != inner.outputs.len()
-    {
+    // SAFETY: the executable is live (owned by `inner`).
+    let queried = unsafe { pjrt_call!(api, PJRT_Executable_OutputDimensions, &mut args) };
+    if queried.is_err() || args.dim_sizes.is_null() || args.num_outputs != inner.outputs.len() {
         return Ok(());
     }
     // SAFETY: the executable owns `num_outputs` ranks at `dim_sizes`.

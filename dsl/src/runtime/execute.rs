@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use super::api::pjrt_fn;
 use super::args::Args;
 use super::buffer::DeviceBuffer;
-use super::error;
+use super::call::pjrt_call;
 use super::ffi;
 use super::Executable;
 use crate::error::{DeviceError, Result};
@@ -152,7 +151,6 @@ impl Executable {
     fn execute_raw(&self, lists: &[Vec<*mut ffi::PJRT_Buffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
         let client = self.compiled_client();
         let api = client.api();
-        let f = pjrt_fn!(api, PJRT_LoadedExecutable_Execute)?;
         let num_outputs = self.num_outputs();
         let arg_ptrs: Vec<*const *mut ffi::PJRT_Buffer> =
             lists.iter().map(|l| l.as_ptr()).collect();
@@ -176,7 +174,7 @@ impl Executable {
         // (num_outputs from PJRT_Executable_NumOutputs); `options` is non-NULL
         // and zeroed; everything outlives the call. No completion events are
         // requested (`device_complete_events` is NULL).
-        let err = unsafe { f(&mut args) };
+        let executed = unsafe { pjrt_call!(api, PJRT_LoadedExecutable_Execute, &mut args) };
         // Take ownership of every returned buffer before looking at the error,
         // so none leaks.
         let mut results = Vec::with_capacity(outs.len());
@@ -192,8 +190,7 @@ impl Executable {
             }
             results.push(device_results);
         }
-        // SAFETY: `err` is null or a fresh error from this plugin.
-        unsafe { error::check(api, "PJRT_LoadedExecutable_Execute", err) }?;
+        executed?;
         if let Some(e) = failure {
             return Err(e);
         }

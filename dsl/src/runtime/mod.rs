@@ -28,6 +28,7 @@ mod api;
 mod args;
 mod attachments;
 mod buffer;
+mod call;
 mod client;
 mod cost;
 mod device;

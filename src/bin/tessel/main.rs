@@ -1,4 +1,5 @@
 //! The `tessel` command; see `tessel --help`.
+#![forbid(unsafe_code)]
 
 mod cli;
 
