@@ -26,6 +26,8 @@
 //! terms and the magnitude of the terms, since the absolute error of a sum
 //! grows with `n * eps * max|term|` rather than with the result.
 
+#![forbid(unsafe_code)]
+
 mod data;
 mod reference;
 mod run;
