@@ -52,8 +52,20 @@ pub struct KernelError {
     pub location: Location,
 }
 
+/// `"s"` unless `n` is 1, for messages.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 /// An error from the PJRT plugin or the runtime around it.
+///
+/// New variants may be added; match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// No plugin could be found or fetched.
     #[error("no PJRT plugin found: {0}")]
@@ -112,14 +124,74 @@ pub enum DeviceError {
     /// its mesh or its tensor.
     #[error("sharding: {0}")]
     Sharding(String),
-    /// Anything else the runtime refuses to do (with the reason).
-    #[error("{0}")]
-    Other(String),
+    /// A device index beyond the client's addressable devices.
+    #[error(
+        "device index {index} is out of range: the {platform} client has {count} addressable device{}",
+        plural(*.count)
+    )]
+    DeviceIndex {
+        /// The index asked for.
+        index: usize,
+        /// The client's platform (`cpu`, `cuda`, ...).
+        platform: String,
+        /// How many addressable devices the client has.
+        count: usize,
+    },
+    /// A CPU client asked for with no devices (or more than PJRT can count).
+    #[error(
+        "a CPU client needs at least 1 device (and at most {}), got {requested}",
+        i64::MAX
+    )]
+    DeviceCount {
+        /// The number of devices asked for.
+        requested: usize,
+    },
+    /// A tensor extent too large for PJRT, which describes shapes in `i64`.
+    #[error("extent {extent} of {spec} does not fit in i64")]
+    ExtentTooLarge {
+        /// The tensor's type, as `f32[2,3]`.
+        spec: String,
+        /// The extent that does not fit.
+        extent: usize,
+    },
+    /// The device holds data of an element type tessel has no [`DType`](crate::DType) for.
+    #[error("the device returned a buffer of {element_type}, which tessel does not support")]
+    UnsupportedElementType {
+        /// The element type's name (`u16`, `c64`, ...).
+        element_type: String,
+    },
+    /// A PJRT call reported success but returned no handle.
+    #[error("{call} succeeded but returned no {what}")]
+    NoResult {
+        /// The PJRT function.
+        call: &'static str,
+        /// What it should have returned (`client`, `buffer`, ...).
+        what: &'static str,
+    },
+    /// A PJRT call returned something that contradicts what was asked of it.
+    #[error("unexpected result from {call}: {message}")]
+    UnexpectedResult {
+        /// The PJRT function.
+        call: &'static str,
+        /// What it returned and what was expected.
+        message: String,
+    },
+    /// An executable returned a different number of outputs than its kernel declares.
+    #[error("the executable returned {got} output{}, the kernel declares {expected}", plural(*.got))]
+    OutputCount {
+        /// Outputs the kernel declares.
+        expected: usize,
+        /// Outputs the executable returned.
+        got: usize,
+    },
 }
 
 /// An error in host-side data: a tensor whose data disagrees with its shape,
 /// a conversion to the wrong host type, a bad `.npy` file.
+///
+/// New variants may be added; match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// Data length and shape/dtype disagree.
     #[error("host tensor of {spec} needs {expected} bytes, got {actual}")]
@@ -147,13 +219,55 @@ pub enum HostError {
         /// What is wrong.
         message: String,
     },
-    /// Anything else wrong with host data.
-    #[error("{0}")]
-    Other(String),
+    /// A reshape to a shape with another element count.
+    #[error("cannot reshape {from} to {to}: element counts differ")]
+    Reshape {
+        /// The tensor's type, as `f32[2,3]`.
+        from: String,
+        /// The type asked for.
+        to: String,
+    },
+    /// A bitcast to a dtype with another element size.
+    #[error("cannot bitcast {from} to {to}: element sizes differ")]
+    Bitcast {
+        /// The tensor's type, as `u8[4]`.
+        from: String,
+        /// The dtype asked for.
+        to: String,
+    },
+    /// A host tensor that cannot become a value of another library's type.
+    #[error("cannot convert to {target}: {message}")]
+    Conversion {
+        /// The type converted to (`ndarray::ArrayD`, ...).
+        target: &'static str,
+        /// Why not.
+        message: String,
+    },
+    /// A host-side value (a block-sparse matrix, a mask, a table) built from
+    /// inconsistent parameters or data.
+    #[error("{what}: {message}")]
+    InvalidInput {
+        /// What was being built (`block-sparse matrix`, `mask`, `RopeTable`).
+        what: &'static str,
+        /// What is wrong with the input.
+        message: String,
+    },
+    /// A named option (a kernel option given on the command line) with a
+    /// value it does not accept.
+    #[error("option {option}: {message}")]
+    InvalidOption {
+        /// The option's name.
+        option: String,
+        /// What it accepts, and what it got.
+        message: String,
+    },
 }
 
 /// Every error tessel returns.
+///
+/// New variants may be added; match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Found while tracing a kernel.
     #[error(transparent)]
@@ -202,3 +316,111 @@ impl Error {
 
 /// `Result` with tessel's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_single_readable_lines() {
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                DeviceError::DeviceIndex {
+                    index: 2,
+                    platform: "cpu".into(),
+                    count: 1,
+                }
+                .into(),
+                "device index 2 is out of range: the cpu client has 1 addressable device",
+            ),
+            (
+                DeviceError::DeviceCount { requested: 0 }.into(),
+                "a CPU client needs at least 1 device (and at most 9223372036854775807), got 0",
+            ),
+            (
+                DeviceError::ExtentTooLarge {
+                    spec: "f32[2]".into(),
+                    extent: usize::MAX,
+                }
+                .into(),
+                "does not fit in i64",
+            ),
+            (
+                DeviceError::UnsupportedElementType {
+                    element_type: "c64".into(),
+                }
+                .into(),
+                "buffer of c64, which tessel does not support",
+            ),
+            (
+                DeviceError::NoResult {
+                    call: "PJRT_Client_Create",
+                    what: "client",
+                }
+                .into(),
+                "PJRT_Client_Create succeeded but returned no client",
+            ),
+            (
+                DeviceError::UnexpectedResult {
+                    call: "PJRT_Buffer_Dimensions",
+                    message: "a buffer of shape [-1]".into(),
+                }
+                .into(),
+                "unexpected result from PJRT_Buffer_Dimensions: a buffer of shape [-1]",
+            ),
+            (
+                DeviceError::OutputCount {
+                    expected: 2,
+                    got: 1,
+                }
+                .into(),
+                "the executable returned 1 output, the kernel declares 2",
+            ),
+            (
+                HostError::Reshape {
+                    from: "f32[2]".into(),
+                    to: "f32[3]".into(),
+                }
+                .into(),
+                "cannot reshape f32[2] to f32[3]: element counts differ",
+            ),
+            (
+                HostError::Bitcast {
+                    from: "u8[2]".into(),
+                    to: "f16".into(),
+                }
+                .into(),
+                "cannot bitcast u8[2] to f16: element sizes differ",
+            ),
+            (
+                HostError::Conversion {
+                    target: "ndarray::ArrayD",
+                    message: "bad shape".into(),
+                }
+                .into(),
+                "cannot convert to ndarray::ArrayD: bad shape",
+            ),
+            (
+                HostError::InvalidInput {
+                    what: "mask",
+                    message: "too many blocks".into(),
+                }
+                .into(),
+                "mask: too many blocks",
+            ),
+            (
+                HostError::InvalidOption {
+                    option: "seed".into(),
+                    message: "takes an integer, got `x`".into(),
+                }
+                .into(),
+                "option seed: takes an integer, got `x`",
+            ),
+        ];
+        for (error, expected) in cases {
+            let text = error.to_string();
+            assert!(!text.contains('\n'), "{text:?}");
+            assert!(text.contains(expected), "{text:?} lacks {expected:?}");
+        }
+    }
+}

@@ -148,9 +148,21 @@ fn data_length_and_dtype_mismatches_are_errors() {
         t.to_vec::<f32>(),
         Err(Error::Host(HostError::DTypeMismatch { .. }))
     ));
-    assert!(t.clone().reshape([3]).is_err());
+    let reshape = t.clone().reshape([3]).unwrap_err();
+    assert!(
+        matches!(&reshape, Error::Host(HostError::Reshape { from, to }) if from == "s32[2]" && to == "s32[3]"),
+        "{reshape:?}"
+    );
+    assert_eq!(
+        reshape.to_string(),
+        "cannot reshape s32[2] to s32[3]: element counts differ"
+    );
     assert_eq!(t.clone().reshape([1, 2]).unwrap().shape(), &[1, 2]);
-    assert!(t.bitcast(DType::F16).is_err());
+    let bitcast = t.bitcast(DType::F16).unwrap_err();
+    assert!(
+        matches!(&bitcast, Error::Host(HostError::Bitcast { from, to }) if from == "s32[2]" && to == "f16"),
+        "{bitcast:?}"
+    );
 }
 
 #[test]

@@ -598,8 +598,11 @@ fn multi_head_masks() {
 
 fn host_message(e: Error) -> String {
     match e {
-        Error::Host(HostError::Other(m)) => m,
-        other => panic!("expected a host error, got {other:?}"),
+        Error::Host(HostError::InvalidInput {
+            what: "mask",
+            message,
+        }) => message,
+        other => panic!("expected an invalid-mask error, got {other:?}"),
     }
 }
 

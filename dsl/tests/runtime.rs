@@ -415,7 +415,15 @@ fn spmd_program_runs_sharded_on_two_devices() {
 
 #[test]
 fn cpu_clients_with_several_devices() {
-    assert!(Device::cpu_with_devices(0).is_err());
+    let none = Device::cpu_with_devices(0).unwrap_err();
+    assert!(
+        matches!(
+            none,
+            Error::Device(DeviceError::DeviceCount { requested: 0 })
+        ),
+        "{none:?}"
+    );
+    assert!(none.to_string().ends_with("got 0"), "{none}");
     let dev = Device::cpu_with_devices(4).unwrap();
     assert_eq!(dev.device_count(), 4);
     assert_eq!(dev.plugin_path(), cpu().plugin_path());
@@ -423,7 +431,19 @@ fn cpu_clients_with_several_devices() {
     let buf = dev.to_device_on(&x, 3).unwrap();
     assert_eq!(buf.device_index(), 3);
     assert_eq!(buf.to_host().unwrap(), x);
-    assert!(dev.to_device_on(&x, 4).is_err());
+    let beyond = dev.to_device_on(&x, 4).unwrap_err();
+    match &beyond {
+        Error::Device(DeviceError::DeviceIndex {
+            index: 4,
+            platform,
+            count: 4,
+        }) => assert_eq!(platform, "cpu"),
+        other => panic!("expected a device index error, got {other:?}"),
+    }
+    assert_eq!(
+        beyond.to_string(),
+        "device index 4 is out of range: the cpu client has 4 addressable devices"
+    );
     // The same plugin (loaded once) with its default options: 4 CPU devices.
     assert_eq!(
         Device::from_plugin(dev.plugin_path())

@@ -76,7 +76,11 @@ fn cache() -> &'static Mutex<HashMap<TableKey, Arc<RopeTable>>> {
 }
 
 fn bad_table(message: String) -> Error {
-    HostError::Other(format!("RopeTable: {message}")).into()
+    HostError::InvalidInput {
+        what: "RopeTable",
+        message,
+    }
+    .into()
 }
 
 impl RopeTable {

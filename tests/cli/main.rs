@@ -134,7 +134,7 @@ fn errors_are_one_line_with_exit_code_2() {
         mask("mask=chunked:0"),
         mask("mask="),
     );
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 13] = [
         (&["frobnicate"], "unknown command `frobnicate`"),
         (
             &["lower", "nope", "--shape", "a=1"],
@@ -174,6 +174,19 @@ fn errors_are_one_line_with_exit_code_2() {
             "contracting",
         ),
         (&["run", "gemm", "--bogus", "1"], "unknown option --bogus"),
+        (
+            &[
+                "lower",
+                "gemm",
+                "--shape",
+                "a=2x3",
+                "--shape",
+                "b=3x4",
+                "--opt",
+                "transpose_a=maybe",
+            ],
+            "option transpose_a: takes true or false, got `maybe`",
+        ),
         (&bad_term, "option mask: bad term `loca:4:0`"),
         (
             &bad_chunk,
@@ -191,7 +204,7 @@ fn errors_are_one_line_with_exit_code_2() {
                 "--opt",
                 "q_dtype=fp8",
             ],
-            "q_dtype=fp8 needs 1-byte quantized arguments",
+            "option q_dtype: fp8 needs 1-byte quantized arguments",
         ),
     ];
     for (args, needle) in cases {

@@ -121,10 +121,10 @@ impl HostTensor {
     pub fn reshape(self, shape: impl Into<Shape>) -> Result<Self> {
         let spec = TensorSpec::new(shape, self.spec.dtype);
         if spec.num_elements() != self.spec.num_elements() {
-            return Err(HostError::Other(format!(
-                "cannot reshape {} to {}: element counts differ",
-                self.spec, spec
-            ))
+            return Err(HostError::Reshape {
+                from: self.spec.to_string(),
+                to: spec.to_string(),
+            }
             .into());
         }
         Ok(HostTensor {

@@ -19,7 +19,12 @@ impl HostTensor {
     /// This tensor as a dynamic-rank `ndarray` array of `T` (which must be its dtype).
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
         let v = self.to_vec::<T>()?;
-        ArrayD::from_shape_vec(IxDyn(self.shape()), v)
-            .map_err(|e| HostError::Other(e.to_string()).into())
+        ArrayD::from_shape_vec(IxDyn(self.shape()), v).map_err(|e| {
+            HostError::Conversion {
+                target: "ndarray::ArrayD",
+                message: e.to_string(),
+            }
+            .into()
+        })
     }
 }

@@ -143,10 +143,10 @@ impl HostTensor {
     /// (for example u8 data read from `.npy` as fp8).
     pub fn bitcast(self, dtype: DType) -> Result<HostTensor> {
         if dtype.size_in_bytes() != self.dtype().size_in_bytes() {
-            return Err(HostError::Other(format!(
-                "cannot bitcast {} to {dtype}: element sizes differ",
-                self.spec()
-            ))
+            return Err(HostError::Bitcast {
+                from: self.spec().to_string(),
+                to: dtype.to_string(),
+            }
             .into());
         }
         let spec = TensorSpec::new(self.shape().to_vec(), dtype);

@@ -168,10 +168,7 @@ fn single<X>(outs: Vec<X>) -> Result<X> {
 }
 
 fn count_error(expected: usize, got: usize) -> crate::Error {
-    DeviceError::Other(format!(
-        "the executable returned {got} outputs, the kernel declares {expected}"
-    ))
-    .into()
+    DeviceError::OutputCount { expected, got }.into()
 }
 
 impl KernelOutput for Tensor {

@@ -58,7 +58,11 @@ pub(crate) fn dims_to_i64(spec: &TensorSpec) -> Result<Vec<i64>> {
         .iter()
         .map(|d| {
             i64::try_from(*d).map_err(|_| {
-                DeviceError::Other(format!("extent {d} of {spec} does not fit in i64")).into()
+                DeviceError::ExtentTooLarge {
+                    spec: spec.to_string(),
+                    extent: *d,
+                }
+                .into()
             })
         })
         .collect()
@@ -134,8 +138,9 @@ impl DeviceBuffer {
         let awaited = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", done) };
         created?;
         awaited?;
-        let buffer = buffer.ok_or_else(|| {
-            DeviceError::Other("PJRT_Client_BufferFromHostBuffer returned no buffer".into())
+        let buffer = buffer.ok_or(DeviceError::NoResult {
+            call: "PJRT_Client_BufferFromHostBuffer",
+            what: "buffer",
         })?;
         Ok(DeviceBuffer {
             buffer,
@@ -165,12 +170,10 @@ impl DeviceBuffer {
         ty.buffer = raw;
         // SAFETY: `raw` is a live buffer of this plugin (caller contract).
         unsafe { pjrt_call!(api, PJRT_Buffer_ElementType, &mut ty) }?;
-        let dtype = from_pjrt_type(ty.type_).ok_or_else(|| {
-            DeviceError::Other(format!(
-                "the device returned a buffer of {}, which tessel does not support",
-                pjrt_type_name(ty.type_)
-            ))
-        })?;
+        let dtype =
+            from_pjrt_type(ty.type_).ok_or_else(|| DeviceError::UnsupportedElementType {
+                element_type: pjrt_type_name(ty.type_),
+            })?;
 
         let mut dims = ffi::PJRT_Buffer_Dimensions_Args::new();
         dims.buffer = raw;
@@ -187,17 +190,21 @@ impl DeviceBuffer {
             .iter()
             .map(|d| usize::try_from(*d))
             .collect::<Result<Vec<usize>, _>>()
-            .map_err(|_| {
-                DeviceError::Other(format!("the device returned a buffer of shape {extents:?}"))
+            .map_err(|_| DeviceError::UnexpectedResult {
+                call: "PJRT_Buffer_Dimensions",
+                message: format!("a buffer of shape {extents:?}"),
             })?;
 
         let mut dev = ffi::PJRT_Buffer_Device_Args::new();
         dev.buffer = raw;
         // SAFETY: `raw` is a live buffer of this plugin (caller contract).
         unsafe { pjrt_call!(api, PJRT_Buffer_Device, &mut dev) }?;
-        let device = client.device_index(dev.device).ok_or_else(|| {
-            DeviceError::Other("the device returned a buffer on a non-addressable device".into())
-        })?;
+        let device = client
+            .device_index(dev.device)
+            .ok_or(DeviceError::UnexpectedResult {
+                call: "PJRT_Buffer_Device",
+                message: "a buffer on a device this client cannot address".into(),
+            })?;
 
         Ok(DeviceBuffer {
             buffer,
@@ -273,10 +280,13 @@ impl DeviceBuffer {
         unsafe { api.destroy_event(query.event) };
         let expected = self.spec.size_in_bytes();
         if query.dst_size != expected {
-            return Err(DeviceError::Other(format!(
-                "the device reports {} bytes for a {} buffer, expected {expected}",
-                query.dst_size, self.spec
-            ))
+            return Err(DeviceError::UnexpectedResult {
+                call: "PJRT_Buffer_ToHostBuffer",
+                message: format!(
+                    "{} bytes for a {} buffer, expected {expected}",
+                    query.dst_size, self.spec
+                ),
+            }
             .into());
         }
 

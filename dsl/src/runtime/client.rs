@@ -99,7 +99,11 @@ impl Client {
         // is zero, so no key-value callbacks are given.
         unsafe { pjrt_call!(api, PJRT_Client_Create, &mut args) }?;
         if args.client.is_null() {
-            return Err(DeviceError::Other("PJRT_Client_Create returned no client".into()).into());
+            return Err(DeviceError::NoResult {
+                call: "PJRT_Client_Create",
+                what: "client",
+            }
+            .into());
         }
         // From here on, Drop destroys the client on any error.
         let mut client = Client {
@@ -175,12 +179,11 @@ impl Client {
     /// The addressable device at `index`, or an error naming the count.
     pub(crate) fn device(&self, index: usize) -> Result<*mut ffi::PJRT_Device> {
         self.devices.get(index).copied().ok_or_else(|| {
-            DeviceError::Other(format!(
-                "device index {index} is out of range: the {} client has {} addressable device{}",
-                self.platform_name,
-                self.devices.len(),
-                if self.devices.len() == 1 { "" } else { "s" }
-            ))
+            DeviceError::DeviceIndex {
+                index,
+                platform: self.platform_name.clone(),
+                count: self.devices.len(),
+            }
             .into()
         })
     }

@@ -99,12 +99,10 @@ impl Device {
     /// A new CPU client with `n` devices (`n >= 1`), on the same plugin as
     /// [`Device::cpu`].
     pub fn cpu_with_devices(n: usize) -> Result<Device> {
-        let count = i64::try_from(n).ok().filter(|c| *c >= 1).ok_or_else(|| {
-            DeviceError::Other(format!(
-                "a CPU client needs at least 1 device (and at most {}), got {n}",
-                i64::MAX
-            ))
-        })?;
+        let count = i64::try_from(n)
+            .ok()
+            .filter(|c| *c >= 1)
+            .ok_or(DeviceError::DeviceCount { requested: n })?;
         let path = plugin::cpu_plugin_path()?;
         let options = [("cpu_device_count", CreateOption::Int64(count))];
         Device::from_plugin_with_options(&path, &options).map_err(|e| match e {

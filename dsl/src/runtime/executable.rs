@@ -180,9 +180,11 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     unsafe { pjrt_call!(api, PJRT_LoadedExecutable_GetExecutable, &mut get) }?;
     compiled.executable = get.executable;
     if compiled.executable.is_null() {
-        return Err(
-            DeviceError::Other("PJRT_LoadedExecutable_GetExecutable returned NULL".into()).into(),
-        );
+        return Err(DeviceError::NoResult {
+            call: "PJRT_LoadedExecutable_GetExecutable",
+            what: "executable",
+        }
+        .into());
     }
 
     let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
@@ -213,11 +215,12 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         .map(|p| client.device_index(*p))
         .collect::<Option<Vec<usize>>>()
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            DeviceError::Other(format!(
+        .ok_or_else(|| DeviceError::UnexpectedResult {
+            call: "PJRT_LoadedExecutable_AddressableDevices",
+            message: format!(
                 "kernel `{}` was compiled for devices this client cannot address",
                 program.name
-            ))
+            ),
         })?;
 
     let inner = Inner {

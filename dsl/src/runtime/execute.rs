@@ -194,11 +194,15 @@ impl Executable {
         if let Some(e) = failure {
             return Err(e);
         }
-        if results.iter().any(|r| r.len() != num_outputs) {
-            return Err(DeviceError::Other(format!(
-                "kernel `{}`: PJRT_LoadedExecutable_Execute returned fewer than {num_outputs} outputs",
-                self.name()
-            ))
+        if let Some(short) = results.iter().find(|r| r.len() != num_outputs) {
+            return Err(DeviceError::UnexpectedResult {
+                call: "PJRT_LoadedExecutable_Execute",
+                message: format!(
+                    "kernel `{}` got {} of its {num_outputs} outputs on a device",
+                    self.name(),
+                    short.len()
+                ),
+            }
             .into());
         }
         Ok(results)

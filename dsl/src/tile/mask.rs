@@ -122,7 +122,11 @@ fn to_i64(x: usize) -> i64 {
 
 /// The error every mask operation returns for bad input.
 pub(crate) fn mask_error(message: impl fmt::Display) -> Error {
-    HostError::Other(format!("mask: {message}")).into()
+    HostError::InvalidInput {
+        what: "mask",
+        message: message.to_string(),
+    }
+    .into()
 }
 
 impl Mask {

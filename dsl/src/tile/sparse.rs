@@ -60,7 +60,11 @@ impl<T> BlockSparseOf<T> {
 pub type HostBlockSparse = BlockSparseOf<HostTensor>;
 
 fn sparse_err(message: String) -> crate::Error {
-    HostError::Other(format!("block-sparse matrix: {message}")).into()
+    HostError::InvalidInput {
+        what: "block-sparse matrix",
+        message,
+    }
+    .into()
 }
 
 impl HostBlockSparse {

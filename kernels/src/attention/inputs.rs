@@ -182,13 +182,11 @@ impl Attention {
             .statics([has.0, has.1, has.2, has.3])
             .cache_key(format!("{}::Attention::{}", module_path!(), self.name()));
         let outs = kernel.run(device, &args)?;
+        let got = outs.len();
         let mut it = outs.into_iter();
         match (it.next(), it.next()) {
             (Some(out), Some(lse)) => Ok(AttentionOutput { out, lse }),
-            _ => Err(tessel::DeviceError::Other(
-                "an attention kernel returned fewer than 2 outputs".into(),
-            )
-            .into()),
+            _ => Err(tessel::DeviceError::OutputCount { expected: 2, got }.into()),
         }
     }
 }

@@ -65,7 +65,7 @@ fn mask_term(term: &str, q_len: usize, kv_len: usize) -> Option<Mask> {
 /// Parses the mask spec `spec` for a `q_len × kv_len` matrix: terms joined
 /// with `&` (and), and those groups joined with `|` (or).
 fn parse_mask(spec: &str, q_len: usize, kv_len: usize) -> Result<Mask> {
-    let fail = |why: String| bad(format!("option mask: {why}; accepted: {MASK_FORMS}"));
+    let fail = |why: String| bad("mask", format!("{why}; accepted: {MASK_FORMS}"));
     let join = |a: Option<Mask>, b: Mask, and: bool| -> Result<Mask> {
         match a {
             None => Ok(b),

@@ -20,9 +20,10 @@ fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
         "gelu_tanh" => Activation::GeluTanh,
         "silu" => Activation::Silu,
         v => {
-            return Err(bad(format!(
-                "option activation takes none, relu, gelu, gelu_tanh or silu, got `{v}`"
-            )))
+            return Err(bad(
+                "activation",
+                format!("takes none, relu, gelu, gelu_tanh or silu, got `{v}`"),
+            ))
         }
     };
     Ok(GemmOptions {
@@ -53,9 +54,10 @@ fn quant_dtype(o: &Opts) -> Result<DType> {
         "int8" | "s8" | "i8" => Ok(DType::S8),
         "fp8" | "f8e4m3fn" | "f8e4m3" => Ok(DType::F8E4M3FN),
         "f8e5m2" => Ok(DType::F8E5M2),
-        v => Err(bad(format!(
-            "option dtype takes int8, fp8 (the same as f8e4m3fn) or f8e5m2, got `{v}`"
-        ))),
+        v => Err(bad(
+            "dtype",
+            format!("takes int8, fp8 (the same as f8e4m3fn) or f8e5m2, got `{v}`"),
+        )),
     }
 }
 
@@ -65,9 +67,10 @@ fn q_dtype(o: &Opts) -> Result<Option<DType>> {
         "" | "none" => Ok(None),
         "fp8" | "f8e4m3fn" | "f8e4m3" => Ok(Some(DType::F8E4M3FN)),
         "f8e5m2" => Ok(Some(DType::F8E5M2)),
-        v => Err(bad(format!(
-            "option q_dtype takes none, fp8 (the same as f8e4m3fn) or f8e5m2, got `{v}`"
-        ))),
+        v => Err(bad(
+            "q_dtype",
+            format!("takes none, fp8 (the same as f8e4m3fn) or f8e5m2, got `{v}`"),
+        )),
     }
 }
 
@@ -83,10 +86,13 @@ fn stored(t: &HostTensor, o: &Opts) -> Result<HostTensor> {
 /// The spec of a quantized argument under `q_dtype` (as [`stored`] for `run`).
 fn stored_spec(s: &TensorSpec, o: &Opts) -> Result<TensorSpec> {
     match q_dtype(o)? {
-        Some(d) if d.size_in_bytes() != s.dtype.size_in_bytes() => Err(bad(format!(
-            "option q_dtype={} needs 1-byte quantized arguments, got {s}",
-            o.get("q_dtype")
-        ))),
+        Some(d) if d.size_in_bytes() != s.dtype.size_in_bytes() => Err(bad(
+            "q_dtype",
+            format!(
+                "{} needs 1-byte quantized arguments, got {s}",
+                o.get("q_dtype")
+            ),
+        )),
         Some(d) => Ok(TensorSpec::new(s.shape.clone(), d)),
         None => Ok(s.clone()),
     }

@@ -14,8 +14,14 @@ use tessel::{DType, Error, HostError, HostTensor, Result, TensorSpec};
 /// `--opt key=value` settings, checked against an entry's options.
 pub struct Opts(BTreeMap<String, String>);
 
-fn bad(msg: String) -> Error {
-    HostError::Other(msg).into()
+/// The error for a value option `option` does not accept (`message` says
+/// what it takes and what it got).
+fn bad(option: &str, message: String) -> Error {
+    HostError::InvalidOption {
+        option: option.to_string(),
+        message,
+    }
+    .into()
 }
 
 impl Opts {
@@ -55,42 +61,41 @@ impl Opts {
         match self.get(k) {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
-            v => Err(bad(format!("option {k} takes true or false, got `{v}`"))),
+            v => Err(bad(k, format!("takes true or false, got `{v}`"))),
         }
     }
 
     fn usize_opt(&self, k: &str) -> Result<Option<usize>> {
         match self.get(k) {
             "" | "none" => Ok(None),
-            v => v.parse().map(Some).map_err(|_| {
-                bad(format!(
-                    "option {k} takes a positive integer or none, got `{v}`"
-                ))
-            }),
+            v => v
+                .parse()
+                .map(Some)
+                .map_err(|_| bad(k, format!("takes a positive integer or none, got `{v}`"))),
         }
     }
 
     fn f32(&self, k: &str) -> Result<f32> {
         self.get(k)
             .parse()
-            .map_err(|_| bad(format!("option {k} takes a number, got `{}`", self.get(k))))
+            .map_err(|_| bad(k, format!("takes a number, got `{}`", self.get(k))))
     }
 
     fn isize(&self, k: &str) -> Result<isize> {
-        self.get(k).parse().map_err(|_| {
-            bad(format!(
-                "option {k} takes an integer, got `{}`",
-                self.get(k)
-            ))
-        })
+        self.get(k)
+            .parse()
+            .map_err(|_| bad(k, format!("takes an integer, got `{}`", self.get(k))))
     }
 
     fn u32(&self, k: &str) -> Result<u32> {
         self.get(k).parse().map_err(|_| {
-            bad(format!(
-                "option {k} takes an integer from 0 to 4294967295, got `{}`",
-                self.get(k)
-            ))
+            bad(
+                k,
+                format!(
+                    "takes an integer from 0 to 4294967295, got `{}`",
+                    self.get(k)
+                ),
+            )
         })
     }
 
@@ -102,11 +107,9 @@ impl Opts {
     fn dtype_opt(&self, k: &str) -> Result<Option<DType>> {
         match self.get(k) {
             "" | "none" => Ok(None),
-            v => DType::parse(v).map(Some).ok_or_else(|| {
-                bad(format!(
-                    "option {k} takes a dtype (f32, bf16, ...), got `{v}`"
-                ))
-            }),
+            v => DType::parse(v)
+                .map(Some)
+                .ok_or_else(|| bad(k, format!("takes a dtype (f32, bf16, ...), got `{v}`"))),
         }
     }
 }

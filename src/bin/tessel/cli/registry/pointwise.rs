@@ -14,9 +14,10 @@ fn rope_layout(o: &Opts) -> Result<RopeLayout> {
     match o.get("layout") {
         "interleaved" => Ok(RopeLayout::Interleaved),
         "half_split" => Ok(RopeLayout::HalfSplit),
-        v => Err(bad(format!(
-            "option layout takes interleaved or half_split, got `{v}`"
-        ))),
+        v => Err(bad(
+            "layout",
+            format!("takes interleaved or half_split, got `{v}`"),
+        )),
     }
 }
 
