@@ -12,6 +12,9 @@ use tessel_dsl::tile::{Mask, MultiHeadMask};
 use tessel_dsl::{DType, Error, HostTensor, TensorSpec, BF16, F32, S32};
 use tessel_kernels::attention::*;
 
+#[path = "attention/nan.rs"]
+mod nan;
+
 const TOL_F32: f64 = 1e-5;
 const TOL_BF16: f64 = 2e-2;
 

@@ -654,13 +654,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// The output `[B, Hkv, G, r, Dv]` and logsumexp `[B, Hkv, G, r]` of a
-    /// row; rows that saw no key give 0 and `-inf`.
+    /// row; rows that saw no key (`l == 0` exactly) give 0 and `-inf`. A
+    /// visible NaN logit leaves `l` NaN, and `l != 0` holds for NaN, so
+    /// such a row comes out NaN rather than being taken for an empty one.
     pub(crate) fn finish(&self, st: State) -> (Tensor, Tensor) {
         let d = &self.d;
         let (m, l, acc) = st;
         let r = (l.dim(2) / d.g) as isize;
         let (b, hk, g) = (d.b as isize, d.hkv as isize, d.g as isize);
-        let seen = l.gt(0.0);
+        let seen = l.ne(0.0);
         let out = seen
             .select(acc / l, 0.0)
             .reshape(&[b, hk, g, r, d.dv as isize]);

@@ -121,7 +121,15 @@ fn elem<'a>(mask: Option<Tensor>) -> Elem<'a> {
 /// is multi-query attention). Logits are `q·kᵀ·scale`, soft-capped, plus
 /// the bias; keys outside the band, the segment or the mask are hidden; the
 /// softmax statistics and the accumulator are f32 (f64 for f64 inputs). A
-/// row with no visible key gives 0 and a logsumexp of `-inf`. Dropout drops
+/// row with no visible key gives 0 and a logsumexp of `-inf`. NaN
+/// propagates as through a softmax (and as in JAX's
+/// `dot_product_attention`): a row whose visible logits include a NaN (a
+/// NaN in its query, in a key it sees, or in the bias) gives NaN output and
+/// logsumexp, while hidden logits are replaced before the softmax and never
+/// poison a row. A NaN in `v` reaches the rows whose weights multiply it:
+/// those that see its key, and possibly rows where that key is masked inside
+/// a computed block (`0 · NaN` is NaN); rows with no visible key still give
+/// 0. Dropout drops
 /// probabilities after normalization (the logsumexp is that of the
 /// undropped logits).
 ///

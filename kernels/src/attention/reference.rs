@@ -25,7 +25,10 @@ fn repeat_heads(t: Tensor, g: usize) -> Tensor {
 /// options, optional inputs, dropout bits and conventions as
 /// [`flash_attention_with`](super::flash_attention_with): keys and values
 /// are repeated to the query heads, the logits are computed in f32 (f64 for
-/// f64 inputs), a row with no visible key gives 0 and a logsumexp of `-inf`.
+/// f64 inputs), a row with no visible key gives 0 and a logsumexp of `-inf`,
+/// and NaN propagates as in `flash_attention_with` (a row whose visible
+/// logits include a NaN is NaN; a NaN in `v` reaches every row whose weights
+/// multiply it, including rows where its key is masked, as `0 · NaN` is NaN).
 ///
 /// Argument errors are recorded on the trace (the kernel then fails with
 /// [`Error::Kernel`]).
@@ -76,12 +79,16 @@ pub fn attention_reference_with(
     if let Some(a) = allowed {
         s = a.select(s, f64::NEG_INFINITY);
     }
+    // NaN propagates as through a softmax: only a row maximum of `-inf` (a
+    // row that sees no key) is replaced, so a NaN logit makes `m`, `l` and
+    // the row NaN; `seen` is `l != 0` (true for NaN, false only for rows
+    // that see no key).
     let m = s.max_keepdims(&[-1]);
-    let m = m.is_finite().select(m, 0.0);
+    let m = m.eq(f64::NEG_INFINITY).select(0.0, m);
     let p = (s - m).exp();
     let l = p.sum_keepdims(&[-1]);
-    let seen = l.gt(0.0);
-    let mut probs = seen.select(p / l, 0.0);
+    let seen = l.ne(0.0);
+    let mut probs = p / l;
     let lse = seen
         .select(m + l.log(), f64::NEG_INFINITY)
         .squeeze(-1)
@@ -92,5 +99,9 @@ pub fn attention_reference_with(
             .reshape(&[b as isize, hq as isize, sq as isize, skv as isize]);
         probs = keep.select(probs * (1.0 / (1.0 - rate)), 0.0);
     }
-    (probs.matmul(vv).cast(d.io), lse)
+    // Rows that see no key are zero after the product (their `0/0`
+    // probabilities, and a NaN value their zero weights would multiply,
+    // never reach the output).
+    let out = seen.select(probs.matmul(vv), 0.0);
+    (out.cast(d.io), lse)
 }
