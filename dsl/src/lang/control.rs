@@ -411,9 +411,10 @@ impl RangeLoop {
     }
 }
 
-/// What a traced `for` can iterate besides a range: [`Blocks`](crate::tile::Blocks)
-/// (the index is the block number) and grids (the index is a tuple of block
-/// numbers, the last axis fastest).
+/// What a traced `for` can iterate besides a range. The tiling layer
+/// implements it for its block and grid types (the index is the block
+/// number, or a tuple of block numbers with the last axis fastest); the type
+/// of the loop's source decides, not its spelling.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot drive a traced `for` loop",
     label = "expected `blocks(n)`, `blocks_of(n, size)` or `grid((..))`"
@@ -423,92 +424,4 @@ pub trait LoopSource {
     type Driver;
     /// Starts the loop.
     fn driver(self) -> Self::Driver;
-}
-
-impl LoopSource for crate::tile::Blocks {
-    type Driver = RangeLoop;
-    #[track_caller]
-    fn driver(self) -> RangeLoop {
-        RangeLoop::new(0usize, self.count())
-    }
-}
-
-/// A traced loop over a 2-D grid of blocks.
-pub struct GridLoop2 {
-    inner: RangeLoop,
-    cols: usize,
-}
-
-impl LoopSource for crate::tile::Grid2 {
-    type Driver = GridLoop2;
-    #[track_caller]
-    fn driver(self) -> GridLoop2 {
-        GridLoop2 {
-            inner: RangeLoop::new(0usize, self.0.count() * self.1.count()),
-            cols: self.1.count(),
-        }
-    }
-}
-
-impl GridLoop2 {
-    /// Traces the loop condition and opens the body.
-    pub fn enter<S: Carry>(&mut self, state: S) -> S {
-        self.inner.enter(state)
-    }
-    /// The (row, column) block indices.
-    pub fn index(&self) -> (Tensor, Tensor) {
-        let loc = self.inner.loc.clone();
-        let flat = self.inner.index();
-        let c = full_at(Vec::new(), self.cols as f64, DType::S32, loc.clone());
-        (
-            binary_at(flat, c, BinaryOp::Div, loc.clone()),
-            binary_at(flat, c, BinaryOp::Rem, loc),
-        )
-    }
-    /// Closes the body and appends the loop.
-    pub fn finish<S: Carry>(self, state: S) -> S {
-        self.inner.finish(state)
-    }
-}
-
-/// A traced loop over a 3-D grid of blocks.
-pub struct GridLoop3 {
-    inner: RangeLoop,
-    dims: (usize, usize),
-}
-
-impl LoopSource for crate::tile::Grid3 {
-    type Driver = GridLoop3;
-    #[track_caller]
-    fn driver(self) -> GridLoop3 {
-        GridLoop3 {
-            inner: RangeLoop::new(0usize, self.0.count() * self.1.count() * self.2.count()),
-            dims: (self.1.count(), self.2.count()),
-        }
-    }
-}
-
-impl GridLoop3 {
-    /// Traces the loop condition and opens the body.
-    pub fn enter<S: Carry>(&mut self, state: S) -> S {
-        self.inner.enter(state)
-    }
-    /// The block indices, the last axis fastest.
-    pub fn index(&self) -> (Tensor, Tensor, Tensor) {
-        let loc = self.inner.loc.clone();
-        let flat = self.inner.index();
-        let k = |v: usize| full_at(Vec::new(), v as f64, DType::S32, loc.clone());
-        let (b, c) = self.dims;
-        let i = binary_at(flat, k(b * c), BinaryOp::Div, loc.clone());
-        let rest = binary_at(flat, k(b * c), BinaryOp::Rem, loc.clone());
-        (
-            i,
-            binary_at(rest, k(c), BinaryOp::Div, loc.clone()),
-            binary_at(rest, k(c), BinaryOp::Rem, loc),
-        )
-    }
-    /// Closes the body and appends the loop.
-    pub fn finish<S: Carry>(self, state: S) -> S {
-        self.inner.finish(state)
-    }
 }

@@ -14,7 +14,7 @@ pub mod index;
 
 pub use compare::{and, eq, ge, gt, le, lt, ne, or, Cmp, Compare, ComparePlain, Logic};
 pub use control::{
-    static_condition, Condition, GridLoop2, GridLoop3, LoopBound, LoopCondition, LoopSource,
-    RangeLoop, SaveRefs, StaticBranch, StaticCondition, StaticWhile, TracedBranch, TracedWhile,
+    static_condition, Condition, LoopBound, LoopCondition, LoopSource, RangeLoop, SaveRefs,
+    StaticBranch, StaticCondition, StaticWhile, TracedBranch, TracedWhile,
 };
 pub use index::{ds, AssignPlain, AxisIndex, DynSlice, IndexItem, Target, TensorIndex};
