@@ -293,7 +293,7 @@ impl DeviceBuffer {
         unsafe { error::check(api, "PJRT_Buffer_ToHostBuffer", err) }?;
         // SAFETY: a size query returns no event, but destroy one if it did.
         unsafe { api.destroy_event(query.event) };
-        let expected = self.spec.size_in_bytes();
+        let expected = self.spec.check_size()?;
         if query.dst_size != expected {
             return Err(DeviceError::Other(format!(
                 "the device reports {} bytes for a {} buffer, expected {expected}",
