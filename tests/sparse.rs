@@ -2,7 +2,7 @@
 //! against dense references with the zero blocks zeroed, edge layouts, and
 //! bad block-sparse input as typed errors.
 
-use tessel::kernels::sparse::{block_sparse, block_sparse_matmul};
+use tessel::kernels::sparse::{block_sparse, block_sparse_matmul, check_block_indices};
 use tessel::prelude::*;
 
 mod common;
@@ -172,4 +172,160 @@ fn bad_block_sparse_input_is_a_typed_error() {
         err.is_kernel_error() && err.to_string().contains("[nnz, 2]"),
         "{err}"
     );
+}
+
+/// Rows `range` of `t` (a row-major matrix of `cols` columns).
+fn rows_of(t: &HostTensor, cols: usize, range: std::ops::Range<usize>) -> Vec<f64> {
+    t.to_f64_vec()[range.start * cols..range.end * cols].to_vec()
+}
+
+#[test]
+fn out_of_range_coordinates_are_errors_on_the_host() {
+    let vals = HostTensor::zeros(TensorSpec::new([2, 8, 8], F32));
+    let msg = |r: tessel::Result<HostBlockSparse>| r.unwrap_err().to_string();
+    // A static layout: the coordinate, its block and the valid range are named.
+    let m = msg(HostBlockSparse::from_blocks(
+        vals.clone(),
+        vec![(0, 1), (100, 0)],
+        (16, 24),
+    ));
+    assert!(
+        m.contains("stored block 1 has coordinate (100, 0)")
+            && m.contains("block rows must be in 0..2, block columns in 0..3"),
+        "{m}"
+    );
+    // A dynamic layout from a host table.
+    let table = HostTensor::from_vec(vec![0i32, 1, 100, -5], [2, 2]).unwrap();
+    let m = msg(HostBlockSparse::dynamic(vals.clone(), &table, (16, 16)));
+    assert!(
+        m.contains("stored block 1 has coordinate (100, -5)") && m.contains("0..2"),
+        "{m}"
+    );
+    let m = HostBlockSparse::check_coords(&table, (16, 16), (8, 8))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("(100, -5)") && m.contains("non-negative"), "{m}");
+    // The seeds' signature: its host inputs are checked before they go to the device.
+    let dense = HostTensor::zeros(TensorSpec::new([16, 3], F32));
+    let m = check_block_indices(&dense, &vals, &table, Some(8))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("(100, -5)"), "{m}");
+    let twice = HostTensor::from_vec(vec![1i32, 1, 1, 1], [2, 2]).unwrap();
+    let m = check_block_indices(&dense, &vals, &twice, Some(8))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("stored twice (stored blocks 0 and 1)"), "{m}");
+    let m = check_block_indices(&dense, &vals, &twice, Some(16))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("block_size 16 disagrees"), "{m}");
+    let ok = HostTensor::from_vec(vec![0i32, 1, 1, 0], [2, 2]).unwrap();
+    check_block_indices(&dense, &vals, &ok, Some(8)).unwrap();
+}
+
+#[test]
+fn bad_block_shapes_are_errors_at_construction() {
+    let dense = HostTensor::zeros(TensorSpec::new([16, 16], F32));
+    for (block, needle) in [
+        ((0, 8), "height must be at least 1"),
+        ((8, 7), "width (7) is not a multiple of 8"),
+        ((1 << 40, 8), "above the limit"),
+    ] {
+        let m = HostBlockSparse::from_dense(&dense, block)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains(needle), "{block:?}: {m}");
+    }
+    // A block may cover a whole axis that is not a multiple of 8.
+    let small = HostTensor::from_vec(vec![1.0f32; 12 * 5], [12, 5]).unwrap();
+    let a = HostBlockSparse::from_dense(&small, (8, 5)).unwrap();
+    assert_eq!((a.nnz(), a.to_dense().unwrap()), (2, small));
+    let four = HostTensor::zeros(TensorSpec::new([1, 4, 4], F32));
+    let m = HostBlockSparse::from_blocks(four, vec![(0, 0)], (16, 16))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("not a multiple of 8"), "{m}");
+}
+
+fn kernel_message(r: tessel::Result<String>) -> String {
+    match r {
+        Err(e) if e.is_kernel_error() => e.as_kernel_error().unwrap().message.clone(),
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+}
+
+#[test]
+fn block_size_and_operand_shapes_are_checked_while_tracing() {
+    let spec = |s: &[usize], dt: DType| TensorSpec::new(s.to_vec(), dt);
+    let (dense, values, indices) = (
+        spec(&[16, 4], F32),
+        spec(&[2, 8, 8], F32),
+        spec(&[2, 2], S32),
+    );
+    let lower = |bs: Option<usize>, values: &TensorSpec| {
+        let cfg = block_sparse::CONFIG.with_block_size(bs);
+        block_sparse::lower_with(&cfg, &dense, values, &indices)
+    };
+    assert!(lower(Some(8), &values).is_ok());
+    for (bs, needle) in [
+        (0, "block_size must be at least 1"),
+        (7, "block_size 7 is not a multiple of 8"),
+        (usize::MAX, "above the limit"),
+        (
+            16,
+            "block_size 16 disagrees with the values' blocks of 8 x 8",
+        ),
+        (128, "block_size 128 disagrees"),
+    ] {
+        let m = kernel_message(lower(Some(bs), &values));
+        assert!(m.contains(needle), "block_size {bs}: {m}");
+    }
+    // Without a block size the values' blocks are taken as they are, checked.
+    assert!(lower(None, &values).is_ok());
+    let m = kernel_message(lower(None, &spec(&[2, 0, 8], F32)));
+    assert!(m.contains("height must be at least 1"), "{m}");
+    let m = kernel_message(lower(None, &spec(&[2, 8, 4], F32)));
+    assert!(m.contains("width (4) is not a multiple of 8"), "{m}");
+    // A dense operand that does not match the block-sparse matrix.
+    let cfg = block_sparse::CONFIG.with_block_size(Some(8));
+    let m = kernel_message(block_sparse::lower_with(
+        &cfg,
+        &spec(&[16], F32),
+        &values,
+        &indices,
+    ));
+    assert!(m.contains("K x N matrix"), "{m}");
+    let a = HostBlockSparse::from_dense(&sparse_dense(16, 24, 8, 1.0, 3), (8, 8)).unwrap();
+    let m = kernel_message(block_sparse_matmul::lower(&a.spec(), &spec(&[16, 4], F32)));
+    assert!(
+        m.contains("must be a matrix of 24 rows (the block-sparse matrix is 16 x 24"),
+        "{m}"
+    );
+}
+
+/// Coordinates read on the device are clamped as `block_sparse` documents:
+/// the start `coordinate · b` clamped into `[0, K − b]`.
+#[test]
+fn device_coordinates_out_of_range_are_clamped_as_documented() {
+    let d = dev();
+    let cfg = block_sparse::CONFIG.with_block_size(Some(8));
+    let dense = sparse_dense(16, 3, 1, 1.0, 31);
+    let values = sparse_dense(8, 8, 8, 1.0, 32).reshape([1, 8, 8]).unwrap();
+    let run = |r: i32, c: i32| {
+        let idx = HostTensor::from_vec(vec![r, c], [1, 2]).unwrap();
+        block_sparse::run_with(&cfg, &d, &dense, &values, &idx).unwrap()
+    };
+    let at = |r: usize, c: usize| {
+        let a = HostBlockSparse::from_blocks(values.clone(), vec![(r, c)], (16, 16)).unwrap();
+        matmul_ref(&a.to_dense().unwrap(), &dense)
+    };
+    // Past the grid: the last block row / column; below it: block 0.
+    assert_close(&run(100, -5), &at(1, 0), 1e-4);
+    assert_close(&run(-3, 7), &at(0, 1), 1e-4);
+    let y = run(1, 1);
+    assert_close(&y, &at(1, 1), 1e-4);
+    assert_eq!(rows_of(&y, 3, 0..8), vec![0.0; 24]);
 }

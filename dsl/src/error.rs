@@ -261,6 +261,17 @@ pub enum HostError {
         /// What it accepts, and what it got.
         message: String,
     },
+    /// A shape beyond tessel's size limits: an extent above
+    /// [`MAX_EXTENT`](crate::shape::MAX_EXTENT) or more than
+    /// [`MAX_BYTES`](crate::shape::MAX_BYTES) bytes (see
+    /// [`TensorSpec::check_size`](crate::TensorSpec::check_size)).
+    #[error("{spec} is too large: {reason}")]
+    TooLarge {
+        /// The spec, as `f32[2,3]`.
+        spec: String,
+        /// Which limit it exceeds.
+        reason: String,
+    },
 }
 
 /// Every error tessel returns.

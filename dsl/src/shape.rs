@@ -3,9 +3,24 @@
 use std::fmt;
 
 use crate::dtype::DType;
+use crate::error::{HostError, Result};
 
 /// The static shape of a tensor: one extent per axis, row-major.
 pub type Shape = Vec<usize>;
+
+/// The largest extent of one axis: `isize::MAX` (`i64::MAX` on the 64-bit
+/// hosts tessel runs on), the widest extent XLA and PJRT represent (they
+/// take extents as int64).
+pub const MAX_EXTENT: usize = isize::MAX as usize;
+
+/// The largest tensor, in bytes (elements × element size): `isize::MAX`.
+/// XLA computes byte sizes in int64 and aborts the process on a program
+/// whose tensors overflow it (`f32[2^31, 2^31]` is 2^64 bytes), and no Rust
+/// allocation can be larger. Specs are checked against it
+/// ([`TensorSpec::check_size`]) where they enter tessel: host tensor
+/// constructors, `.npy` reading, kernel arguments and every op's result
+/// while tracing, and programs before they are compiled.
+pub const MAX_BYTES: usize = isize::MAX as usize;
 
 /// The type of a tensor: its element type and static shape.
 ///
@@ -47,14 +62,76 @@ impl TensorSpec {
         self.shape.len()
     }
 
-    /// Number of elements (1 for a scalar).
+    /// Number of elements (1 for a scalar), saturating at `usize::MAX` when
+    /// the product of the extents overflows (such a spec fails
+    /// [`check_size`](Self::check_size)); see
+    /// [`checked_num_elements`](Self::checked_num_elements).
     pub fn num_elements(&self) -> usize {
-        self.shape.iter().product()
+        self.checked_num_elements().unwrap_or(usize::MAX)
     }
 
-    /// Bytes of a dense host buffer holding this tensor.
+    /// Bytes of a dense host buffer holding this tensor, saturating at
+    /// `usize::MAX` on overflow (such a spec fails
+    /// [`check_size`](Self::check_size)); see
+    /// [`checked_size_in_bytes`](Self::checked_size_in_bytes).
     pub fn size_in_bytes(&self) -> usize {
-        self.num_elements() * self.dtype.size_in_bytes()
+        self.checked_size_in_bytes().unwrap_or(usize::MAX)
+    }
+
+    /// Number of elements, or `None` if it does not fit in `usize` (a zero
+    /// extent makes it 0 whatever the others are).
+    ///
+    /// ```
+    /// use tessel_dsl::{TensorSpec, F32};
+    /// assert_eq!(TensorSpec::new([1 << 40, 1 << 40], F32).checked_num_elements(), None);
+    /// assert_eq!(TensorSpec::new([1 << 40, 1 << 40, 0], F32).checked_num_elements(), Some(0));
+    /// ```
+    pub fn checked_num_elements(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
+        self.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    }
+
+    /// Bytes of a dense buffer, or `None` if they do not fit in `usize`.
+    pub fn checked_size_in_bytes(&self) -> Option<usize> {
+        self.checked_num_elements()?
+            .checked_mul(self.dtype.size_in_bytes())
+    }
+
+    /// Checks the spec against tessel's size limits — every extent at most
+    /// [`MAX_EXTENT`], at most [`MAX_BYTES`] bytes in all — and returns its
+    /// size in bytes; [`HostError::TooLarge`] otherwise.
+    ///
+    /// ```
+    /// use tessel_dsl::{TensorSpec, F32};
+    /// assert_eq!(TensorSpec::new([2, 3], F32).check_size()?, 24);
+    /// let e = TensorSpec::new([1 << 31, 1 << 31], F32).check_size().unwrap_err();
+    /// assert!(e.to_string().contains("isize::MAX"), "{e}");
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn check_size(&self) -> Result<usize> {
+        let too_large = |reason: String| -> crate::Error {
+            HostError::TooLarge {
+                spec: self.to_string(),
+                reason,
+            }
+            .into()
+        };
+        if let Some((axis, d)) = self.shape.iter().enumerate().find(|(_, &d)| d > MAX_EXTENT) {
+            return Err(too_large(format!(
+                "extent {d} of axis {axis} is above the limit of {MAX_EXTENT} (isize::MAX) per axis"
+            )));
+        }
+        match self.checked_size_in_bytes() {
+            Some(bytes) if bytes <= MAX_BYTES => Ok(bytes),
+            Some(bytes) => Err(too_large(format!(
+                "{bytes} bytes are above the limit of {MAX_BYTES} bytes (isize::MAX) per tensor"
+            ))),
+            None => Err(too_large(format!(
+                "its size in bytes overflows; the limit is {MAX_BYTES} bytes (isize::MAX) per tensor"
+            ))),
+        }
     }
 
     /// The MLIR ranked tensor type, for example `tensor<2x3xf32>` or `tensor<f32>`.

@@ -306,3 +306,60 @@ fn general_scatter_of_points() {
         }
     }
 }
+
+/// Pins what out-of-range indices give, as `take` and `gather` document
+/// (XLA's clamp), with literal expected values rather than a reference.
+#[test]
+fn out_of_range_indices_clamp_as_documented() {
+    use tessel_dsl::{S64, U32};
+    let x = tensor(&[10.0, 11.0, 12.0, 13.0], &[4], F32);
+    let big = f64::from(i32::MAX);
+    let small = f64::from(i32::MIN);
+    let signed = tensor(&[-1.0, 4.0, 100.0, small, big, 2.0], &[6], S32);
+    let wide = tensor(&[-1e15, 1e15, 3.0], &[3], S64);
+    let unsigned = tensor(&[f64::from(u32::MAX), 0.0], &[2], U32);
+    // Window starts along the 5 rows of a 5 x 2 matrix, windows of 2 rows.
+    let m = tensor(
+        &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        &[5, 2],
+        F32,
+    );
+    let starts = tensor(&[-7.0, 4.0, 3.0], &[3, 1], S32);
+    let out = run(
+        |t| {
+            let windows = GatherDims {
+                offset_dims: vec![1, 2],
+                collapsed_slice_dims: vec![],
+                start_index_map: vec![0],
+                index_vector_dim: 1,
+            };
+            vec![
+                t[0].take(t[1], 0),
+                t[0].take(t[2], 0),
+                t[0].take(t[3], 0),
+                t[4].gather(t[5], windows, &[2, 2]),
+            ]
+        },
+        &[&x, &signed, &wide, &unsigned, &m, &starts],
+    );
+    // Below 0 reads element 0 (-1 does not count from the end); n or more
+    // reads element n - 1.
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        [10.0, 13.0, 13.0, 10.0, 13.0, 12.0]
+    );
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), [10.0, 13.0, 13.0]);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), [13.0, 10.0]);
+    // A window start is clamped so the whole window fits: start 4 of a
+    // 2-row window over 5 rows reads rows 3 and 4, like start 3.
+    assert_eq!(
+        out[3].to_vec::<f32>().unwrap(),
+        [0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0, 6.0, 7.0, 8.0, 9.0]
+    );
+    // No element to clamp to: a kernel error.
+    let e = trace_error(
+        |t| t[0].take(t[1], 0),
+        &[spec(&[0, 3], F32), spec(&[2], S32)],
+    );
+    assert!(e.message.contains("do not fit"), "{}", e.message);
+}

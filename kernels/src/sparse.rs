@@ -1,10 +1,26 @@
 //! Block-sparse matrix products, written with `#[sparse_kernel]`.
+//!
+//! Checks: a [`HostBlockSparse`] is checked when it is built (coordinates
+//! inside the block grid, no block twice, valid block shapes). Inside a
+//! kernel, shapes, block shapes and the kernel's `block_size` are checked
+//! while tracing (kernel errors). Coordinates passed as a traced tensor
+//! (the `indices` of [`block_sparse`](fn@block_sparse), a dynamic layout)
+//! are read on the device, where XLA clamps an out-of-range block onto a
+//! real one (see [`BlockSparse::from_parts`]); check such host tables with
+//! [`check_block_indices`] before running.
 
 use tessel::prelude::*;
+use tessel::report;
+use tessel::tile::block_size;
+use tessel::tile::sparse::MAX_SPARSE_EXTENT;
 
 /// `a · b` for a block-sparse `a` (static or dynamic layout) and a dense `b`:
 /// one traced loop over `a`'s stored blocks, each adding its product into
 /// the output rows it covers. Empty blocks cost nothing.
+///
+/// The block shape is `a`'s own (checked when `a` was built); `b` must be
+/// a matrix with as many rows as `a` has columns (a kernel error
+/// otherwise).
 ///
 /// ```
 /// use tessel_kernels::sparse::block_sparse_matmul;
@@ -21,6 +37,21 @@ use tessel::prelude::*;
 #[sparse_kernel(block_size = 128)]
 pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
     let (b0, b1) = a.block_shape();
+    if b.rank() != 2 || b.dim(0) != a.cols() {
+        report::fail(
+            "block_sparse_matmul",
+            &[b],
+            format!(
+                "the dense operand must be a matrix of {} rows (the block-sparse matrix is {} x {} \
+                 in blocks of {b0} x {b1}), got {}",
+                a.cols(),
+                a.rows(),
+                a.cols(),
+                b.spec()
+            ),
+        );
+        return b;
+    }
     let mut out = Tensor::zeros([a.rows(), b.dim(1)], b.dtype());
     if a.block_count() > 0 {
         for i in 0..a.block_count() {
@@ -38,11 +69,134 @@ pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
 /// at block coordinates `indices` `s32[nnz, 2]` (a dynamic layout: one
 /// compiled program serves every sparsity pattern with `nnz` blocks), and a
 /// dense `K × N` matrix.
+///
+/// The kernel's `block_size` is the block edge `b`: it must be at least 1
+/// and a multiple of 8 (or cover all `K` rows), and the values' blocks must
+/// be `b × b`; each is a kernel error otherwise, as are malformed shapes.
+/// Entries of a block past the matrix's edge (the ragged last block row or
+/// column when `b` does not divide `K`) are ignored.
+///
+/// The coordinates are read on the device, where XLA's dynamic-slice rule
+/// applies: block `(r, c)` starts at element `(r · b, c · b)` (s32
+/// arithmetic, which wraps past 2^31 − 1), each start clamped into
+/// `[0, K − b]`. A coordinate outside `0..ceil(K / b)`
+/// therefore does not fail: a negative one lands on block 0 and one past the
+/// grid on the last block, and its product is added to the rows of that real
+/// block. Check a host table with [`check_block_indices`] first.
 #[sparse_kernel(block_size = 128)]
 pub fn block_sparse(dense: Tensor, sparse_values: Tensor, indices: Tensor) -> Tensor {
+    if !is_matrix(dense) {
+        return dense;
+    }
     let k = dense.dim(0);
-    block_sparse_matmul(
-        BlockSparse::from_parts(sparse_values, indices, (k, k)),
-        dense,
-    )
+    let a = BlockSparse::from_parts(sparse_values, indices, (k, k));
+    check_kernel_block(&a, sparse_values);
+    block_sparse_matmul(a, dense)
+}
+
+/// Whether `dense` is a matrix; records a kernel error if not.
+#[track_caller]
+fn is_matrix(dense: Tensor) -> bool {
+    if dense.rank() != 2 {
+        let m = format!(
+            "the dense operand must be a K x N matrix, got {}",
+            dense.spec()
+        );
+        report::fail("block_sparse", &[dense], m);
+        return false;
+    }
+    true
+}
+
+/// Records a kernel error if the kernel's `block_size` is not a valid block
+/// edge for `a` or disagrees with its blocks (after any error
+/// [`BlockSparse::from_parts`] recorded, which comes first).
+#[track_caller]
+fn check_kernel_block(a: &BlockSparse, sparse_values: Tensor) {
+    if let Some(bs) = block_size() {
+        if let Err(m) = check_block_size(bs, a.rows(), a.block_shape()) {
+            report::fail("block_sparse", &[sparse_values], m);
+        }
+    }
+}
+
+/// Checks the kernel's `block_size` against the README's rule and against
+/// the values' block shape.
+fn check_block_size(bs: usize, k: usize, block: (usize, usize)) -> Result<(), String> {
+    if bs == 0 {
+        return Err("block_size must be at least 1, got 0".into());
+    }
+    if bs > MAX_SPARSE_EXTENT {
+        return Err(format!(
+            "block_size {bs} is above the limit of {MAX_SPARSE_EXTENT} (2^31 - 1): block starts \
+             are s32"
+        ));
+    }
+    if !bs.is_multiple_of(8) && bs < k {
+        return Err(format!(
+            "block_size {bs} is not a multiple of 8 (block sizes must be multiples of 8, or cover \
+             all {k} rows of the matrix)"
+        ));
+    }
+    if block != (bs, bs) {
+        return Err(format!(
+            "block_size {bs} disagrees with the values' blocks of {} x {}: the values must be \
+             [nnz, {bs}, {bs}]",
+            block.0, block.1
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the host inputs of [`block_sparse`](fn@block_sparse) before they go to the
+/// device: `dense` a `K × N` matrix, `sparse_values` `[nnz, b, b]` (and
+/// `b` equal to `block_size` when one is given), `indices` `s32[nnz, 2]`
+/// with every coordinate inside the `ceil(K / b)`-square block grid and no
+/// block twice. The error names the first bad stored block, its coordinate
+/// and the valid range.
+///
+/// ```
+/// use tessel_kernels::sparse::check_block_indices;
+/// use tessel_dsl::prelude::*;
+/// let dense = HostTensor::from_vec(vec![0.0f32; 16 * 4], [16, 4])?;
+/// let values = HostTensor::from_vec(vec![1.0f32; 2 * 8 * 8], [2, 8, 8])?;
+/// let ok = HostTensor::from_vec(vec![0i32, 1, 1, 0], [2, 2])?;
+/// check_block_indices(&dense, &values, &ok, Some(8))?;
+/// let bad = HostTensor::from_vec(vec![0i32, 1, 100, -5], [2, 2])?;
+/// let e = check_block_indices(&dense, &values, &bad, Some(8)).unwrap_err();
+/// assert!(e.to_string().contains("block rows must be in 0..2"), "{e}");
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+pub fn check_block_indices(
+    dense: &HostTensor,
+    sparse_values: &HostTensor,
+    indices: &HostTensor,
+    block_size: Option<usize>,
+) -> Result<()> {
+    let bad = |m: String| -> Error {
+        tessel::HostError::InvalidInput {
+            what: "block_sparse",
+            message: m,
+        }
+        .into()
+    };
+    let (ds, vs) = (dense.shape(), sparse_values.shape());
+    if ds.len() != 2 {
+        return Err(bad(format!(
+            "the dense operand must be a K x N matrix, got {}",
+            dense.spec()
+        )));
+    }
+    if vs.len() != 3 || indices.shape().first() != Some(&vs[0]) {
+        return Err(bad(format!(
+            "the values must be [nnz, b, b] and the indices [nnz, 2], got {} and {}",
+            sparse_values.spec(),
+            indices.spec()
+        )));
+    }
+    let block = (vs[1], vs[2]);
+    if let Some(bs) = block_size {
+        check_block_size(bs, ds[0], block).map_err(bad)?;
+    }
+    HostBlockSparse::check_coords(indices, (ds[0], ds[0]), block)
 }

@@ -27,12 +27,15 @@ pub struct HostTensor {
 }
 
 impl HostTensor {
-    /// A tensor from raw little-endian bytes; the length must match the spec.
+    /// A tensor from raw little-endian bytes; the length must match the spec,
+    /// and the spec must be within the size limits
+    /// ([`TensorSpec::check_size`]).
     pub fn from_bytes(spec: TensorSpec, data: Vec<u8>) -> Result<Self> {
-        if data.len() != spec.size_in_bytes() {
+        let expected = spec.check_size()?;
+        if data.len() != expected {
             return Err(HostError::DataLength {
                 spec: spec.to_string(),
-                expected: spec.size_in_bytes(),
+                expected,
                 actual: data.len(),
             }
             .into());
@@ -48,15 +51,16 @@ impl HostTensor {
     /// A tensor from a slice of elements and a shape; their counts must agree.
     pub fn from_slice<T: Element>(values: &[T], shape: impl Into<Shape>) -> Result<Self> {
         let spec = TensorSpec::new(shape, T::DTYPE);
+        let expected = spec.check_size()?;
         if values.len() != spec.num_elements() {
             return Err(HostError::DataLength {
                 spec: spec.to_string(),
-                expected: spec.size_in_bytes(),
-                actual: values.len() * T::DTYPE.size_in_bytes(),
+                expected,
+                actual: values.len().saturating_mul(T::DTYPE.size_in_bytes()),
             }
             .into());
         }
-        let mut data = Vec::with_capacity(spec.size_in_bytes());
+        let mut data = Vec::with_capacity(expected);
         for v in values {
             v.write_le(&mut data);
         }
@@ -74,19 +78,50 @@ impl HostTensor {
     }
 
     /// A tensor of zeros.
+    ///
+    /// # Panics
+    ///
+    /// If `spec` is beyond the size limits ([`TensorSpec::check_size`]):
+    /// such a tensor cannot be allocated. [`try_zeros`](Self::try_zeros)
+    /// returns the error instead (use it for shapes that come from input).
     pub fn zeros(spec: TensorSpec) -> Self {
-        let data = vec![0u8; spec.size_in_bytes()];
-        HostTensor { spec, data }
+        Self::try_zeros(spec).unwrap_or_else(|e| panic!("HostTensor::zeros: {e}"))
+    }
+
+    /// A tensor of zeros, or [`HostError::TooLarge`] if `spec` is beyond
+    /// the size limits ([`TensorSpec::check_size`]).
+    ///
+    /// ```
+    /// use tessel_dsl::{HostTensor, TensorSpec, F32};
+    /// assert_eq!(HostTensor::try_zeros(TensorSpec::new([2, 3], F32))?.num_elements(), 6);
+    /// assert!(HostTensor::try_zeros(TensorSpec::new([1 << 62, 8], F32)).is_err());
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn try_zeros(spec: TensorSpec) -> Result<Self> {
+        let data = vec![0u8; spec.check_size()?];
+        Ok(HostTensor { spec, data })
     }
 
     /// A tensor whose elements are `f(i)` for the flat row-major index `i`,
     /// rounded to `spec.dtype`.
-    pub fn from_fn(spec: TensorSpec, mut f: impl FnMut(usize) -> f64) -> Self {
-        let mut data = Vec::with_capacity(spec.size_in_bytes());
+    ///
+    /// # Panics
+    ///
+    /// If `spec` is beyond the size limits ([`TensorSpec::check_size`]);
+    /// [`try_from_fn`](Self::try_from_fn) returns the error instead.
+    pub fn from_fn(spec: TensorSpec, f: impl FnMut(usize) -> f64) -> Self {
+        Self::try_from_fn(spec, f).unwrap_or_else(|e| panic!("HostTensor::from_fn: {e}"))
+    }
+
+    /// [`from_fn`](Self::from_fn), or [`HostError::TooLarge`] if `spec` is
+    /// beyond the size limits ([`TensorSpec::check_size`]).
+    pub fn try_from_fn(spec: TensorSpec, mut f: impl FnMut(usize) -> f64) -> Result<Self> {
+        let bytes = spec.check_size()?;
+        let mut data = Vec::with_capacity(bytes);
         for i in 0..spec.num_elements() {
             data.extend_from_slice(&spec.dtype.encode_f64(f(i)));
         }
-        HostTensor { spec, data }
+        Ok(HostTensor { spec, data })
     }
 
     /// The elements as `f64`, whatever the dtype (for references and comparisons).
@@ -120,6 +155,7 @@ impl HostTensor {
     /// The same data under another shape with the same element count.
     pub fn reshape(self, shape: impl Into<Shape>) -> Result<Self> {
         let spec = TensorSpec::new(shape, self.spec.dtype);
+        spec.check_size()?;
         if spec.num_elements() != self.spec.num_elements() {
             return Err(HostError::Reshape {
                 from: self.spec.to_string(),

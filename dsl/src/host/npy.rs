@@ -208,11 +208,8 @@ fn parse(bytes: &[u8], path: Option<&Path>) -> Result<HostTensor> {
     let spec = TensorSpec::new(shape, dtype);
     let data = &bytes[hstart + hlen..];
     let n = spec
-        .shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .and_then(|e| e.checked_mul(dtype.size_in_bytes()))
-        .ok_or_else(|| npy_err(path, "shape is too large"))?;
+        .check_size()
+        .map_err(|e| npy_err(path, e.to_string()))?;
     if data.len() != n {
         return Err(npy_err(
             path,
@@ -232,7 +229,8 @@ fn parse(bytes: &[u8], path: Option<&Path>) -> Result<HostTensor> {
 
 /// Reorders column-major element data to row-major.
 fn fortran_to_c(data: &[u8], shape: &[usize], w: usize) -> Vec<u8> {
-    let n: usize = shape.iter().product();
+    // `data` holds exactly the elements of `shape` (checked by the caller).
+    let n = data.len() / w.max(1);
     let mut out = vec![0u8; data.len()];
     let mut idx = vec![0usize; shape.len()];
     for c_pos in 0..n {

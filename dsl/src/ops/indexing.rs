@@ -80,6 +80,16 @@ fn gather_shape(
 impl Tensor {
     /// XLA gather: slices of `slice_sizes` starting at each index vector of `indices`
     /// (clamped into range).
+    ///
+    /// Out-of-range starts follow XLA's rule: component `k` of a start
+    /// vector addresses operand axis `d = start_index_map[k]` and is clamped
+    /// into `[0, shape[d] - slice_sizes[d]]`, so that the whole slice fits.
+    /// A start below 0 reads the slice at 0; a start whose slice would run
+    /// past the end reads the last full slice (`shape[d] - slice_sizes[d]`),
+    /// never a padded or shortened one. Indices are read as integers of
+    /// their dtype (a negative index does not count from the end; an
+    /// unsigned one is never negative). Nothing signals a clamp: check the
+    /// indices first, or mask the result, where they may be out of range.
     #[track_caller]
     pub fn gather(self, indices: Tensor, dims: GatherDims, slice_sizes: &[usize]) -> Tensor {
         let slice_sizes = slice_sizes.to_vec();
@@ -145,7 +155,16 @@ impl Tensor {
 
     /// numpy `take`: elements along `axis` at integer `indices` (any shape);
     /// the result is `shape[..axis] ++ indices.shape ++ shape[axis+1..]`.
-    /// Out-of-range indices are clamped.
+    ///
+    /// Out-of-range indices are clamped, as in XLA's gather (and JAX's
+    /// `take` with `mode="clip"`): with `n` elements along `axis`, an index
+    /// below 0 reads element 0 and an index of `n` or more reads element
+    /// `n - 1`. Unlike numpy, a negative index does not count from the end
+    /// (`-1` reads element 0, not `n - 1`), and no error or NaN marks a
+    /// clamped read. Where indices may be out of range, check them on the
+    /// host or mask the result with `indices.ge(0) & indices.lt(n)`. An
+    /// `axis` with no elements (`n = 0`) has nothing to clamp to: taking
+    /// from it is a kernel error.
     #[track_caller]
     pub fn take(self, indices: Tensor, axis: isize) -> Tensor {
         let (x, i) = (self.spec(), indices.spec());

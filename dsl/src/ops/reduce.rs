@@ -107,11 +107,11 @@ impl Tensor {
     pub fn mean(self, axes: &[isize]) -> Tensor {
         let loc = Location::caller();
         let spec = self.spec();
-        let count: usize = axes
+        let count = axes
             .iter()
             .filter_map(|&a| normalize_axis(a, spec.rank()))
             .map(|a| spec.shape[a])
-            .product();
+            .fold(1usize, usize::saturating_mul);
         let s = reduce_at(self, ReduceKind::Sum, axes, loc.clone());
         let c = full_at(Vec::new(), count as f64, spec.dtype, loc.clone());
         crate::ops::elementwise::binary_at(s, c, crate::ops::BinaryOp::Div, loc)

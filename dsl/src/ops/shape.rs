@@ -64,11 +64,16 @@ impl Tensor {
         let shape = shape.to_vec();
         build("reshape", &[self], Location::caller(), 1, move |s| {
             let n = s[0].num_elements();
-            let known: usize = shape
+            let Some(known) = shape
                 .iter()
                 .filter(|&&d| d >= 0)
-                .map(|&d| d as usize)
-                .product();
+                .try_fold(1usize, |p, &d| p.checked_mul(d as usize))
+            else {
+                return Err(format!(
+                    "cannot reshape {} to {shape:?}: the extents' product overflows",
+                    s[0]
+                ));
+            };
             let holes = shape.iter().filter(|&&d| d < 0).count();
             let out: Shape = match holes {
                 0 => shape.iter().map(|&d| d as usize).collect(),
@@ -78,11 +83,12 @@ impl Tensor {
                     .collect(),
                 _ => return Err(format!("cannot reshape {} to {shape:?}", s[0])),
             };
-            if out.iter().product::<usize>() != n {
+            let out_n = TensorSpec::new(out.clone(), s[0].dtype).checked_num_elements();
+            if out_n != Some(n) {
+                let count = out_n.map_or_else(|| "overflowing".to_string(), |c| c.to_string());
                 return Err(format!(
-                    "cannot reshape {} ({n} elements) to {out:?} ({} elements)",
-                    s[0],
-                    out.iter().product::<usize>()
+                    "cannot reshape {} ({n} elements) to {out:?} ({count} elements)",
+                    s[0]
                 ));
             }
             Ok((Op::Reshape, vec![TensorSpec::new(out, s[0].dtype)]))

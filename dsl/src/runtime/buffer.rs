@@ -278,7 +278,7 @@ impl DeviceBuffer {
         unsafe { pjrt_call!(api, PJRT_Buffer_ToHostBuffer, &mut query) }?;
         // SAFETY: a size query returns no event, but destroy one if it did.
         unsafe { api.destroy_event(query.event) };
-        let expected = self.spec.size_in_bytes();
+        let expected = self.spec.check_size()?;
         if query.dst_size != expected {
             return Err(DeviceError::UnexpectedResult {
                 call: "PJRT_Buffer_ToHostBuffer",

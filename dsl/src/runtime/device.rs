@@ -211,8 +211,11 @@ impl Device {
 
     /// Compiles a StableHLO program for this client.
     ///
-    /// Checks that `num_partitions * num_replicas` devices exist first; XLA's
-    /// rejection is [`DeviceError::Compile`] with XLA's message.
+    /// Checks that `num_partitions * num_replicas` devices exist and that
+    /// the program's argument and result specs are within the size limits
+    /// ([`TensorSpec::check_size`](crate::TensorSpec::check_size)) first;
+    /// that, and XLA's rejection, is [`DeviceError::Compile`] with the
+    /// message.
     ///
     /// XLA's compiler recurses once per nested loop or branch, so it runs on
     /// a thread of its own with a large stack (reserved, touched only as

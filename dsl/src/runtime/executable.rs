@@ -125,6 +125,12 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
             program.num_partitions, program.num_replicas
         )));
     }
+    // XLA aborts the process on a tensor whose byte size overflows int64.
+    for spec in program.inputs.iter().chain(&program.outputs) {
+        if let Err(e) = spec.check_size() {
+            return Err(compile_error(e.to_string()));
+        }
+    }
     let needed = program.num_partitions.saturating_mul(program.num_replicas);
     if needed > client.devices().len() {
         return Err(compile_error(format!(

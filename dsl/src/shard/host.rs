@@ -62,7 +62,7 @@ pub(crate) fn split(t: &HostTensor, layout: &Layout, mesh: &Mesh) -> Result<Vec<
     let size = layout.block_shape(mesh, shape);
     let elem = t.dtype().size_in_bytes();
     let spec = TensorSpec::new(size.clone(), t.dtype());
-    let bytes: usize = size.iter().product::<usize>() * elem;
+    let bytes = spec.check_size()?;
     let block = Block { size: &size, elem };
     (0..mesh.size())
         .map(|p| {
@@ -93,7 +93,7 @@ pub(crate) fn assemble(
     let shape = &spec.shape;
     let size = layout.block_shape(mesh, shape);
     let elem = spec.dtype.size_in_bytes();
-    let mut data = vec![0u8; spec.num_elements() * elem];
+    let mut data = vec![0u8; spec.check_size()?];
     let block = Block { size: &size, elem };
     let mut seen = std::collections::HashSet::new();
     for p in 0..mesh.size() {

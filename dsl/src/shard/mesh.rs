@@ -51,7 +51,8 @@ impl Mesh {
                 return fail(format!("mesh axis `{name}` appears twice"));
             }
         }
-        let size: usize = axes.iter().map(|(_, s)| s).product();
+        // Saturating: a product that overflows is more devices than any client has.
+        let size = axes.iter().fold(1usize, |p, (_, s)| p.saturating_mul(*s));
         if size > device.device_count() {
             return fail(format!(
                 "a mesh of {size} devices ({}) needs {size} devices, the {} client has {} \

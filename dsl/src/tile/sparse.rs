@@ -8,8 +8,12 @@
 //! of splash attention: one program serves every layout with the same
 //! number of blocks).
 
+mod check;
+
+pub use self::check::MAX_SPARSE_EXTENT;
+use self::check::{check_coordinates, check_layout, sparse_err, values_block};
 use crate::dtype::DType;
-use crate::error::{HostError, Location, Result};
+use crate::error::{Location, Result};
 use crate::host::HostTensor;
 use crate::lang::LoopBound;
 use crate::shape::TensorSpec;
@@ -59,25 +63,19 @@ impl<T> BlockSparseOf<T> {
 /// A block-sparse matrix on the host.
 pub type HostBlockSparse = BlockSparseOf<HostTensor>;
 
-fn sparse_err(message: String) -> crate::Error {
-    HostError::InvalidInput {
-        what: "block-sparse matrix",
-        message,
-    }
-    .into()
-}
-
 impl HostBlockSparse {
     /// Stores the blocks of a dense `[rows, cols]` matrix that have a non-zero
-    /// element (row-major block order); static layout.
+    /// element (row-major block order); static layout. The block shape is
+    /// checked as in [`HostBlockSparse::from_blocks`].
     pub fn from_dense(dense: &HostTensor, block: (usize, usize)) -> Result<Self> {
-        if dense.shape().len() != 2 || block.0 == 0 || block.1 == 0 {
+        if dense.shape().len() != 2 {
             return Err(sparse_err(format!(
-                "need a rank-2 matrix and non-zero block sizes, got {} and {block:?}",
+                "need a rank-2 matrix, got {}",
                 dense.spec()
             )));
         }
         let (rows, cols) = (dense.shape()[0], dense.shape()[1]);
+        check_layout((rows, cols), block)?;
         let v = dense.to_f64_vec();
         let (nbr, nbc) = (rows.div_ceil(block.0), cols.div_ceil(block.1));
         let mut coords = Vec::new();
@@ -104,7 +102,7 @@ impl HostBlockSparse {
         }
         let spec = TensorSpec::new([coords.len(), block.0, block.1], dense.dtype());
         Ok(BlockSparseOf {
-            values: HostTensor::from_fn(spec, |i| data[i]),
+            values: HostTensor::try_from_fn(spec, |i| data[i])?,
             coords: Coords::Static(coords),
             shape: (rows, cols),
             block,
@@ -112,40 +110,30 @@ impl HostBlockSparse {
     }
 
     /// A matrix from stored blocks and their coordinates, checked: one
-    /// coordinate per block, each inside the matrix, no duplicates.
+    /// coordinate per block, each inside the block grid (`0..ceil(rows /
+    /// block rows)` by `0..ceil(cols / block cols)`), no duplicates; block
+    /// edges of at least 1 that are multiples of 8 or cover their axis;
+    /// extents at most [`MAX_SPARSE_EXTENT`]. Every violation is an error
+    /// naming the block, its coordinate and the valid range.
     pub fn from_blocks(
         values: HostTensor,
         coords: Vec<(usize, usize)>,
         shape: (usize, usize),
     ) -> Result<Self> {
-        let s = values.shape();
-        if s.len() != 3 || s[1] == 0 || s[2] == 0 {
+        let block = values_block(&values)?;
+        let nnz = values.shape()[0];
+        if coords.len() != nnz {
             return Err(sparse_err(format!(
-                "values must be [nnz, block_rows, block_cols], got {}",
-                values.spec()
+                "{} coordinates for {nnz} stored blocks",
+                coords.len()
             )));
         }
-        let block = (s[1], s[2]);
-        if coords.len() != s[0] {
-            return Err(sparse_err(format!(
-                "{} coordinates for {} stored blocks",
-                coords.len(),
-                s[0]
-            )));
-        }
-        let (nbr, nbc) = (shape.0.div_ceil(block.0), shape.1.div_ceil(block.1));
-        let mut seen = std::collections::HashSet::new();
-        for &(r, c) in &coords {
-            if r >= nbr || c >= nbc {
-                return Err(sparse_err(format!(
-                    "block ({r}, {c}) is outside the {nbr}x{nbc} block grid of a {}x{} matrix",
-                    shape.0, shape.1
-                )));
-            }
-            if !seen.insert((r, c)) {
-                return Err(sparse_err(format!("block ({r}, {c}) is stored twice")));
-            }
-        }
+        let wide = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
+        check_coordinates(
+            coords.iter().map(|&(r, c)| (wide(r), wide(c))),
+            shape,
+            block,
+        )?;
         Ok(BlockSparseOf {
             values,
             coords: Coords::Static(coords),
@@ -178,21 +166,46 @@ impl HostBlockSparse {
     /// A matrix whose coordinates are a `s32[nnz, 2]` host tensor (passed to
     /// the kernel as an argument), checked like [`HostBlockSparse::from_blocks`].
     pub fn dynamic(values: HostTensor, coords: &HostTensor, shape: (usize, usize)) -> Result<Self> {
+        Self::check_coords(coords, shape, values_block(&values)?)?;
+        let pairs: Vec<(usize, usize)> = coords
+            .to_vec::<i32>()?
+            .chunks(2)
+            .map(|p| (p[0] as usize, p[1] as usize))
+            .collect();
+        Ok(Self::from_blocks(values, pairs, shape)?.into_dynamic())
+    }
+
+    /// Checks a host coordinate table for a `shape` matrix of `block`-shaped
+    /// blocks before it is passed to a kernel as a traced `s32[nnz, 2]`
+    /// tensor (where out-of-range coordinates would be clamped; see
+    /// [`BlockSparse::from_parts`]): the table's type, the layout (as
+    /// [`HostBlockSparse::from_blocks`] checks it), every coordinate inside
+    /// the block grid, no block stored twice. The error names the first bad
+    /// stored block, its coordinate and the valid range.
+    ///
+    /// ```
+    /// use tessel_dsl::prelude::*;
+    /// let ok = HostTensor::from_vec(vec![0i32, 1, 1, 0], [2, 2])?;
+    /// HostBlockSparse::check_coords(&ok, (16, 16), (8, 8))?;
+    /// let bad = HostTensor::from_vec(vec![0i32, 1, 100, -5], [2, 2])?;
+    /// let e = HostBlockSparse::check_coords(&bad, (16, 16), (8, 8)).unwrap_err();
+    /// assert!(e.to_string().contains("stored block 1 has coordinate (100, -5)"), "{e}");
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn check_coords(
+        coords: &HostTensor,
+        shape: (usize, usize),
+        block: (usize, usize),
+    ) -> Result<()> {
         if coords.dtype() != DType::S32 || coords.shape().len() != 2 || coords.shape()[1] != 2 {
             return Err(sparse_err(format!(
                 "coordinates must be s32[nnz, 2], got {}",
                 coords.spec()
             )));
         }
-        let v = coords.to_f64_vec();
-        if v.iter().any(|&x| x < 0.0) {
-            return Err(sparse_err("block coordinates must be non-negative".into()));
-        }
-        let pairs: Vec<(usize, usize)> = v
-            .chunks(2)
-            .map(|p| (p[0] as usize, p[1] as usize))
-            .collect();
-        Ok(Self::from_blocks(values, pairs, shape)?.into_dynamic())
+        let v = coords.to_vec::<i32>()?;
+        let pairs = v.chunks(2).map(|p| (i64::from(p[0]), i64::from(p[1])));
+        check_coordinates(pairs, shape, block)
     }
 
     /// Number of stored blocks.
@@ -213,8 +226,10 @@ impl HostBlockSparse {
         };
         let (rows, cols) = self.shape;
         let (b0, b1) = self.block;
+        let spec = TensorSpec::new([rows, cols], self.values.dtype());
+        spec.check_size()?;
         let vals = self.values.to_f64_vec();
-        let mut out = vec![0.0; rows * cols];
+        let mut out = vec![0.0; spec.num_elements()];
         for (k, &(br, bc)) in coords.iter().enumerate() {
             for i in 0..b0 {
                 for j in 0..b1 {
@@ -225,10 +240,7 @@ impl HostBlockSparse {
                 }
             }
         }
-        Ok(HostTensor::from_fn(
-            TensorSpec::new([rows, cols], self.values.dtype()),
-            |i| out[i],
-        ))
+        HostTensor::try_from_fn(spec, |i| out[i])
     }
 }
 
@@ -274,7 +286,18 @@ pub struct SparseBlock {
 impl BlockSparse {
     /// A block-sparse matrix made inside a kernel from traced parts: `values`
     /// `[nnz, b0, b1]` and `coords` `s32[nnz, 2]` (a dynamic layout) of a
-    /// `shape.0 × shape.1` matrix. Shape errors are trace errors.
+    /// `shape.0 × shape.1` matrix. Shape errors are trace errors, and so are
+    /// block edges of 0, edges that are not multiples of 8 yet smaller than
+    /// their axis, and extents above [`MAX_SPARSE_EXTENT`].
+    ///
+    /// The coordinates' values are known only on the device, so they cannot
+    /// be checked here. Out of range, they follow XLA's dynamic-slice rule:
+    /// block `(r, c)` is read and written at the element starts
+    /// `(r · b0, c · b1)` (s32 arithmetic, wrapping), each clamped into `[0, extent −
+    /// edge]`; a coordinate below the grid lands on block 0, one past it on
+    /// the last block, so the stored block is combined with a real block
+    /// instead of failing. Check host tables before passing them
+    /// ([`HostBlockSparse::dynamic`], [`HostBlockSparse::check_coords`]).
     #[track_caller]
     pub fn from_parts(values: Tensor, coords: Tensor, shape: (usize, usize)) -> BlockSparse {
         let (vs, cs) = (values.spec(), coords.spec());
@@ -288,11 +311,17 @@ impl BlockSparse {
             let m = format!("block-sparse parts must be values [nnz, b0, b1] and integer coordinates [nnz, 2], got {vs} and {cs}");
             crate::trace::tensor::fail("block_sparse", &[values, coords], m, &loc);
         }
-        let block = if vs.rank() == 3 {
+        let mut block = if vs.rank() == 3 {
             (vs.shape[1], vs.shape[2])
         } else {
             (1, 1)
         };
+        if ok {
+            if let Err(e) = check_layout(shape, block) {
+                crate::tensor::fail("block_sparse", &[values, coords], e.to_string(), &loc);
+                block = (1, 1);
+            }
+        }
         BlockSparse {
             values,
             coords: Coords::Dynamic(coords.cast(DType::S32)),

@@ -219,7 +219,16 @@ pub(crate) fn build(
             .iter()
             .map(|&v| s.graph.values[v].spec.clone())
             .collect();
-        match check(&specs) {
+        let checked = check(&specs).and_then(|(op, result_specs)| {
+            // A result beyond the size limits would abort XLA's compiler.
+            for r in &result_specs {
+                if let Err(e) = r.check_size() {
+                    return Err(format!("the result {e}"));
+                }
+            }
+            Ok((op, result_specs))
+        });
+        match checked {
             Ok((op, result_specs)) => {
                 let region = s.region;
                 s.graph
@@ -325,12 +334,36 @@ mod tuple_impls {
     outputs_tuple!(A, B, C, D, E, F);
 }
 
+/// Checks the parameter specs against the size limits
+/// ([`TensorSpec::check_size`]): a kernel error naming the parameter.
+fn check_params(name: &str, params: &[(String, TensorSpec)]) -> Result<()> {
+    for (param, spec) in params {
+        if let Err(e) = spec.check_size() {
+            return Err(KernelError {
+                kernel: name.to_string(),
+                op: "argument".into(),
+                operands: vec![spec.to_string()],
+                message: format!("parameter `{param}`: {e}"),
+                location: Location {
+                    file: "<kernel arguments>".into(),
+                    line: 0,
+                    column: 0,
+                },
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Traces `body` into a [`Graph`] named `name` whose parameters have the given
 /// names and types, under `options` (precision, compute dtype, block size).
 ///
 /// The body runs once with one [`Tensor`] per parameter; the tensors it
 /// returns become the results of `@main`. The first error any op recorded is
-/// returned with its op, operand types and source line.
+/// returned with its op, operand types and source line. A parameter or an
+/// op result beyond the size limits ([`TensorSpec::check_size`]) is a kernel
+/// error too, so no such program reaches the compiler.
 ///
 /// ```
 /// use tessel_dsl::{trace, kernel::KernelConfig, TensorSpec, F32};
@@ -346,6 +379,7 @@ pub fn trace<O: Outputs>(
 ) -> Result<Graph> {
     TRACE_COUNT.fetch_add(1, Ordering::Relaxed);
     THREAD_TRACES.with(|c| c.set(c.get() + 1));
+    check_params(name, params)?;
     let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
     let graph = Graph::new(name, params);
     let args: Vec<Tensor> = graph.regions[0]

@@ -9,7 +9,7 @@ use tessel::kernels::moe::moe;
 use tessel::kernels::quantized::{
     dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
 };
-use tessel::kernels::sparse::block_sparse;
+use tessel::kernels::sparse::{block_sparse, check_block_indices};
 use tessel::{DType, HostTensor, Result, TensorSpec};
 
 fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
@@ -218,7 +218,12 @@ pub fn entries() -> Vec<Entry> {
             about: "sparse · dense for a square block-sparse matrix given as values [nnz, b, b] and s32 block indices [nnz, 2]",
             args: &["dense", "sparse_values", "indices"],
             options: &[("block_size", "128", "the kernel's block size")],
-            run: |d, a, o| Ok(vec![block_sparse::run_with(&block_sparse_config(o)?, d, a[0], a[1], a[2])?]),
+            run: |d, a, o| {
+                let cfg = block_sparse_config(o)?;
+                // The indices are read on the device, which clamps bad ones: check them here.
+                check_block_indices(a[0], a[1], a[2], cfg.block_size)?;
+                Ok(vec![block_sparse::run_with(&cfg, d, a[0], a[1], a[2])?])
+            },
             lower: |s, o| block_sparse::lower_with(&block_sparse_config(o)?, &s[0], &s[1], &s[2]),
         },
         Entry {
