@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The top-level modules, lowest first. A module may import from any module
 /// before it and from none after it.
 const LAYERS: &[&str] = &[
-    "dtype", "shape", "error", "host", "config", "ir", "trace", "report", "ops", "lang", "tile",
+    "dtype", "error", "shape", "host", "config", "ir", "trace", "report", "ops", "lang", "tile",
     "lower", "runtime", "shard", "kernel", "profile",
 ];
 
