@@ -13,6 +13,7 @@
 // from re-allowing it.
 #![deny(unsafe_code)]
 
+pub mod autodiff;
 pub mod config;
 pub mod dtype;
 pub mod error;

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 /// The top-level modules, lowest first. A module may import from any module
 /// before it and from none after it.
 const LAYERS: &[&str] = &[
-    "dtype", "error", "shape", "host", "config", "ir", "trace", "report", "ops", "lang", "tile",
-    "lower", "runtime", "shard", "kernel", "profile",
+    "dtype", "error", "shape", "host", "config", "ir", "trace", "report", "ops", "autodiff",
+    "lang", "tile", "lower", "runtime", "shard", "kernel", "profile",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -180,7 +180,12 @@ pub enum Op {
         k: usize,
     },
     /// A loop: regions (cond, body); operands are the carried values.
-    While,
+    While {
+        /// The number of iterations when it is known while tracing (a
+        /// `fori_loop` over Rust bounds): reverse-mode autodiff then saves
+        /// each iteration's carried values instead of recomputing them.
+        trip_count: Option<usize>,
+    },
     /// A branch: operand is the scalar predicate; regions (then, else).
     If,
     /// Values XLA may not move computation across.

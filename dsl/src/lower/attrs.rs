@@ -305,7 +305,7 @@ pub(crate) fn op_parts(
             )
         }
         Op::TopK { k } => (s("chlo.top_k"), format!("k = {k} : i64"), vec![]),
-        Op::While => {
+        Op::While { .. } => {
             let texts = node.regions.iter().map(|&r| RegionText::Graph(r)).collect();
             (s("stablehlo.while"), String::new(), texts)
         }

@@ -76,6 +76,13 @@ impl Tensor {
         full_at(s.shape, 0.0, s.dtype, Location::caller())
     }
 
+    /// A tensor of ones with this tensor's shape and dtype.
+    #[track_caller]
+    pub fn ones_like(self) -> Tensor {
+        let s = self.spec();
+        full_at(s.shape, 1.0, s.dtype, Location::caller())
+    }
+
     /// A constant holding a host tensor's data.
     #[track_caller]
     pub fn constant(value: &HostTensor) -> Tensor {

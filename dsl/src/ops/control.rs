@@ -195,9 +195,17 @@ pub struct WhileBuilder {
     body_region: Option<RegionId>,
     ok: bool,
     loc: Location,
+    trip_count: Option<usize>,
 }
 
 impl WhileBuilder {
+    /// Declares how many times the loop runs, when that is known while
+    /// tracing (it must be exact: reverse-mode autodiff sizes its saved
+    /// residuals by it).
+    pub fn set_trip_count(&mut self, n: usize) {
+        self.trip_count = Some(n);
+    }
+
     /// Opens the condition region; returns the builder and the condition's
     /// view of the carried values (`None` outside a trace).
     pub fn begin(inits: Vec<Tensor>, loc: Location) -> Option<(WhileBuilder, Vec<Tensor>)> {
@@ -214,6 +222,7 @@ impl WhileBuilder {
             body_region: None,
             ok: true,
             loc,
+            trip_count: None,
         };
         Some((b, args))
     }
@@ -276,6 +285,7 @@ impl WhileBuilder {
             return poisoned(&self.inits);
         }
         let (prev, cr, specs) = (self.prev, self.cond_region, self.specs.clone());
+        let trip_count = self.trip_count;
         let results = with_state(|s| {
             let mut operands = Vec::new();
             for &t in &self.inits {
@@ -287,9 +297,14 @@ impl WhileBuilder {
             operands.extend(&captured);
             let mut rs = specs;
             rs.extend(captured.iter().map(|&c| s.graph.values[c].spec.clone()));
-            let ids = s
-                .graph
-                .add_node(prev, Op::While, operands, rs, vec![cr, br], loc.clone());
+            let ids = s.graph.add_node(
+                prev,
+                Op::While { trip_count },
+                operands,
+                rs,
+                vec![cr, br],
+                loc.clone(),
+            );
             Some(
                 ids[..n]
                     .iter()
@@ -352,19 +367,27 @@ pub fn fori_loop<C: Carry>(
     body: impl FnOnce(Tensor, C) -> C,
 ) -> C {
     let loc = Location::caller();
+    let trips = match (lo.static_value(), hi.static_value()) {
+        (Some(a), Some(b)) => Some((b as i64).saturating_sub(a as i64).max(0) as usize),
+        _ => None,
+    };
     let like = full_at(Vec::new(), 0.0, DType::S32, loc.clone());
     let lo = lo.to_tensor(like, &loc);
     let hi = hi.to_tensor(like, &loc);
-    let (_, out) = while_loop(
-        (lo, init),
-        |(i, _)| compare_at(i, hi, Comparison::Lt, loc.clone()),
-        |(i, c)| {
-            let next = body(i, c);
-            let one = full_at(Vec::new(), 1.0, i.dtype(), loc.clone());
-            (binary_at(i, one, BinaryOp::Add, loc.clone()), next)
-        },
-    );
-    out
+    let init = (lo, init);
+    let Some((mut b, cargs)) = WhileBuilder::begin(flat(&init), loc.clone()) else {
+        return init.1;
+    };
+    if let Some(n) = trips {
+        b.set_trip_count(n);
+    }
+    let (i, _) = init.rebuild(&mut cargs.into_iter());
+    let bargs = b.cond_done(compare_at(i, hi, Comparison::Lt, loc.clone()));
+    let (i, c) = init.rebuild(&mut bargs.into_iter());
+    let next = body(i, c);
+    let one = full_at(Vec::new(), 1.0, i.dtype(), loc.clone());
+    let out = flat(&(binary_at(i, one, BinaryOp::Add, loc.clone()), next));
+    init.rebuild(&mut b.finish(out).into_iter()).1
 }
 
 /// Builds one XLA conditional step by step (the kernel macros' inline

@@ -51,6 +51,10 @@ pub trait Operand: Copy {
     fn to_tensor(self, like: Tensor, loc: &Location) -> Tensor;
     /// The tensor, if this operand is one.
     fn as_tensor(self) -> Option<Tensor>;
+    /// The value, if this operand is a Rust number (known while tracing).
+    fn static_value(self) -> Option<f64> {
+        None
+    }
 }
 
 impl Operand for Tensor {
@@ -68,6 +72,9 @@ impl<S: Scalar> Operand for S {
     }
     fn as_tensor(self) -> Option<Tensor> {
         None
+    }
+    fn static_value(self) -> Option<f64> {
+        Some(self.to_f64())
     }
 }
 

@@ -52,6 +52,11 @@ pub(crate) fn with_state<R>(f: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
     STACK.with(|s| s.borrow_mut().last_mut().map(f))
 }
 
+/// The ids of the traces in progress on this thread.
+pub(crate) fn live_trace_ids() -> Vec<u32> {
+    STACK.with(|s| s.borrow().iter().map(|t| t.id).collect())
+}
+
 /// Whether this thread is currently tracing a kernel.
 pub fn is_tracing() -> bool {
     STACK.with(|s| !s.borrow().is_empty())

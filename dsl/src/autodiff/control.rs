@@ -1,0 +1,272 @@
+//! Gradients of traced control flow.
+//!
+//! A branch is differentiated by a branch on the same predicate whose arms
+//! recompute the taken arm and pull the cotangents back through it. A loop
+//! is run backwards: a forward pass counts the iterations (and, when the
+//! trip count is known while tracing, saves every iteration's carried
+//! values), then a reverse loop pulls the cotangent back through one body
+//! at a time. Without a known trip count, iteration `j`'s state is
+//! recomputed from the initial values (constant memory, quadratic work).
+
+use std::collections::HashMap;
+
+use crate::dtype::DType;
+use crate::ir::{Node, Op, RegionId, ValueId};
+use crate::ops::control::{CondBuilder, WhileBuilder};
+use crate::trace::tensor::Tensor;
+use crate::trace::with_state;
+
+use super::backprop::{activity, backprop, differentiable, Cotangents};
+use super::replay::inline_region;
+use super::tape::{self, Tape};
+
+type Grads = Result<Vec<Option<Tensor>>, String>;
+
+fn zeros_of(t: Tensor) -> Tensor {
+    t.zeros_like()
+}
+
+fn s32(v: f64) -> Tensor {
+    Tensor::scalar(v, DType::S32)
+}
+
+/// The gradient of an `if`: `read` is the predicate and then the values
+/// the branches use from outside.
+pub(crate) fn if_vjp(
+    trace: u32,
+    node: &Node,
+    outs: &[Option<Tensor>],
+    read: &[ValueId],
+    want: &[bool],
+) -> Grads {
+    let pred = tape::handle(trace, node.operands[0]);
+    let targets: Vec<ValueId> = read
+        .iter()
+        .zip(want)
+        .skip(1)
+        .filter(|(_, &w)| w)
+        .map(|(&v, _)| v)
+        .collect();
+    let Some(mut b) = CondBuilder::begin(pred, node.location.clone()) else {
+        return Err("not tracing".into());
+    };
+    let arm = |region: RegionId| -> Vec<Tensor> {
+        let (results, nodes, _) = inline_region(region, &[]);
+        let here = tape::current().map(|(_, r)| r).unwrap_or(0);
+        let mut cts = Cotangents::new();
+        for (r, ct) in results.iter().zip(outs) {
+            if let Some(ct) = ct {
+                if differentiable(r.value) {
+                    super::backprop::accumulate(&mut cts, r.value, *ct);
+                }
+            }
+        }
+        let tp = Tape::new(trace, here, nodes);
+        let res = backprop(&tp, &targets, cts);
+        targets
+            .iter()
+            .map(|&v| {
+                res.get(&v)
+                    .copied()
+                    .unwrap_or_else(|| zeros_of(tape::handle(trace, v)))
+            })
+            .collect()
+    };
+    let t = arm(node.regions[0]);
+    b.then_done(&t);
+    let e = arm(node.regions[1]);
+    let mut merged = b.finish(&e).into_iter();
+    Ok(read
+        .iter()
+        .zip(want)
+        .enumerate()
+        .map(|(i, (_, &w))| if i > 0 && w { merged.next() } else { None })
+        .collect())
+}
+
+/// Which loop positions can carry a gradient: those whose initial value is
+/// active, and those the body makes depend on an active position.
+fn loop_activity(
+    trace: u32,
+    body: RegionId,
+    args: &[ValueId],
+    results: &[ValueId],
+    want: &[bool],
+) -> Vec<bool> {
+    let mut act: Vec<bool> = want
+        .iter()
+        .zip(args)
+        .map(|(&w, &a)| w && differentiable(a))
+        .collect();
+    let nodes = with_state(|s| s.graph.regions[body].nodes.clone()).unwrap_or_default();
+    let tp = Tape::new(trace, body, nodes);
+    loop {
+        let inputs: Vec<ValueId> = args
+            .iter()
+            .zip(&act)
+            .filter(|(_, &a)| a)
+            .map(|(&v, _)| v)
+            .collect();
+        let live = activity(&tp, &inputs);
+        let mut changed = false;
+        for (i, r) in results.iter().enumerate() {
+            if !act[i] && live.contains(r) && differentiable(args[i]) {
+                act[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return act;
+        }
+    }
+}
+
+/// The gradient of a `while`, for every operand (carried values then
+/// captured values).
+pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &[bool]) -> Grads {
+    let Op::While { trip_count } = node.op else {
+        return Err("internal: not a loop".into());
+    };
+    let (cond_r, body_r) = (node.regions[0], node.regions[1]);
+    let k = node.operands.len();
+    let (args, results) = with_state(|s| {
+        let r = &s.graph.regions[body_r];
+        (r.args.clone(), r.results.clone())
+    })
+    .ok_or("not tracing")?;
+    let invariant: Vec<bool> = (0..k).map(|i| results[i] == args[i]).collect();
+    let act = loop_activity(trace, body_r, &args, &results, want);
+    let inits: Vec<Tensor> = node
+        .operands
+        .iter()
+        .map(|&v| tape::handle(trace, v))
+        .collect();
+    let loc = node.location.clone();
+    let variant: Vec<usize> = (0..k).filter(|&i| !invariant[i]).collect();
+
+    // Forward: count the iterations, saving the carried values when the
+    // trip count is known.
+    let saved = trip_count.filter(|&n| n > 0);
+    let mut fwd_init = vec![s32(0.0)];
+    fwd_init.extend(&inits);
+    if let Some(n) = saved {
+        for &i in &variant {
+            let sp = tape::spec(node.operands[i]);
+            let mut shape = vec![n];
+            shape.extend(sp.shape.iter().copied());
+            fwd_init.push(Tensor::zeros(shape, sp.dtype));
+        }
+    }
+    let (mut fb, cargs) = WhileBuilder::begin(fwd_init, loc.clone()).ok_or("not tracing")?;
+    let (pred, _, _) = inline_region(cond_r, &cargs[1..1 + k]);
+    let bargs = fb.cond_done(pred[0]);
+    let counter = bargs[0];
+    let state = &bargs[1..1 + k];
+    let mut next = vec![counter + 1];
+    let (stepped, _, _) = inline_region(body_r, state);
+    next.extend(&stepped);
+    if saved.is_some() {
+        for (slot, &i) in variant.iter().enumerate() {
+            let buf = bargs[1 + k + slot];
+            let mut starts = vec![counter];
+            starts.extend((0..state[i].rank()).map(|_| s32(0.0)));
+            next.push(buf.dynamic_update_slice(state[i].expand_dims(0), &starts));
+        }
+    }
+    let fwd = fb.finish(next);
+    let trips = fwd[0];
+    let bufs: Vec<Tensor> = fwd[1 + k..].to_vec();
+
+    // Backward: j = trips-1 down to 0.
+    let ct_pos: Vec<usize> = (0..k).filter(|&i| act[i]).collect();
+    let mut bwd_init = vec![trips - 1];
+    for &i in &ct_pos {
+        let start = if invariant[i] {
+            zeros_of(inits[i])
+        } else {
+            outs[i].unwrap_or_else(|| zeros_of(inits[i]))
+        };
+        bwd_init.push(start);
+    }
+    let (mut bb, cargs) = WhileBuilder::begin(bwd_init, loc.clone()).ok_or("not tracing")?;
+    let bargs = bb.cond_done(cargs[0].ge(0));
+    let j = bargs[0];
+    let carried: Vec<Tensor> = bargs[1..].to_vec();
+    let state_j: Vec<Tensor> = match saved {
+        Some(_) => {
+            let mut st = inits.clone();
+            for (slot, &i) in variant.iter().enumerate() {
+                let sp = inits[i].spec();
+                let mut starts = vec![j];
+                starts.extend((0..sp.rank()).map(|_| s32(0.0)));
+                let mut sizes = vec![1];
+                sizes.extend(sp.shape.iter().copied());
+                let shape: Vec<isize> = sp.shape.iter().map(|&d| d as isize).collect();
+                st[i] = bufs[slot].dynamic_slice(&starts, &sizes).reshape(&shape);
+            }
+            st
+        }
+        None => recompute_state(cond_r, body_r, &inits, j, &loc),
+    };
+    let here = tape::current().map(|(_, r)| r).unwrap_or(0);
+    let arg_ids: Vec<ValueId> = state_j
+        .iter()
+        .map(|&t| tape::value_here(t, "while_loop", &loc).unwrap_or(t.value))
+        .collect();
+    let handles: Vec<Tensor> = arg_ids.iter().map(|&v| tape::handle(trace, v)).collect();
+    let (outs_b, nodes_b, _) = inline_region(body_r, &handles);
+    let mut cts: Cotangents = HashMap::new();
+    for (slot, &i) in ct_pos.iter().enumerate() {
+        if !invariant[i] {
+            super::backprop::accumulate(&mut cts, outs_b[i].value, carried[slot]);
+        }
+    }
+    let inputs: Vec<ValueId> = ct_pos.iter().map(|&i| arg_ids[i]).collect();
+    let tp = Tape::new(trace, here, nodes_b);
+    let res = backprop(&tp, &inputs, cts);
+    let mut next = vec![j - 1];
+    for (slot, &i) in ct_pos.iter().enumerate() {
+        let g = res.get(&arg_ids[i]).copied();
+        next.push(match (invariant[i], g) {
+            (true, Some(g)) => carried[slot] + g,
+            (true, None) => carried[slot],
+            (false, Some(g)) => g,
+            (false, None) => zeros_of(carried[slot]),
+        });
+    }
+    let done = bb.finish(next);
+    let mut grads = vec![None; k];
+    for (slot, &i) in ct_pos.iter().enumerate() {
+        let mut g = done[1 + slot];
+        if invariant[i] {
+            if let Some(o) = outs[i] {
+                g = g + o;
+            }
+        }
+        if want[i] {
+            grads[i] = Some(g);
+        }
+    }
+    Ok(grads)
+}
+
+/// The loop state after `j` iterations, recomputed from the initial values.
+fn recompute_state(
+    cond_r: RegionId,
+    body_r: RegionId,
+    inits: &[Tensor],
+    j: Tensor,
+    loc: &crate::error::Location,
+) -> Vec<Tensor> {
+    let _ = cond_r;
+    let mut init = vec![s32(0.0)];
+    init.extend(inits);
+    let Some((mut b, cargs)) = WhileBuilder::begin(init, loc.clone()) else {
+        return inits.to_vec();
+    };
+    let bargs = b.cond_done(cargs[0].lt(j));
+    let (stepped, _, _) = inline_region(body_r, &bargs[1..]);
+    let mut next = vec![bargs[0] + 1];
+    next.extend(stepped);
+    b.finish(next)[1..].to_vec()
+}

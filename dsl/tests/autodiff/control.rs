@@ -1,0 +1,112 @@
+//! Loops (static and data-dependent trip counts, captured values, nesting),
+//! branches, the optimization barrier and random masks.
+
+use tessel_dsl::ops::random::uniform;
+use tessel_dsl::{cond, fori_loop, optimization_barrier, while_loop, Tensor, F64, S32};
+use tessel_testing::tensor;
+
+use crate::fd::{check, data};
+
+#[test]
+fn fori_loop_with_static_bounds_saves_carries() {
+    let x = data(1, &[3], -1.0, 1.0);
+    let w = data(2, &[3], -0.5, 0.5);
+    // The carry is updated nonlinearly and uses a captured tensor (w) and the counter.
+    check(
+        "fori_static",
+        |a| {
+            let w = a[1];
+            vec![fori_loop(0, 5, a[0], |i, x| {
+                (x * w + i.cast(F64) * 0.1).sin() + x
+            })]
+        },
+        &[x.clone(), w.clone()],
+    );
+    check(
+        "fori_zero_trips",
+        |a| vec![fori_loop(3, 3, a[0], |_, x| x.exp()) * a[1]],
+        &[x, w],
+    );
+}
+
+#[test]
+fn while_loop_with_data_dependent_trip_count() {
+    // Iterates until the norm exceeds a threshold read from the data: the
+    // trip count depends on the values (and stays put under the tiny
+    // finite-difference steps).
+    let x = data(3, &[4], 0.2, 0.4);
+    let t = tensor(&[5.0], &[], F64);
+    check(
+        "while_data",
+        |a| {
+            let limit = a[1];
+            let (_, y, n) = while_loop(
+                (Tensor::scalar(0.0, S32), a[0], Tensor::scalar(0.0, F64)),
+                |(_, y, _)| y.square().sum(&[0]).lt(limit),
+                |(i, y, n)| (i + 1, y * 1.3 + y.sin() * 0.1, n + y.sum(&[0])),
+            );
+            vec![y, n]
+        },
+        &[x.clone(), t],
+    );
+    // A traced upper bound.
+    let n = tensor(&[4.0], &[], S32);
+    check(
+        "fori_traced_bound",
+        |a| vec![fori_loop(0, a[1], a[0], |_, x| x.tanh() * 1.5)],
+        &[x, n],
+    );
+}
+
+#[test]
+fn nested_loops_and_branches() {
+    let x = data(4, &[2, 3], -1.0, 1.0);
+    let w = data(5, &[3, 3], -0.5, 0.5);
+    check(
+        "nested",
+        |a| {
+            let w = a[1];
+            let y = fori_loop(0, 3, a[0], |i, y| {
+                let inner = fori_loop(0, i + 1, y, |_, z| (z.matmul(w)).tanh() + z * 0.5);
+                cond(i.eq(1), || inner * 2.0, || inner.sin())
+            });
+            vec![y]
+        },
+        &[x, w],
+    );
+}
+
+#[test]
+fn cond_on_data() {
+    let x = data(6, &[5], -1.0, 1.0);
+    let c = data(7, &[5], -1.0, 1.0);
+    for (name, s) in [("then", 1.0), ("else", -1.0)] {
+        let flag = tensor(&[s], &[], F64);
+        check(
+            &format!("cond_{name}"),
+            |a| {
+                let c = a[1];
+                vec![cond(a[2].gt(0.0), || (a[0] * c).exp(), || a[0].sin() + c)]
+            },
+            &[x.clone(), c.clone(), flag],
+        );
+    }
+}
+
+#[test]
+fn barrier_and_dropout() {
+    let x = data(8, &[4, 4], -1.0, 1.0);
+    check(
+        "barrier",
+        |a| {
+            let (p, q) = optimization_barrier((a[0].exp(), a[0] * 2.0));
+            vec![p * q]
+        },
+        &[x.clone()],
+    );
+    check(
+        "dropout",
+        |a| vec![a[0].dropout(0.3, 7u32).square() + uniform(3u32, [4, 4], F64)],
+        &[x],
+    );
+}
