@@ -17,3 +17,4 @@ pub mod quantized;
 pub mod rope;
 pub mod softmax;
 pub mod sparse;
+pub mod train;

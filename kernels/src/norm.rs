@@ -35,6 +35,7 @@
 //! integer input, a rank-0 input, a `scale`/`bias` that is not `[D]`, or an
 //! `eps` that is negative or not finite.
 
+use tessel::autodiff::custom_vjp;
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 
@@ -109,21 +110,69 @@ fn layer_norm_impl(
         Ok(cd) => cd,
         Err(poisoned) => return poisoned,
     };
-    let xf = x.cast(cd);
-    let mean = xf.mean_keepdims(&[-1]);
-    let centered = xf - mean;
-    let var = centered.square().mean_keepdims(&[-1]);
-    let mut y = centered * (var + eps).rsqrt();
-    if let Some(s) = scale {
-        y = y * s.cast(cd);
-    }
-    if let Some(b) = bias {
-        y = y + b.cast(cd);
-    }
-    y.cast(x.dtype())
+    let n_params = params.len();
+    let with_bias = bias.is_some();
+    let mut primals = vec![x];
+    primals.extend(params.iter().map(|&(_, p)| p));
+    let out = custom_vjp(
+        primals,
+        move |p: Vec<Tensor>| {
+            let xf = p[0].cast(cd);
+            let mean = xf.mean_keepdims(&[-1]);
+            let centered = xf - mean;
+            let var = centered.square().mean_keepdims(&[-1]);
+            let rstd = (var + eps).rsqrt();
+            let mut y = centered * rstd;
+            if n_params >= 1 {
+                y = y * p[1].cast(cd);
+            }
+            if with_bias {
+                y = y + p[2].cast(cd);
+            }
+            (vec![y.cast(p[0].dtype())], (p, mean, rstd))
+        },
+        move |(p, mean, rstd): &(Vec<Tensor>, Tensor, Tensor), dy: Vec<Tensor>| {
+            let xhat = (p[0].cast(cd) - *mean) * *rstd;
+            norm_backward(p, xhat, *rstd, dy[0], cd, true, with_bias)
+        },
+    );
+    out[0]
 }
 
-/// RMS norm with an optional scale, after the checks.
+/// The cotangents of a normalization's inputs: `x`, then `scale` and
+/// `bias` when present, given the normalized `xhat`, the per-row `rstd` and
+/// the output cotangent `dy` (f32 statistics for low-precision inputs).
+fn norm_backward(
+    p: &[Tensor],
+    xhat: Tensor,
+    rstd: Tensor,
+    dy: Tensor,
+    cd: DType,
+    centered: bool,
+    with_bias: bool,
+) -> Vec<Tensor> {
+    let dyf = dy.cast(cd);
+    let dxhat = if p.len() >= 2 {
+        dyf * p[1].cast(cd)
+    } else {
+        dyf
+    };
+    let proj = (dxhat * xhat).mean_keepdims(&[-1]);
+    let mut dx = dxhat - xhat * proj;
+    if centered {
+        dx = dx - dxhat.mean_keepdims(&[-1]);
+    }
+    let mut out = vec![(dx * rstd).cast(p[0].dtype())];
+    let rows: Vec<isize> = (0..xhat.rank() as isize - 1).collect();
+    if p.len() >= 2 {
+        out.push((dyf * xhat).sum(&rows).cast(p[1].dtype()));
+    }
+    if with_bias {
+        out.push(dyf.sum(&rows).cast(p[2].dtype()));
+    }
+    out
+}
+
 #[track_caller]
 fn rms_norm_impl(op: &str, x: Tensor, scale: Option<Tensor>, eps: f32) -> Tensor {
     let params: Vec<(&str, Tensor)> = scale.map(|s| ("scale", s)).into_iter().collect();
@@ -131,13 +180,25 @@ fn rms_norm_impl(op: &str, x: Tensor, scale: Option<Tensor>, eps: f32) -> Tensor
         Ok(cd) => cd,
         Err(poisoned) => return poisoned,
     };
-    let xf = x.cast(cd);
-    let mean_square = xf.square().mean_keepdims(&[-1]);
-    let mut y = xf * (mean_square + eps).rsqrt();
-    if let Some(s) = scale {
-        y = y * s.cast(cd);
-    }
-    y.cast(x.dtype())
+    let mut primals = vec![x];
+    primals.extend(scale);
+    let out = custom_vjp(
+        primals,
+        move |p: Vec<Tensor>| {
+            let xf = p[0].cast(cd);
+            let rstd = (xf.square().mean_keepdims(&[-1]) + eps).rsqrt();
+            let mut y = xf * rstd;
+            if p.len() >= 2 {
+                y = y * p[1].cast(cd);
+            }
+            (vec![y.cast(p[0].dtype())], (p, rstd))
+        },
+        move |(p, rstd): &(Vec<Tensor>, Tensor), dy: Vec<Tensor>| {
+            let xhat = p[0].cast(cd) * *rstd;
+            norm_backward(p, xhat, *rstd, dy[0], cd, false, false)
+        },
+    );
+    out[0]
 }
 
 /// Layer normalization over the last axis with a learned `scale` and
