@@ -11,6 +11,7 @@ pub mod activation;
 pub mod attention;
 pub mod einsum;
 pub mod gemm;
+pub mod grads;
 pub mod moe;
 pub mod norm;
 pub mod quantized;

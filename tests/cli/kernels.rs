@@ -213,6 +213,63 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
     ),
     ("rms_norm", &["--shape", "x=4x8", "--shape", "scale=8"]),
     ("rms_norm_plain", &["--shape", "x=4x8:f16"]),
+    (
+        "layer_norm_vjp",
+        &[
+            "--shape", "x=4x8", "--shape", "scale=8", "--shape", "bias=8", "--shape", "dout=4x8",
+        ],
+    ),
+    (
+        "rms_norm_vjp",
+        &[
+            "--shape",
+            "x=4x8:bf16",
+            "--shape",
+            "scale=8",
+            "--shape",
+            "dout=4x8:bf16",
+        ],
+    ),
+    (
+        "rope_vjp",
+        &[
+            "--shape",
+            "x=2x4x8",
+            "--shape",
+            "cos=16x4",
+            "--shape",
+            "sin=16x4",
+            "--shape",
+            "dout=2x4x8",
+            "--opt",
+            "offset=3",
+        ],
+    ),
+    (
+        "gemm_vjp",
+        &[
+            "--shape", "a=4x8", "--shape", "b=8x2", "--shape", "dout=4x2",
+        ],
+    ),
+    (
+        "swiglu_vjp",
+        &[
+            "--shape", "gate=4x8", "--shape", "up=4x8", "--shape", "dout=4x8",
+        ],
+    ),
+    ("softmax_vjp", &["--shape", "x=4x8", "--shape", "dout=4x8"]),
+    (
+        "gelu_vjp",
+        &[
+            "--shape",
+            "x=4x8",
+            "--shape",
+            "dout=4x8",
+            "--opt",
+            "approximate=true",
+        ],
+    ),
+    ("silu_vjp", &["--shape", "x=4x8", "--shape", "dout=4x8"]),
 ];
 
 #[test]

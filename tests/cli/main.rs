@@ -114,6 +114,44 @@ fn run_round_trips_through_npy() {
 }
 
 #[test]
+fn a_vjp_entry_writes_one_cotangent_per_input() {
+    let dir = std::env::temp_dir().join(format!("tessel-cli-vjp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = TensorSpec::new([2, 4], F32);
+    let gate = HostTensor::from_fn(spec.clone(), |i| i as f64 * 0.3 - 1.0);
+    let up = HostTensor::from_fn(spec.clone(), |i| 0.5 - i as f64 * 0.1);
+    let dout = HostTensor::from_fn(spec, |i| (i % 3) as f64 - 1.0);
+    let paths: Vec<_> = ["gate", "up", "dout", "dgate", "dup"]
+        .iter()
+        .map(|n| dir.join(format!("{n}.npy")))
+        .collect();
+    for (t, p) in [&gate, &up, &dout].iter().zip(&paths) {
+        t.write_npy(p).unwrap();
+    }
+    let arg = |n: &str, p: &std::path::Path| format!("{n}={}", p.display());
+    let (code, _, err) = tessel(&[
+        "run",
+        "swiglu_vjp",
+        "--arg",
+        &arg("gate", &paths[0]),
+        "--arg",
+        &arg("up", &paths[1]),
+        "--arg",
+        &arg("dout", &paths[2]),
+        "--out",
+        paths[3].to_str().unwrap(),
+        "--out",
+        paths[4].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let want = tessel::kernels::grads::swiglu_vjp::run(&Device::cpu().unwrap(), &gate, &up, &dout)
+        .unwrap();
+    assert_eq!(HostTensor::read_npy(&paths[3]).unwrap(), want.0);
+    assert_eq!(HostTensor::read_npy(&paths[4]).unwrap(), want.1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn errors_are_one_line_with_exit_code_2() {
     let mask = |opt: &'static str| {
         [

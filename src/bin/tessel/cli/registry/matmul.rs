@@ -12,7 +12,7 @@ use tessel::kernels::quantized::{
 use tessel::kernels::sparse::{block_sparse, check_block_indices};
 use tessel::{DType, HostTensor, Result, TensorSpec};
 
-fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
+pub(super) fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
     let activation = match o.get("activation") {
         "none" | "identity" => Activation::Identity,
         "relu" => Activation::Relu,
@@ -36,7 +36,7 @@ fn gemm_opts(o: &Opts) -> Result<GemmOptions> {
     })
 }
 
-const GEMM_OPTIONS: &[(&str, &str, &str)] = &[
+pub(super) const GEMM_OPTIONS: &[(&str, &str, &str)] = &[
     ("transpose_a", "false", "use aᵀ"),
     ("transpose_b", "false", "use bᵀ"),
     ("activation", "none", "none, relu, gelu, gelu_tanh or silu"),

@@ -3,6 +3,7 @@
 //! elementwise / per-row kernels ([`pointwise`]).
 
 pub mod attention;
+pub mod grads;
 pub mod matmul;
 pub mod pointwise;
 
@@ -136,6 +137,7 @@ pub fn entries() -> Vec<Entry> {
     let mut all = matmul::entries();
     all.extend(attention::entries());
     all.extend(pointwise::entries());
+    all.extend(grads::entries());
     all
 }
 

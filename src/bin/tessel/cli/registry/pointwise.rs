@@ -10,7 +10,7 @@ use tessel::kernels::rope::{rope, RopeLayout};
 use tessel::kernels::softmax::{log_softmax, softmax};
 use tessel::{HostTensor, Result};
 
-fn rope_layout(o: &Opts) -> Result<RopeLayout> {
+pub(super) fn rope_layout(o: &Opts) -> Result<RopeLayout> {
     match o.get("layout") {
         "interleaved" => Ok(RopeLayout::Interleaved),
         "half_split" => Ok(RopeLayout::HalfSplit),

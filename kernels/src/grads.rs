@@ -1,0 +1,120 @@
+//! Backward kernels: each takes its forward kernel's arguments plus the
+//! output cotangent `dout` and returns one cotangent per floating-point
+//! input, in argument order. Each is the pullback of the forward (whose
+//! own backward is used where it has one: the normalizations' fused
+//! passes), so it agrees with `tessel::autodiff::vjp` of the forward.
+//!
+//! | kernel | returns |
+//! |---|---|
+//! | [`layer_norm_vjp`](fn@layer_norm_vjp)`(x, scale, bias, dout, eps)` | `(dx, dscale, dbias)` |
+//! | [`rms_norm_vjp`](fn@rms_norm_vjp)`(x, scale, dout, eps)` | `(dx, dscale)` |
+//! | [`rope_vjp`](fn@rope_vjp)`(x, cos, sin, dout, offset, layout)` | `dx` (the rotation by −θ) |
+//! | [`gemm_vjp`](fn@gemm_vjp)`(a, b, dout, opts)` | `(da, db)` |
+//! | [`swiglu_vjp`](fn@swiglu_vjp)`(gate, up, dout)` | `(dgate, dup)` |
+//! | [`softmax_vjp`](fn@softmax_vjp)`(x, dout, axis)` | `dx` |
+//! | [`gelu_vjp`](fn@gelu_vjp)`(x, dout, approximate)`, [`silu_vjp`](fn@silu_vjp)`(x, dout)` | `dx` |
+//!
+//! A `dout` whose type differs from the forward's output is a kernel error.
+
+use tessel::autodiff::vjp;
+use tessel::prelude::*;
+
+use crate::activation::{gelu, silu, swiglu};
+use crate::gemm::{gemm, GemmOptions};
+use crate::norm::{layer_norm, rms_norm};
+use crate::rope::{rope, RopeLayout};
+use crate::softmax::softmax;
+
+/// The cotangents of [`layer_norm`](fn@layer_norm)'s `x`, `scale` and `bias`.
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::grads::layer_norm_vjp;
+/// use tessel::prelude::*;
+/// let dev = Device::cpu()?;
+/// let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+/// let ones = HostTensor::from_vec(vec![1.0f32; 2], [2])?;
+/// let zeros = HostTensor::from_vec(vec![0.0f32; 2], [2])?;
+/// let dout = HostTensor::from_vec(vec![1.0f32; 4], [2, 2])?;
+/// let (dx, dscale, dbias) = layer_norm_vjp::run(&dev, &x, &ones, &zeros, &dout, 1e-5)?;
+/// assert_eq!(dbias.to_vec::<f32>()?, vec![2.0, 2.0]); // the column sums of dout
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[tpu_kernel]
+#[track_caller]
+pub fn layer_norm_vjp(
+    x: Tensor,
+    scale: Tensor,
+    bias: Tensor,
+    dout: Tensor,
+    eps: f32,
+) -> (Tensor, Tensor, Tensor) {
+    let (_, pb) = vjp(
+        |(x, s, b): (Tensor, Tensor, Tensor)| layer_norm(x, s, b, eps),
+        (x, scale, bias),
+    );
+    pb.call(dout)
+}
+
+/// The cotangents of [`rms_norm`](fn@rms_norm)'s `x` and `scale`.
+#[tpu_kernel]
+#[track_caller]
+pub fn rms_norm_vjp(x: Tensor, scale: Tensor, dout: Tensor, eps: f32) -> (Tensor, Tensor) {
+    let (_, pb) = vjp(|(x, s): (Tensor, Tensor)| rms_norm(x, s, eps), (x, scale));
+    pb.call(dout)
+}
+
+/// The cotangent of [`rope`](fn@rope)'s `x`: `dout` rotated by −θ.
+#[tpu_kernel]
+#[track_caller]
+pub fn rope_vjp(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    dout: Tensor,
+    offset: usize,
+    layout: RopeLayout,
+) -> Tensor {
+    let (_, pb) = vjp(|x: Tensor| rope(x, cos, sin, offset, layout), x);
+    pb.call(dout)
+}
+
+/// The cotangents of [`gemm`](fn@gemm)'s `a` and `b`.
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn gemm_vjp(a: Tensor, b: Tensor, dout: Tensor, opts: GemmOptions) -> (Tensor, Tensor) {
+    let (_, pb) = vjp(|(a, b): (Tensor, Tensor)| gemm(a, b, opts), (a, b));
+    pb.call(dout)
+}
+
+/// The cotangents of [`swiglu`](fn@swiglu)'s `gate` and `up`.
+#[tpu_kernel]
+#[track_caller]
+pub fn swiglu_vjp(gate: Tensor, up: Tensor, dout: Tensor) -> (Tensor, Tensor) {
+    let (_, pb) = vjp(|(g, u): (Tensor, Tensor)| swiglu(g, u), (gate, up));
+    pb.call(dout)
+}
+
+/// The cotangent of [`softmax`](fn@softmax)'s `x`.
+#[tpu_kernel]
+#[track_caller]
+pub fn softmax_vjp(x: Tensor, dout: Tensor, axis: isize) -> Tensor {
+    let (_, pb) = vjp(|x: Tensor| softmax(x, axis), x);
+    pb.call(dout)
+}
+
+/// The cotangent of [`gelu`](fn@gelu)'s `x`.
+#[tpu_kernel]
+#[track_caller]
+pub fn gelu_vjp(x: Tensor, dout: Tensor, approximate: bool) -> Tensor {
+    let (_, pb) = vjp(|x: Tensor| gelu(x, approximate), x);
+    pb.call(dout)
+}
+
+/// The cotangent of [`silu`](fn@silu)'s `x`.
+#[tpu_kernel]
+#[track_caller]
+pub fn silu_vjp(x: Tensor, dout: Tensor) -> Tensor {
+    let (_, pb) = vjp(silu, x);
+    pb.call(dout)
+}
