@@ -17,7 +17,7 @@ fn loss_and_grads(w: Tensor, b: Tensor, x: Tensor, y: Tensor) -> (Tensor, Tensor
 #[test]
 fn least_squares_gradient_matches_its_closed_form() {
     let (n, d, m) = (5usize, 3usize, 2usize);
-    let f = |i: usize, s: f64| ((i as f64 * 0.37 + s).sin() * 0.5);
+    let f = |i: usize, s: f64| (i as f64 * 0.37 + s).sin() * 0.5;
     let xv: Vec<f64> = (0..n * d).map(|i| f(i, 0.1)).collect();
     let wv: Vec<f64> = (0..d * m).map(|i| f(i, 0.7)).collect();
     let bv: Vec<f64> = (0..m).map(|i| f(i, 1.3)).collect();
