@@ -42,7 +42,11 @@ pub(crate) fn activity(tape: &Tape, inputs: &[ValueId]) -> HashSet<ValueId> {
         .copied()
         .filter(|&v| differentiable(v))
         .collect();
+    let records = custom::records_in(tape);
     for &n in &tape.nodes {
+        if custom::stops(&records, tape, n) {
+            continue;
+        }
         let Some(node) = tape.node(n) else { continue };
         if reads(&node).iter().any(|v| active.contains(v)) {
             active.extend(node.results.iter().copied().filter(|&v| differentiable(v)));

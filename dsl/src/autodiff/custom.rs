@@ -32,11 +32,15 @@ pub enum Remat {
     Dots,
 }
 
-type Backward = Rc<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
+/// A user backward: (residuals, output cotangents) to input cotangents.
+type Backward = Rc<dyn Fn(&[Tensor], &[Tensor]) -> Vec<Tensor>>;
 
+#[derive(Clone)]
 pub(crate) enum Kind {
     Custom(Backward),
     Checkpoint(Remat),
+    /// No gradient flows through the span.
+    Stop,
 }
 
 /// A span of recorded nodes with its own backward.
@@ -47,6 +51,9 @@ pub(crate) struct Record {
     pub(crate) last: NodeId,
     pub(crate) inputs: Vec<ValueId>,
     pub(crate) outputs: Vec<ValueId>,
+    /// The tensors a custom backward reads (recorded so that a replay of
+    /// the span can substitute its own).
+    pub(crate) residuals: Vec<ValueId>,
     pub(crate) kind: Kind,
 }
 
@@ -90,7 +97,12 @@ pub(crate) fn run_backward(tape: &Tape, rec: &Record, outs: &[Tensor]) -> Vec<Te
     };
     match &rec.kind {
         Kind::Custom(bwd) => {
-            let got = bwd(outs);
+            let res: Vec<Tensor> = rec
+                .residuals
+                .iter()
+                .map(|&v| tape::handle(tape.trace, v))
+                .collect();
+            let got = bwd(&res, outs);
             let loc =
                 with_state(|s| s.graph.nodes[rec.first].location.clone()).unwrap_or_else(unknown);
             if got.len() != rec.inputs.len() {
@@ -115,6 +127,7 @@ pub(crate) fn run_backward(tape: &Tape, rec: &Record, outs: &[Tensor]) -> Vec<Te
             }
             got
         }
+        Kind::Stop => zeros(),
         Kind::Checkpoint(policy) => {
             let span: Vec<NodeId> = match (
                 tape.nodes.iter().position(|&n| n == rec.first),
@@ -139,6 +152,15 @@ pub(crate) fn run_backward(tape: &Tape, rec: &Record, outs: &[Tensor]) -> Vec<Te
             }
             let keep = |op: &Op| *policy == Remat::Dots && matches!(op, Op::DotGeneral { .. });
             let pairs = replay(&span, &mut map, &keep);
+            // The replay copied this very record onto its own recomputation:
+            // drop that copy, or the backward would recompute forever.
+            let new_of = |n: NodeId| pairs.iter().find(|p| p.0 == n).map(|p| p.1);
+            if let (Some(f), Some(l)) = (new_of(rec.first), new_of(rec.last)) {
+                RECORDS.with(|r| {
+                    r.borrow_mut()
+                        .retain(|x| !(x.trace == tape.trace && x.first == f && x.last == l))
+                });
+            }
             let here = tape::current().map(|(_, r)| r).unwrap_or(0);
             let mut cts = Cotangents::new();
             for (&o, ct) in rec.outputs.iter().zip(&fenced[ins.len()..]) {
@@ -183,7 +205,7 @@ struct Span {
 }
 
 impl Span {
-    fn record(self, kind: Kind) {
+    fn record(self, kind: Kind, residuals: Vec<ValueId>) {
         push(Record {
             trace: self.trace,
             region: self.region,
@@ -191,9 +213,48 @@ impl Span {
             last: self.last,
             inputs: self.inputs,
             outputs: self.outputs,
+            residuals,
             kind,
         });
     }
+}
+
+/// Copies the records whose span a replay re-emitted (`pairs`: recorded
+/// node, new node; `map`: recorded value, new value) onto the new nodes in
+/// `region`, so custom gradients and stopped gradients survive the
+/// recomputation of loop bodies, branches and checkpoints.
+pub(crate) fn remap_records(
+    trace: u32,
+    region: RegionId,
+    pairs: &[(NodeId, NodeId)],
+    map: &HashMap<ValueId, ValueId>,
+) {
+    let new_of = |n: NodeId| pairs.iter().find(|p| p.0 == n).map(|p| p.1);
+    let val = |v: &ValueId| map.get(v).copied().unwrap_or(*v);
+    let copies: Vec<Record> = RECORDS.with(|r| {
+        r.borrow()
+            .iter()
+            .filter(|x| x.trace == trace)
+            .filter_map(|x| {
+                let (first, last) = (new_of(x.first)?, new_of(x.last)?);
+                if (first, last) == (x.first, x.last) {
+                    return None;
+                }
+                Some(Record {
+                    trace,
+                    region,
+                    first,
+                    last,
+                    inputs: x.inputs.iter().map(val).collect(),
+                    outputs: x.outputs.iter().map(val).collect(),
+                    residuals: x.residuals.iter().map(val).collect(),
+                    kind: x.kind.clone(),
+                })
+            })
+            .collect()
+    });
+    // Called while the trace state is borrowed: no clean-up of dead traces here.
+    RECORDS.with(|r| r.borrow_mut().extend(copies.into_iter().map(Rc::new)));
 }
 
 /// Runs `f` on fresh copies of `primals` and records the span of nodes it
@@ -238,9 +299,12 @@ fn record_span<C: Carry, O: Carry>(
 /// Calls `fwd` on `primals` and gives the result a gradient of your own:
 /// when a pullback ([`vjp`](super::vjp), [`grad`](super::grad)) reaches
 /// this call, it runs `bwd(&residuals, output_cotangents)` instead of
-/// differentiating `fwd`'s ops. `fwd` returns the outputs and whatever
-/// residuals the backward needs; `bwd` returns one cotangent per input,
-/// shaped like `primals`.
+/// differentiating `fwd`'s ops. `fwd` returns the outputs and the
+/// residuals the backward needs (tensors: a [`Carry`]; Rust values the
+/// backward needs can be captured by `bwd` itself); `bwd` returns one
+/// cotangent per input, shaped like `primals`. The custom backward is kept
+/// when the call is recomputed (inside a differentiated loop or branch, or
+/// a [`checkpoint`]).
 ///
 /// ```
 /// use tessel_dsl::autodiff::{custom_vjp, grad};
@@ -263,7 +327,7 @@ pub fn custom_vjp<C, O, R>(
 where
     C: Carry + 'static,
     O: Carry + 'static,
-    R: 'static,
+    R: Carry + 'static,
 {
     let loc = Location::caller();
     let mut res: Option<R> = None;
@@ -279,12 +343,17 @@ where
     let (Some(span), Some(res)) = (span, res) else {
         return out;
     };
+    let residuals: Vec<ValueId> = flat(&res)
+        .into_iter()
+        .filter_map(|t| tape::value_here(t, "custom_vjp", &loc))
+        .collect();
     let template = out.rebuild(&mut flat(&out).into_iter());
-    let erased: Backward = Rc::new(move |cts: &[Tensor]| {
+    let erased: Backward = Rc::new(move |r: &[Tensor], cts: &[Tensor]| {
+        let res = res.rebuild(&mut r.iter().copied());
         let ct = template.rebuild(&mut cts.iter().copied());
         flat(&bwd(&res, ct))
     });
-    span.record(Kind::Custom(erased));
+    span.record(Kind::Custom(erased), residuals);
     out
 }
 
@@ -306,7 +375,41 @@ where
 pub fn checkpoint<C: Carry, O: Carry>(primals: C, f: impl FnOnce(C) -> O, policy: Remat) -> O {
     let (out, span) = record_span(primals, f, &Location::caller());
     if let Some(span) = span {
-        span.record(Kind::Checkpoint(policy));
+        span.record(Kind::Checkpoint(policy), Vec::new());
     }
     out
+}
+
+/// `x` unchanged, with no gradient flowing back through it (JAX's
+/// `lax.stop_gradient`): to a pullback its values are constants.
+///
+/// ```
+/// use tessel_dsl::autodiff::{grad, stop_gradient};
+/// use tessel_dsl::{kernel::KernelConfig, trace, Tensor, TensorSpec, F32};
+/// // d/dx (x * stop(x)) = stop(x) = x, not 2x.
+/// let g = trace("sg", &[("x".into(), TensorSpec::new([3], F32))], KernelConfig::default(), |a| {
+///     grad(|x: Tensor| (x * stop_gradient(x)).sum(&[0]), a[0])
+/// })?;
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[track_caller]
+pub fn stop_gradient<C: Carry>(x: C) -> C {
+    let (out, span) = record_span(x, |x| x, &Location::caller());
+    if let Some(span) = span {
+        span.record(Kind::Stop, Vec::new());
+    }
+    out
+}
+
+/// Whether node `n` of `tape` lies in a span no gradient flows through.
+pub(crate) fn stops(records: &[Rc<Record>], tape: &Tape, n: NodeId) -> bool {
+    records.iter().any(|r| {
+        matches!(r.kind, Kind::Stop) && {
+            let at = |m| tape.nodes.iter().position(|&x| x == m);
+            match (at(r.first), at(r.last), at(n)) {
+                (Some(a), Some(b), Some(i)) => a <= i && i <= b,
+                _ => false,
+            }
+        }
+    })
 }

@@ -52,7 +52,7 @@ use crate::ops::control::{flat, Carry};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::{trace_error, Tensor};
 
-pub use custom::{checkpoint, custom_vjp, Remat};
+pub use custom::{checkpoint, custom_vjp, stop_gradient, Remat};
 
 use backprop::{accumulate, backprop, differentiable, fail_at, Cotangents};
 use tape::Tape;

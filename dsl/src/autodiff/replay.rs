@@ -104,6 +104,7 @@ fn replay_in(
         }
         out.push((n, s.graph.nodes.len() - 1));
     }
+    super::custom::remap_records(s.id, region, &out, map);
     out
 }
 

@@ -6,23 +6,15 @@ use tessel_dsl::{Tensor, TensorSpec, F64, S32};
 use tessel_testing::trace_error;
 
 #[test]
+#[rustfmt::skip]
 fn multiplying_scatter_updates_have_no_gradient() {
     let specs = [
         TensorSpec::new([4], F64),
         TensorSpec::new([2], F64),
         TensorSpec::new([2], S32),
     ];
-    let line = line!() + 4;
-    let e = trace_error(
-        |a| {
-            let i = a[2];
-            grad(
-                |u: Tensor| a[0].index_update(0, i, u, ScatterCombine::Mul).sum(&[0]),
-                a[1],
-            )
-        },
-        &specs,
-    );
+    let mul = |x: Tensor, i: Tensor, u: Tensor| x.index_update(0, i, u, ScatterCombine::Mul); let line = line!();
+    let e = trace_error(|a| grad(|u: Tensor| mul(a[0], a[2], u).sum(&[0]), a[1]), &specs);
     assert!(e.op.contains("gradient of scatter"), "{e}");
     assert!(e.message.contains("multiplying scatter"), "{e}");
     assert_eq!(e.location.line, line, "{e}");
