@@ -59,3 +59,37 @@ fn least_squares_gradient_matches_its_closed_form() {
         assert!((db[j] - want).abs() < 1e-12, "db[{j}]");
     }
 }
+
+/// A traced `for` over a Rust range inside a differentiated closure: the
+/// loop knows its trip count, so its backward pass saves the carries.
+#[cpu_kernel(precision = "highest")]
+fn horner_grad(w: Tensor, x: Tensor) -> (Tensor, Tensor) {
+    value_and_grad(
+        |w: Tensor| {
+            let mut acc = x.zeros_like();
+            for _ in 0..4 {
+                acc = acc * w + x;
+            }
+            acc.sum(&[0])
+        },
+        w,
+    )
+}
+
+#[test]
+fn gradient_through_a_traced_range_loop() {
+    let dev = Device::cpu().unwrap();
+    let w = HostTensor::from_vec(vec![0.5f64, -1.25, 2.0], [3]).unwrap();
+    let x = HostTensor::from_vec(vec![1.5f64, 0.25, -0.75], [3]).unwrap();
+    let (v, g) = horner_grad::run(&dev, &w, &x).unwrap();
+    let (wv, xv) = (w.to_vec::<f64>().unwrap(), x.to_vec::<f64>().unwrap());
+    let want_v: f64 = (0..3)
+        .map(|i| xv[i] * (wv[i].powi(3) + wv[i].powi(2) + wv[i] + 1.0))
+        .sum();
+    assert!((v.to_vec::<f64>().unwrap()[0] - want_v).abs() < 1e-12);
+    let g = g.to_vec::<f64>().unwrap();
+    for i in 0..3 {
+        let want = xv[i] * (3.0 * wv[i] * wv[i] + 2.0 * wv[i] + 1.0);
+        assert!((g[i] - want).abs() < 1e-12, "d/dw[{i}]: {} vs {want}", g[i]);
+    }
+}

@@ -321,9 +321,13 @@ impl TracedWhile {
     message = "`{Self}` cannot bound a traced `for` loop",
     label = "expected an integer or an integer scalar `Tensor`"
 )]
-pub trait LoopBound {
+pub trait LoopBound: Copy {
     /// The bound as an s32 scalar tensor.
     fn to_s32(self, loc: &Location) -> Tensor;
+    /// The bound, when it is a Rust integer (known while tracing).
+    fn static_bound(self) -> Option<i64> {
+        None
+    }
 }
 
 macro_rules! int_bound {
@@ -331,6 +335,9 @@ macro_rules! int_bound {
         impl LoopBound for $t {
             fn to_s32(self, loc: &Location) -> Tensor {
                 full_at(Vec::new(), self as f64, DType::S32, loc.clone())
+            }
+            fn static_bound(self) -> Option<i64> {
+                i64::try_from(self).ok()
             }
         }
     )*};
@@ -351,6 +358,8 @@ pub struct RangeLoop {
     hi: Tensor,
     builder: Option<WhileBuilder>,
     index: Tensor,
+    /// `hi - lo` when both bounds are Rust integers.
+    span: Option<i64>,
     pub(crate) loc: Location,
 }
 
@@ -359,12 +368,17 @@ impl RangeLoop {
     #[track_caller]
     pub fn new(lo: impl LoopBound, hi: impl LoopBound) -> RangeLoop {
         let loc = Location::caller();
+        let span = match (lo.static_bound(), hi.static_bound()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
         let (lo, hi) = (lo.to_s32(&loc), hi.to_s32(&loc));
         RangeLoop {
             lo,
             hi,
             builder: None,
             index: lo,
+            span,
             loc,
         }
     }
@@ -375,6 +389,7 @@ impl RangeLoop {
         let mut r = RangeLoop::new(lo, hi);
         let one = full_at(Vec::new(), 1.0, DType::S32, r.loc.clone());
         r.hi = binary_at(r.hi, one, BinaryOp::Add, r.loc.clone());
+        r.span = r.span.map(|n| n.saturating_add(1));
         r
     }
 
@@ -386,6 +401,10 @@ impl RangeLoop {
         let Some((mut b, cargs)) = WhileBuilder::begin(inits, self.loc.clone()) else {
             return state;
         };
+        if let Some(n) = self.span {
+            // The exact trip count (reverse-mode autodiff saves that many carries).
+            b.set_trip_count(n.max(0) as usize);
+        }
         let pred = compare_at(cargs[0], self.hi, Comparison::Lt, self.loc.clone());
         let bargs = b.cond_done(pred);
         self.builder = Some(b);

@@ -110,3 +110,29 @@ fn barrier_and_dropout() {
         &[x],
     );
 }
+
+#[test]
+fn static_loops_record_their_trip_count() {
+    use tessel_dsl::ir::Op;
+    use tessel_dsl::kernel::KernelConfig;
+    let spec = tessel_dsl::TensorSpec::new([2], F64);
+    let g = tessel_dsl::trace(
+        "trips",
+        &[("x".into(), spec)],
+        KernelConfig::default(),
+        |a| {
+            let x = fori_loop(2, 7, a[0], |_, x| x * 2.0);
+            fori_loop(0, Tensor::scalar(3.0, S32), x, |_, x| x + 1.0)
+        },
+    )
+    .unwrap();
+    let trips: Vec<Option<usize>> = g
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            Op::While { trip_count } => Some(trip_count),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(trips, vec![Some(5), None]);
+}
