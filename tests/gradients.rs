@@ -93,3 +93,58 @@ fn gradient_through_a_traced_range_loop() {
         assert!((g[i] - want).abs() < 1e-12, "d/dw[{i}]: {} vs {want}", g[i]);
     }
 }
+
+/// A loss kernel: the companion differentiates it.
+#[cpu_kernel(precision = "highest")]
+fn mse(w: Tensor, b: Tensor, x: Tensor, y: Tensor, scale: f64) -> Tensor {
+    (x.matmul(w) + b - y).square().mean(&[0, 1]) * scale
+}
+
+#[test]
+fn the_companion_differentiates_a_loss_kernel() {
+    let dev = Device::cpu().unwrap();
+    let h = |v: Vec<f64>, s: &[usize]| HostTensor::from_vec(v, s.to_vec()).unwrap();
+    let w = h(vec![0.5, -0.25, 1.0, 0.75, -1.5, 0.125], &[3, 2]);
+    let b = h(vec![0.1, -0.2], &[2]);
+    let x = h(
+        vec![
+            1.0, 2.0, -1.0, 0.5, 0.0, 1.5, -0.5, 1.0, 2.0, 0.25, 0.75, -1.25,
+        ],
+        &[4, 3],
+    );
+    let y = h(vec![0.3, -0.6, 1.2, 0.0, -0.9, 0.45, 0.15, 2.0], &[4, 2]);
+    // In the order asked for, and equal to the in-kernel gradient.
+    let (v, g) = mse::value_and_grad(&dev, &["b", "w"], &w, &b, &x, &y, 2.0).unwrap();
+    let (v2, dw, db) = loss_and_grads::run(&dev, &w, &b, &x, &y).unwrap();
+    let close = |a: &HostTensor, b: &HostTensor, k: f64| {
+        let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+        a.iter().zip(&b).all(|(p, q)| (p - k * q).abs() < 1e-12)
+    };
+    assert!(close(&v, &v2, 2.0));
+    assert_eq!(g.len(), 2);
+    assert!(close(&g[0], &db, 2.0) && close(&g[1], &dw, 2.0));
+    // A name that is not a tensor parameter is a kernel error naming it.
+    for bad in ["scale", "nope"] {
+        let e = mse::value_and_grad(&dev, &[bad], &w, &b, &x, &y, 2.0).unwrap_err();
+        let k = e.as_kernel_error().expect("a kernel error");
+        assert!(
+            k.message
+                .contains(&format!("`{bad}` is not a tensor parameter of `mse`")),
+            "{k}"
+        );
+    }
+}
+
+/// A kernel returning two tensors cannot be differentiated as a loss.
+#[cpu_kernel]
+fn two(x: Tensor) -> (Tensor, Tensor) {
+    (x.sum(&[0]), x.sum(&[0]))
+}
+
+#[test]
+fn value_and_grad_needs_one_output() {
+    let dev = Device::cpu().unwrap();
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    let e = two::value_and_grad(&dev, &["x"], &x).unwrap_err();
+    assert!(e.to_string().contains("returns 2 tensors"), "{e}");
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 pub use crate::config::{KernelConfig, Platform};
 pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
 pub use calls::{with_call_log, CallRecord};
-pub use params::{ArgCollector, KernelOutput, KernelParam};
+pub use params::{single_output, ArgCollector, KernelOutput, KernelParam};
 pub use sparse_param::DeviceBlockSparse;
 pub use static_key::{StaticArg, StaticKey};
 

@@ -62,6 +62,36 @@ pub trait KernelParam: Sized {
     fn bind_buffer(arg: &Self::Buffer<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
     /// The in-trace value of a `call_sharded` argument.
     fn bind_sharded(arg: &Self::Sharded<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
+    /// The parameter's tensor, if it is one (what the companion's
+    /// `value_and_grad` can differentiate with respect to).
+    fn primal(&self) -> Option<Tensor> {
+        None
+    }
+    /// The parameter with its tensor replaced by the next of `next` when
+    /// `replace` holds (the differentiated copy of a tensor parameter).
+    fn substitute(self, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        let _ = (replace, next);
+        self
+    }
+}
+
+/// The single tensor a differentiated kernel returns; a trace error naming
+/// the kernel when it returns more or fewer (used by the companion's
+/// `value_and_grad`).
+#[track_caller]
+pub fn single_output<O: crate::trace::Outputs>(kernel: &str, out: O) -> Tensor {
+    let ts = out.into_tensors();
+    match ts.as_slice() {
+        [t] => *t,
+        _ => crate::trace::tensor::trace_error(
+            "value_and_grad",
+            &ts,
+            format!(
+                "`{kernel}` returns {} tensors; value_and_grad needs a kernel returning one scalar loss",
+                ts.len()
+            ),
+        ),
+    }
 }
 
 impl KernelParam for Tensor {
@@ -99,6 +129,16 @@ impl KernelParam for Tensor {
     }
     fn bind_sharded(_: &&ShardedBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
+    }
+    fn primal(&self) -> Option<Tensor> {
+        Some(*self)
+    }
+    fn substitute(self, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        if replace {
+            next.next().unwrap_or(self)
+        } else {
+            self
+        }
     }
 }
 
