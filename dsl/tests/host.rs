@@ -119,6 +119,11 @@ fn corrupt_npy_is_a_typed_error() {
     v9[6] = 9;
     assert_npy_error(&v9, "version 9");
     assert_npy_error(&edit(&good, "<f4", "<c8"), "unsupported dtype");
+    // A non-ASCII byte-order character or code (a panic on a char boundary
+    // once); same byte length, so the header length still holds.
+    assert_npy_error(&edit(&good, "<f4", "é4"), "unsupported dtype");
+    assert_npy_error(&edit(&good, "<f4", "<é"), "unsupported dtype");
+    assert_npy_error(&edit(&good, "'<f4'", "''   "), "unsupported dtype");
     assert_npy_error(&edit(&good, "(2, 2)", "(2, x)"), "bad shape");
     assert_npy_error(&edit(&good, "False", "Maybe"), "fortran_order");
     assert_npy_error(

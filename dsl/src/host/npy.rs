@@ -40,10 +40,13 @@ fn descr(dtype: DType) -> &'static str {
 
 /// (dtype, whether the data is big-endian) of a NumPy type string.
 fn parse_descr(d: &str) -> Option<(DType, bool)> {
-    let (order, code) = d.split_at(1.min(d.len()));
+    // The byte-order character, then the type code (split at a character
+    // boundary: the header is user data and may hold any text).
+    let order = d.chars().next()?;
+    let code = &d[order.len_utf8()..];
     let big = match order {
-        ">" => true,
-        "<" | "|" | "=" => false,
+        '>' => true,
+        '<' | '|' | '=' => false,
         _ => return None,
     };
     let dtype = match code {
