@@ -172,8 +172,20 @@ fn errors_are_one_line_with_exit_code_2() {
         mask("mask=chunked:0"),
         mask("mask="),
     );
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 16] = [
         (&["frobnicate"], "unknown command `frobnicate`"),
+        // Extra positional words are refused, not ignored.
+        (
+            &[
+                "lower", "gemm", "extra", "--shape", "a=2x3", "--shape", "b=3x4",
+            ],
+            "unexpected argument `extra`",
+        ),
+        (
+            &["list", "gemm"],
+            "unexpected argument `gemm` (list takes no arguments)",
+        ),
+        (&["run", "gemm", "a.npy"], "unexpected argument `a.npy`"),
         (
             &["lower", "nope", "--shape", "a=1"],
             "unknown kernel `nope`",

@@ -49,6 +49,15 @@ impl Args {
         Ok(a)
     }
 
+    /// At most `n` positional words (`what` names them for the message):
+    /// a word past them is an error rather than silently ignored.
+    pub fn at_most(&self, n: usize, what: &str) -> Result<(), String> {
+        match self.positional.get(n) {
+            Some(extra) => Err(format!("unexpected argument `{extra}` ({what})")),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `--help` (or `-h`) was given.
     pub fn help(&self) -> bool {
         self.flags.iter().any(|f| f == "help" || f == "h")

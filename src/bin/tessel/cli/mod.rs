@@ -56,6 +56,7 @@ fn info(a: &Args) -> Result<String, String> {
         return Ok("usage: tessel info\n\nPrints the PJRT plugin's path, PJRT and StableHLO versions, platform and devices.".into());
     }
     a.only(&[])?;
+    a.at_most(0, "info takes no arguments")?;
     let d = Device::cpu().map_err(|e| e.to_string())?;
     let (maj, min) = d.api_version();
     Ok(format!(
@@ -76,6 +77,7 @@ fn list(a: &Args) -> Result<String, String> {
         );
     }
     a.only(&[])?;
+    a.at_most(0, "list takes no arguments")?;
     let mut s = String::new();
     for e in registry::entries() {
         s.push_str(&format!(
@@ -123,6 +125,10 @@ fn lower(a: &Args) -> Result<String, String> {
         return Ok("usage: tessel lower KERNEL --shape name=2x128x64:f32 ... [--opt key=value ...]\n\nPrints the StableHLO of KERNEL for arguments of these shapes (dtype after the colon, f32 by default).".into());
     }
     a.only(&["shape", "opt"])?;
+    a.at_most(
+        1,
+        "lower takes one kernel name; shapes go in --shape name=..",
+    )?;
     let name = a
         .positional
         .first()
@@ -138,6 +144,10 @@ fn run(a: &Args) -> Result<String, String> {
         return Ok("usage: tessel run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out file.npy ...]\n\nRuns KERNEL on the .npy inputs, writes its outputs to the --out files in order (or prints them when small), and prints the time.".into());
     }
     a.only(&["arg", "opt", "out"])?;
+    a.at_most(
+        1,
+        "run takes one kernel name; inputs go in --arg name=file.npy",
+    )?;
     let name = a
         .positional
         .first()
