@@ -613,6 +613,13 @@ fn bad_inputs_are_kernel_errors() {
     let m =
         kernel_error(flash_attention::lower(&q, &k, &k, o.clone().block_sizes(0, 8)).unwrap_err());
     assert!(m.contains("block sizes"), "{m}");
+    // The tile rule README states: multiples of 8.
+    let m =
+        kernel_error(flash_attention::lower(&q, &k, &k, o.clone().block_sizes(12, 8)).unwrap_err());
+    assert!(
+        m.contains("positive multiples of 8") && m.contains("12 x 8"),
+        "{m}"
+    );
     let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone().dropout(0.1)).unwrap_err());
     assert!(m.contains("needs a seed"), "{m}");
     let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone().soft_cap(-1.0)).unwrap_err());

@@ -136,9 +136,10 @@ pub(crate) fn check(
              (grouped-query attention)"
         ));
     }
-    if o.block_q == 0 || o.block_kv == 0 {
+    let tile = |b: usize| b > 0 && b.is_multiple_of(8);
+    if !tile(o.block_q) || !tile(o.block_kv) {
         return fail(format!(
-            "block sizes must be positive, got {} x {}",
+            "block sizes must be positive multiples of 8 (the sublane tile), got {} x {}",
             o.block_q, o.block_kv
         ));
     }
