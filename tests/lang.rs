@@ -316,3 +316,60 @@ fn trace_errors_in_rewritten_code_point_at_the_user_line() {
         k.message
     );
 }
+
+#[cpu_kernel]
+fn loops_by_source_type(x: Tensor, weights: Vec<f32>, n: usize) -> Tensor {
+    // A Rust iterator: a Rust loop while tracing (one multiply per weight).
+    let mut y = x;
+    for w in weights.iter() {
+        y = y * *w;
+    }
+    // Leaving early is Rust's too.
+    let mut z = x;
+    for (i, w) in weights.iter().enumerate() {
+        if i == 1 {
+            break;
+        }
+        z = z + *w;
+    }
+    // A range held in a variable drives one traced loop, as the syntax does.
+    let r = 0..n;
+    let mut t = x;
+    for _ in r {
+        t = t + 1.0;
+    }
+    y + z + t
+}
+
+#[test]
+fn the_loop_source_type_decides_between_traced_and_rust_loops() {
+    let x = host(&[1.0, 2.0], &[2]);
+    let got = f32s(&loops_by_source_type::run(&dev(), &x, vec![2.0, 3.0], 4).unwrap());
+    // y = 6x, z = x + 2, t = x + 4.
+    let want: Vec<f32> = [1.0f32, 2.0].iter().map(|v| 8.0 * v + 6.0).collect();
+    assert_eq!(got, want);
+    let text = loops_by_source_type::lower(x.spec(), vec![2.0, 3.0], 4).unwrap();
+    assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
+}
+
+#[cpu_kernel]
+fn index_reads(x: Tensor, table: Vec<Vec<f32>>) -> Tensor {
+    // Tensor reads (static, traced, tuple) and plain reads share the syntax.
+    let first = x[0];
+    let i = Tensor::scalar(1.0, S32);
+    let second = x[i];
+    let mut rows = table.clone();
+    rows[0][1] = table[1][0] * 10.0;
+    rows[1][0] += 1.0;
+    let total = rows[0][1] + rows[1][0] + rows[0].len() as f32;
+    x[(1..,)].sum(&[0]) + first * second + total
+}
+
+#[test]
+fn index_reads_work_on_tensors_and_rust_values() {
+    let x = host(&[2.0, 3.0, 4.0], &[3]);
+    let table = vec![vec![1.0, 2.0], vec![5.0, 6.0]];
+    let got = f32s(&index_reads::run(&dev(), &x, table).unwrap());
+    // (3 + 4) + 2 * 3 + (50 + 6 + 2)
+    assert_eq!(got, vec![71.0]);
+}

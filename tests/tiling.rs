@@ -267,3 +267,34 @@ fn map_blocks_loop_and_batched_forms_agree() {
         .unwrap()
         .contains("stablehlo.while"));
 }
+
+/// The loop source's type decides, not its spelling: a user's function
+/// returning `Blocks` drives one traced loop like `blocks(..)` itself.
+fn row_blocks(x: &Tensor) -> tessel::tile::Blocks {
+    blocks(x.dim(0))
+}
+
+#[test]
+fn a_user_function_returning_blocks_drives_a_traced_loop() {
+    #[cpu_kernel(block_size = 8)]
+    fn traced_sum(x: Tensor) -> Tensor {
+        let mut acc = Tensor::zeros([x.dim(1)], F32);
+        for b in row_blocks(&x) {
+            acc = acc + x.block(0, b).sum(&[0]);
+        }
+        let parts = blocks(x.dim(0));
+        let mut again = Tensor::zeros([x.dim(1)], F32);
+        for b in parts {
+            again = again + x.block(0, b).sum(&[0]);
+        }
+        acc + again
+    }
+    let x = rand(TensorSpec::new([21, 3], F32), 10);
+    let v = x.to_f64_vec();
+    let want: Vec<f64> = (0..3)
+        .map(|j| 2.0 * (0..21).map(|i| v[i * 3 + j]).sum::<f64>())
+        .collect();
+    assert_close(&traced_sum::run(&dev(), &x).unwrap(), &want, 1e-5);
+    let text = traced_sum::lower(x.spec()).unwrap();
+    assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
+}

@@ -119,7 +119,7 @@ fn pipeline<O>(
     }
     let mut body = func.block.clone();
     let mut rw = rewrite::Rewriter { errors: Vec::new() };
-    syn::visit_mut::VisitMut::visit_block_mut(&mut rw, &mut body);
+    rw.rewrite_body(&mut body);
     for e in rw.errors {
         errors.push(e.into());
     }

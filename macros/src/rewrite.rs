@@ -9,7 +9,8 @@
 //! | `x[i] = v` | `lang::Target(&mut x).assign(i, v)` |
 //! | `if c { .. } else { .. }` | a branch driver chosen by the type of `c` |
 //! | `while c { .. }` | a loop driver chosen by the type of `c` |
-//! | `for i in lo..hi { .. }` assigning outer variables | one traced loop (`#[unroll]` keeps a Rust loop) |
+//! | `x[i]` (a read) | `*lang::Read(&x).at(i)`: a tensor window by value, or `Index` on Rust values |
+//! | `for p in src { .. }` assigning outer variables | a driver chosen by the type of `src`: a `LoopSource` (ranges, `blocks`, `grid`, ...) is one traced loop, any other iterator a Rust loop (`#[unroll]` always keeps a Rust loop) |
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -60,27 +61,54 @@ fn step(span: Span, vars: &[Ident], driver: &str, method: &str) -> TokenStream {
     assign_state(span, vars, quote_spanned!(span=> #d.#m(#state)))
 }
 
-/// The block a traced `for` becomes: the driver opens the loop, the pattern
-/// binds its index, the body runs once inside it, the driver closes it.
-fn traced_loop(
+/// The block every `for` that assigns outer variables becomes: the type
+/// of the source picks the driver (`TracedFor` for a `LoopSource`, which
+/// yields its index once inside one XLA while; `RustFor` for any other
+/// iterator, which yields every item), and the loop is written once.
+fn for_loop(
     span: Span,
-    driver: TokenStream,
+    source: TokenStream,
     vars: &[Ident],
     pat: &syn::Pat,
     body: &syn::Block,
 ) -> TokenStream {
-    let enter = step(span, vars, "__tessel_lp", "enter");
-    let finish = step(span, vars, "__tessel_lp", "finish");
+    let state = tuple(vars);
+    let enter = assign_state(span, vars, quote_spanned!(span=> __tessel_s));
+    let finish = step(span, vars, "__tessel_lp", "end_body");
     quote_spanned! {span=>
         {
-            let mut __tessel_lp = #driver;
-            #enter
-            #[allow(unused_variables)]
-            let #pat = __tessel_lp.index();
-            #body
-            #finish
+            #[allow(unused_imports)]
+            use ::tessel::lang::{RustFor as _, TracedFor as _};
+            let mut __tessel_lp = (&::tessel::lang::ForSource::new(#source)).driver();
+            loop {
+                let (__tessel_s, __tessel_i) = __tessel_lp.next(#state);
+                #enter
+                #[allow(unused_variables)]
+                let ::core::option::Option::Some(#pat) = __tessel_i else {
+                    break;
+                };
+                #body
+                #finish
+            }
         }
     }
+}
+
+/// `+=`, `-=`, ...: the left side is a place.
+fn is_compound_assign(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::AddAssign(_)
+            | BinOp::SubAssign(_)
+            | BinOp::MulAssign(_)
+            | BinOp::DivAssign(_)
+            | BinOp::RemAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_)
+    )
 }
 
 fn has_attr(attrs: &[syn::Attribute], name: &str) -> bool {
@@ -239,46 +267,63 @@ impl Rewriter {
             self.visit_block_mut(&mut f.body);
             return None;
         }
-        let is_source = is_loop_source(&f.expr);
-        if !matches!(&*f.expr, Expr::Range(_)) && !is_source {
-            self.visit_expr_mut(&mut f.expr);
-            self.visit_block_mut(&mut f.body);
-            return None;
-        }
         let vars = assigned_outer(&f.body);
         if vars.is_empty() {
-            // Assigns nothing outside: nothing to trace, so it runs while tracing.
+            // Assigns nothing outside: nothing to carry, so it runs while tracing.
             self.visit_expr_mut(&mut f.expr);
             self.visit_block_mut(&mut f.body);
             return None;
         }
         let span = f.for_token.span;
-        if let Some((s, what)) = early_exit(&f.body) {
-            self.error(
-                s,
-                format!(
-                    "`{what}` cannot leave a traced loop: `for` over a range that assigns outer variables becomes one \
-                     XLA while. Write `#[unroll] for ...` to run the loop while tracing, or carry a flag and test it"
-                ),
-            );
-        }
-        if f.label.is_some() {
-            self.error(
-                span,
-                "a traced `for` loop cannot have a label; write `#[unroll]` for a Rust loop",
-            );
-        }
-        if is_source {
-            self.visit_expr_mut(&mut f.expr);
-            self.visit_block_mut(&mut f.body);
-            let src = &f.expr;
-            let driver = quote_spanned!(span=> ::tessel::lang::LoopSource::driver(#src));
-            return Some(traced_loop(span, driver, &vars, &f.pat, &f.body));
-        }
-        let Expr::Range(range) = &*f.expr else {
-            return None;
+        let exit = early_exit(&f.body);
+        let source = match &*f.expr {
+            Expr::Range(range) => {
+                // The range syntax always drives a traced loop.
+                if let Some((s, what)) = exit {
+                    self.error(
+                        s,
+                        format!(
+                            "`{what}` cannot leave a traced loop: `for` over a range that assigns outer variables \
+                             becomes one XLA while. Write `#[unroll] for ...` to run the loop while tracing, or carry \
+                             a flag and test it"
+                        ),
+                    );
+                }
+                if f.label.is_some() {
+                    self.error(
+                        span,
+                        "a traced `for` loop cannot have a label; write `#[unroll]` for a Rust loop",
+                    );
+                }
+                self.range_source(&range.clone())?
+            }
+            _ => {
+                self.visit_expr_mut(&mut f.expr);
+                let src = &f.expr;
+                if exit.is_some() || f.label.is_some() {
+                    // Leaves early: a Rust loop, unless the source's type
+                    // drives a traced loop (then a compile error).
+                    self.visit_block_mut(&mut f.body);
+                    let (label, pat, body) = (&f.label, &f.pat, &f.body);
+                    let iter = quote_spanned! {src.span()=>
+                        {
+                            #[allow(unused_imports)]
+                            use ::tessel::lang::{RustForEarly as _, TracedForEarly as _};
+                            (&::tessel::lang::ForSource::new(#src)).rust_iter()
+                        }
+                    };
+                    return Some(quote_spanned!(span=> #label for #pat in #iter #body));
+                }
+                quote!(#src)
+            }
         };
-        let range = range.clone();
+        self.visit_block_mut(&mut f.body);
+        Some(for_loop(span, source, &vars, &f.pat, &f.body))
+    }
+
+    /// `::tessel::lang::RangeLoop::new(lo, hi)` for the range syntax
+    /// `lo..hi` (or `new_inclusive` for `lo..=hi`).
+    fn range_source(&mut self, range: &syn::ExprRange) -> Option<TokenStream> {
         let lo = match &range.start {
             Some(s) => {
                 let mut s = (**s).clone();
@@ -300,33 +345,18 @@ impl Rewriter {
             syn::RangeLimits::HalfOpen(_) => quote!(new),
             syn::RangeLimits::Closed(_) => quote!(new_inclusive),
         };
-        self.visit_block_mut(&mut f.body);
-        let driver = quote_spanned!(span=> ::tessel::lang::RangeLoop::#ctor(#lo, #hi));
-        Some(traced_loop(span, driver, &vars, &f.pat, &f.body))
-    }
-}
-
-/// Whether `e` is a call of `blocks(..)`, `blocks_of(..)` or `grid(..)`
-/// (by the function's last path segment), which drive traced loops.
-fn is_loop_source(e: &Expr) -> bool {
-    match e {
-        Expr::Call(c) => match &*c.func {
-            Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
-                matches!(
-                    s.ident.to_string().as_str(),
-                    "blocks" | "blocks_of" | "grid"
-                )
-            }),
-            _ => false,
-        },
-        Expr::Paren(p) => is_loop_source(&p.expr),
-        _ => false,
+        Some(quote_spanned!(range.span()=> ::tessel::lang::RangeLoop::#ctor(#lo, #hi)))
     }
 }
 
 impl VisitMut for Rewriter {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         let new: Option<TokenStream> = match e {
+            Expr::Binary(b) if is_compound_assign(&b.op) => {
+                self.visit_place_mut(&mut b.left);
+                self.visit_expr_mut(&mut b.right);
+                None
+            }
             Expr::Binary(b) => {
                 self.visit_expr_mut(&mut b.left);
                 self.visit_expr_mut(&mut b.right);
@@ -337,6 +367,7 @@ impl VisitMut for Rewriter {
                 let Expr::Index(ix) = &mut *a.left else {
                     return;
                 };
+                self.visit_place_mut(&mut ix.expr);
                 self.visit_expr_mut(&mut ix.index);
                 let (base, index, value) = (&ix.expr, &ix.index, &a.right);
                 Some(quote_spanned! {a.eq_token.span=>
@@ -346,6 +377,25 @@ impl VisitMut for Rewriter {
                         ::tessel::lang::Target(&mut #base).assign(#index, #value)
                     }
                 })
+            }
+            Expr::Assign(a) => {
+                self.visit_place_mut(&mut a.left);
+                self.visit_expr_mut(&mut a.right);
+                None
+            }
+            Expr::Reference(r) if r.mutability.is_some() => {
+                self.visit_place_mut(&mut r.expr);
+                None
+            }
+            Expr::Index(ix) => {
+                // A read: `x[i]` becomes `*Read(&x).at(i)`, a tensor read
+                // by value (nothing allocated) or any other value through
+                // `Index`, as Rust reads it.
+                self.visit_expr_mut(&mut ix.expr);
+                self.visit_expr_mut(&mut ix.index);
+                let (base, index) = (&ix.expr, &ix.index);
+                let span = ix.bracket_token.span.join();
+                Some(quote_spanned!(span=> (*::tessel::lang::Read(&#base).at(#index))))
             }
             Expr::If(i) => Some(self.rewrite_if(i)),
             Expr::While(w) => Some(self.rewrite_while(w)),
@@ -378,4 +428,33 @@ impl VisitMut for Rewriter {
     }
 
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+impl Rewriter {
+    /// Rewrites a kernel body: its statements, and a `use` of the plain
+    /// indexing read (`tessel::lang::IndexPlain`) at its top,
+    /// so that `x[i]` on a non-tensor reads through `Index` as a place.
+    pub fn rewrite_body(&mut self, body: &mut syn::Block) {
+        self.visit_block_mut(body);
+        let prelude: syn::Stmt = syn::parse_quote! {
+            #[allow(unused_imports)]
+            use ::tessel::lang::IndexPlain as _;
+        };
+        body.stmts.insert(0, prelude);
+    }
+
+    /// Visits a place that is assigned or borrowed mutably (`x[i]`,
+    /// `v[i].field`, `(x[i])`): its indexing stays Rust's `IndexMut`, while
+    /// the index expressions inside are visited as reads.
+    fn visit_place_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Index(ix) => {
+                self.visit_place_mut(&mut ix.expr);
+                self.visit_expr_mut(&mut ix.index);
+            }
+            Expr::Field(f) => self.visit_place_mut(&mut f.base),
+            Expr::Paren(p) => self.visit_place_mut(&mut p.expr),
+            _ => self.visit_expr_mut(e),
+        }
+    }
 }

@@ -429,18 +429,3 @@ impl RangeLoop {
         state.rebuild(&mut results.into_iter().skip(1))
     }
 }
-
-/// What a traced `for` can iterate besides a range. The tiling layer
-/// implements it for its block and grid types (the index is the block
-/// number, or a tuple of block numbers with the last axis fastest); the type
-/// of the loop's source decides, not its spelling.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot drive a traced `for` loop",
-    label = "expected `blocks(n)`, `blocks_of(n, size)` or `grid((..))`"
-)]
-pub trait LoopSource {
-    /// The loop driver.
-    type Driver;
-    /// Starts the loop.
-    fn driver(self) -> Self::Driver;
-}

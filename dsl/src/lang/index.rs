@@ -358,10 +358,11 @@ pub(crate) fn set_index_at(x: Tensor, items: &[AxisIndex], value: Tensor, loc: L
 impl<I: TensorIndex> std::ops::Index<I> for Tensor {
     type Output = Tensor;
 
-    /// Indexes while tracing. The returned reference points to a new
-    /// 16-byte handle that lives for the rest of the process (indexing
-    /// syntax must return a reference); tracing happens once per compiled
-    /// specialization, so this is bounded by the kernel's size.
+    /// Indexes while tracing, outside a kernel body. The returned reference
+    /// points to a new 16-byte handle that lives for the rest of the process
+    /// (indexing syntax must return a reference). Inside a kernel body the
+    /// macros rewrite `x[i]` to [`Read::at`], which allocates nothing; by
+    /// hand, write [`Tensor::at`].
     #[track_caller]
     fn index(&self, index: I) -> &Tensor {
         let t = index_at(*self, &index.axis_indices(), Location::caller());
@@ -382,6 +383,73 @@ impl Tensor {
         let loc = Location::caller();
         let v = value.to_tensor(self, &loc);
         set_index_at(self, &index.axis_indices(), v, loc)
+    }
+}
+
+/// The base of an indexing read `base[index]` in a kernel body, which the
+/// kernel macros rewrite to `*Read(&base).at(index)`: on a tensor the
+/// inherent [`Read::at`] (the window, by value: nothing is allocated), on any
+/// other value [`IndexPlain::at`] (a reference through `Index`, so the read
+/// is the same place Rust's `base[index]` is).
+pub struct Read<'a, C: ?Sized>(pub &'a C);
+
+/// A tensor read by indexing syntax in a kernel body; dereferences to the
+/// window's [`Tensor`].
+#[derive(Clone, Copy, Debug)]
+pub struct Indexed(Tensor);
+
+impl std::ops::Deref for Indexed {
+    type Target = Tensor;
+    fn deref(&self) -> &Tensor {
+        &self.0
+    }
+}
+
+impl Read<'_, Tensor> {
+    /// `tensor[index]`: the indexed window.
+    #[track_caller]
+    pub fn at(self, index: impl TensorIndex) -> Indexed {
+        Indexed(index_at(*self.0, &index.axis_indices(), Location::caller()))
+    }
+}
+
+impl Read<'_, &Tensor> {
+    /// `tensor[index]` through a reference.
+    #[track_caller]
+    pub fn at(self, index: impl TensorIndex) -> Indexed {
+        Indexed(index_at(
+            **self.0,
+            &index.axis_indices(),
+            Location::caller(),
+        ))
+    }
+}
+
+impl Read<'_, &mut Tensor> {
+    /// `tensor[index]` through a mutable reference.
+    #[track_caller]
+    pub fn at(self, index: impl TensorIndex) -> Indexed {
+        Indexed(index_at(
+            **self.0,
+            &index.axis_indices(),
+            Location::caller(),
+        ))
+    }
+}
+
+/// `base[index]` on Rust values (through `Index`).
+pub trait IndexPlain<'a, I> {
+    /// What indexing yields.
+    type Output: ?Sized;
+    /// A reference to `base[index]`.
+    fn at(self, index: I) -> &'a Self::Output;
+}
+
+impl<'a, C: std::ops::Index<I> + ?Sized, I> IndexPlain<'a, I> for Read<'a, C> {
+    type Output = C::Output;
+    #[track_caller]
+    fn at(self, index: I) -> &'a C::Output {
+        &self.0[index]
     }
 }
 

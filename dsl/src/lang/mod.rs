@@ -10,11 +10,18 @@
 
 pub mod compare;
 pub mod control;
+pub mod for_loop;
 pub mod index;
 
 pub use compare::{and, eq, ge, gt, le, lt, ne, or, Cmp, Compare, ComparePlain, Logic};
 pub use control::{
-    static_condition, Condition, LoopBound, LoopCondition, LoopSource, RangeLoop, SaveRefs,
-    StaticBranch, StaticCondition, StaticWhile, TracedBranch, TracedWhile,
+    static_condition, Condition, LoopBound, LoopCondition, RangeLoop, SaveRefs, StaticBranch,
+    StaticCondition, StaticWhile, TracedBranch, TracedWhile,
 };
-pub use index::{ds, AssignPlain, AxisIndex, DynSlice, IndexItem, Target, TensorIndex};
+pub use for_loop::{
+    ForSource, LeavesEarly, LoopSource, RustFor, RustForEarly, RustForLoop, TracedFor,
+    TracedForEarly, TracedForLoop, TracedLoop,
+};
+pub use index::{
+    ds, AssignPlain, AxisIndex, DynSlice, IndexItem, IndexPlain, Indexed, Read, Target, TensorIndex,
+};

@@ -5,7 +5,7 @@
 
 use crate::dtype::DType;
 use crate::ir::BinaryOp;
-use crate::lang::{LoopSource, RangeLoop};
+use crate::lang::{LoopSource, RangeLoop, TracedLoop};
 use crate::ops::constant::full_at;
 use crate::ops::control::Carry;
 use crate::ops::elementwise::binary_at;
@@ -37,13 +37,13 @@ impl LoopSource for Grid2 {
     }
 }
 
-impl GridLoop2 {
-    /// Traces the loop condition and opens the body.
-    pub fn enter<S: Carry>(&mut self, state: S) -> S {
+impl TracedLoop for GridLoop2 {
+    type Index = (Tensor, Tensor);
+    fn enter<S: Carry>(&mut self, state: S) -> S {
         self.inner.enter(state)
     }
     /// The (row, column) block indices.
-    pub fn index(&self) -> (Tensor, Tensor) {
+    fn index(&self) -> (Tensor, Tensor) {
         let loc = self.inner.loc.clone();
         let flat = self.inner.index();
         let c = full_at(Vec::new(), self.cols as f64, DType::S32, loc.clone());
@@ -52,8 +52,7 @@ impl GridLoop2 {
             binary_at(flat, c, BinaryOp::Rem, loc),
         )
     }
-    /// Closes the body and appends the loop.
-    pub fn finish<S: Carry>(self, state: S) -> S {
+    fn finish<S: Carry>(self, state: S) -> S {
         self.inner.finish(state)
     }
 }
@@ -75,13 +74,13 @@ impl LoopSource for Grid3 {
     }
 }
 
-impl GridLoop3 {
-    /// Traces the loop condition and opens the body.
-    pub fn enter<S: Carry>(&mut self, state: S) -> S {
+impl TracedLoop for GridLoop3 {
+    type Index = (Tensor, Tensor, Tensor);
+    fn enter<S: Carry>(&mut self, state: S) -> S {
         self.inner.enter(state)
     }
     /// The block indices, the last axis fastest.
-    pub fn index(&self) -> (Tensor, Tensor, Tensor) {
+    fn index(&self) -> (Tensor, Tensor, Tensor) {
         let loc = self.inner.loc.clone();
         let flat = self.inner.index();
         let k = |v: usize| full_at(Vec::new(), v as f64, DType::S32, loc.clone());
@@ -94,8 +93,7 @@ impl GridLoop3 {
             binary_at(rest, k(c), BinaryOp::Rem, loc),
         )
     }
-    /// Closes the body and appends the loop.
-    pub fn finish<S: Carry>(self, state: S) -> S {
+    fn finish<S: Carry>(self, state: S) -> S {
         self.inner.finish(state)
     }
 }
