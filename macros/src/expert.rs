@@ -8,165 +8,104 @@
 //! `ffn_moe_dense(..)` (the same layer with dense einsum dispatch, the
 //! reference), and the companion `ffn::run(&dev, ..)` etc. for `ffn_moe`.
 
-use darling::ast::NestedMeta;
+use darling::error::Accumulator;
 use darling::Error;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
-use syn::spanned::Spanned;
 use syn::ItemFn;
 
 use crate::analyze::{KernelSig, Param};
-use crate::options::{did_you_mean, Options, Platform};
+use crate::options::{
+    option_struct, read, take, validate_shared, Accepted, CapacityFactor, NumExperts, Options,
+    Parsed, Platform, Renormalize, SharedRaw, TopK,
+};
 
-/// Option names `expert_kernel` accepts.
-const EXPERT_OPTIONS: &[&str] = &[
-    "num_experts",
-    "top_k",
-    "capacity_factor",
-    "renormalize",
-    "precision",
-    "name",
-];
+option_struct! {
+    /// `expert_kernel`'s options: the routing ones and the shared ones.
+    struct ExpertRaw {
+        #[darling(flatten)]
+        shared: SharedRaw,
+        /// `num_experts = 8` (required).
+        num_experts: Option<Parsed<NumExperts>>,
+        /// `top_k = 2`.
+        top_k: Option<Parsed<TopK>>,
+        /// `capacity_factor = 1.25`.
+        capacity_factor: Option<Parsed<CapacityFactor>>,
+        /// `renormalize = true`.
+        renormalize: Option<Parsed<Renormalize>>,
+    }
+}
 
 /// Validated `expert_kernel` options.
 pub struct ExpertOptions {
+    /// How many experts tokens are routed between (at least 1).
     num_experts: u64,
+    /// How many experts each token picks (1 to `num_experts`; default 2).
     top_k: u64,
+    /// Each expert's capacity over an even share (positive; default 1.25).
     capacity_factor: f64,
+    /// Whether the top-k gates are renormalized (default true).
     renormalize: bool,
+    /// The companion's options: CPU defaults with `precision` and `name`.
     common: Options,
 }
 
-fn lit_u64(e: &syn::Expr, key: &str) -> darling::Result<u64> {
-    match e {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(i),
-            ..
-        }) => i
-            .base10_parse::<u64>()
-            .map_err(|err| Error::custom(err).with_span(i)),
-        other => Err(Error::custom(format!(
-            "`{key}` takes an integer literal, e.g. `{key} = 8`"
-        ))
-        .with_span(&other.span())),
-    }
-}
-
-/// Parses `expert_kernel(num_experts = 8, top_k = 2, capacity_factor = 1.25, renormalize = true)`.
-pub fn parse(attr: TokenStream) -> darling::Result<ExpertOptions> {
-    let items = NestedMeta::parse_meta_list(attr)?;
-    let mut errors = Error::accumulator();
-    let (mut num_experts, mut top_k, mut capacity_factor, mut renormalize) =
-        (None, 2u64, 1.25f64, true);
-    let mut top_k_span = Span::call_site();
-    let mut common = Vec::new();
-    for item in items {
-        let NestedMeta::Meta(syn::Meta::NameValue(nv)) = &item else {
-            errors.push(
-                Error::custom("expected `option = value`, e.g. `num_experts = 8`")
-                    .with_span(&item.span()),
-            );
-            continue;
-        };
-        let key = nv
-            .path
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
-        match key.as_str() {
-            "num_experts" => match lit_u64(&nv.value, "num_experts") {
-                Ok(0) => errors
-                    .push(Error::custom("num_experts must be at least 1").with_span(&nv.value)),
-                Ok(n) => num_experts = Some((n, nv.value.span())),
-                Err(e) => errors.push(e),
-            },
-            "top_k" => match lit_u64(&nv.value, "top_k") {
-                Ok(0) => {
-                    errors.push(Error::custom("top_k must be at least 1").with_span(&nv.value))
-                }
-                Ok(k) => {
-                    top_k = k;
-                    top_k_span = nv.value.span();
-                }
-                Err(e) => errors.push(e),
-            },
-            "capacity_factor" => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Float(f),
-                    ..
-                }) => match f.base10_parse::<f64>() {
-                    Ok(v) if v > 0.0 => capacity_factor = v,
-                    _ => errors.push(
-                        Error::custom("capacity_factor must be a positive number").with_span(f),
-                    ),
-                },
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Int(i),
-                    ..
-                }) => match i.base10_parse::<u64>() {
-                    Ok(v) if v > 0 => capacity_factor = v as f64,
-                    _ => errors.push(
-                        Error::custom("capacity_factor must be a positive number").with_span(i),
-                    ),
-                },
-                other => errors.push(
-                    Error::custom(
-                        "`capacity_factor` takes a number, e.g. `capacity_factor = 1.25`",
-                    )
-                    .with_span(&other.span()),
-                ),
-            },
-            "renormalize" => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Bool(b),
-                    ..
-                }) => renormalize = b.value,
-                other => errors
-                    .push(Error::custom("`renormalize` takes a bool").with_span(&other.span())),
-            },
-            "precision" | "name" => common.push(item.clone()),
-            _ => {
-                let hint = did_you_mean(&key, EXPERT_OPTIONS)
-                    .map(|s| format!("did you mean `{s}`? "))
-                    .unwrap_or_default();
-                errors.push(
-                    Error::custom(format!(
-                        "unknown option `{key}`; {hint}expected one of: {}",
-                        EXPERT_OPTIONS.join(", ")
-                    ))
-                    .with_span(&nv.path),
-                );
-            }
-        }
-    }
-    let num_experts = match num_experts {
-        Some((n, span)) => {
-            if top_k > n {
-                errors.push(
-                    Error::custom(format!("top_k = {top_k} exceeds num_experts = {n}: each token picks top_k distinct experts"))
-                        .with_span(&top_k_span),
-                );
-            }
-            let _ = span;
-            n
-        }
-        None => {
-            errors.push(Error::custom("expert_kernel needs `num_experts = N`"));
-            1
-        }
+/// Reads and validates `expert_kernel(num_experts = 8, top_k = 2,
+/// capacity_factor = 1.25, renormalize = true, precision = "high", name =
+/// "..")`. Every problem is pushed to `errors`; the options that had one
+/// are left at their defaults.
+pub fn parse(attr: TokenStream, errors: &mut Accumulator) -> ExpertOptions {
+    let names = ExpertRaw::names();
+    let accepted = Accepted {
+        names: &names,
+        example: "num_experts = 8",
+        hint: |_| None,
     };
-    let tokens: TokenStream = quote!(#(#common),*);
-    let common = errors.handle(crate::options::parse(Platform::Cpu, tokens));
-    let common = errors.finish_with(common)?;
-    match common {
-        Some(common) => Ok(ExpertOptions {
-            num_experts,
-            top_k,
-            capacity_factor,
-            renormalize,
-            common,
-        }),
-        None => Err(Error::custom("invalid options")),
+    let raw: ExpertRaw = read(attr, &accepted, errors);
+    if raw.num_experts.is_none() {
+        errors.push(Error::custom("expert_kernel needs `num_experts = N`"));
+    }
+    let num_experts = take(raw.num_experts, errors).and_then(|n| {
+        if n.0 == 0 {
+            errors.push(Error::custom("num_experts must be at least 1").with_span(&n.span()));
+            None
+        } else {
+            Some(n.0)
+        }
+    });
+    let top_k = take(raw.top_k, errors).and_then(|k| match (k.0, num_experts) {
+        (0, _) => {
+            errors.push(Error::custom("top_k must be at least 1").with_span(&k.span()));
+            None
+        }
+        (k_val, Some(n)) if k_val > n => {
+            errors.push(
+                Error::custom(format!(
+                    "top_k = {k_val} exceeds num_experts = {n}: each token picks top_k distinct experts"
+                ))
+                .with_span(&k.span()),
+            );
+            None
+        }
+        (k_val, _) => Some(k_val),
+    });
+    let capacity_factor = take(raw.capacity_factor, errors).and_then(|c| {
+        if c.0 > 0.0 && c.0.is_finite() {
+            Some(c.0)
+        } else {
+            errors.push(
+                Error::custom("capacity_factor must be a positive number").with_span(&c.span()),
+            );
+            None
+        }
+    });
+    let renormalize = take(raw.renormalize, errors).map(|r| r.0);
+    ExpertOptions {
+        num_experts: num_experts.unwrap_or(1),
+        top_k: top_k.unwrap_or(2),
+        capacity_factor: capacity_factor.unwrap_or(1.25),
+        renormalize: renormalize.unwrap_or(true),
+        common: validate_shared(raw.shared, Platform::Cpu, errors),
     }
 }
 

@@ -2,53 +2,25 @@
 //! `lower`, `compile`, all typed from the kernel's signature.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::ItemFn;
 
 use crate::analyze::KernelSig;
-use crate::options::{Options, Platform};
+use crate::options::Options;
 
+/// The `KernelConfig` the options describe, over the platform's defaults.
 fn config_expr(o: &Options) -> TokenStream {
-    let platform = match o.platform {
-        Platform::Tpu => quote!(::tessel::kernel::Platform::Tpu),
-        Platform::Gpu => quote!(::tessel::kernel::Platform::Gpu),
-        Platform::Cpu | Platform::Sparse => quote!(::tessel::kernel::Platform::Cpu),
-    };
+    let platform = o.platform;
     let mut fields = Vec::new();
-    if let Some(p) = &o.precision {
-        let v = format_ident!(
-            "{}",
-            match p.as_str() {
-                "high" => "High",
-                "highest" => "Highest",
-                _ => "Default",
-            }
-        );
-        fields.push(quote!(precision: ::tessel::Precision::#v));
+    if let Some(p) = o.precision {
+        fields.push(quote!(precision: #p));
     }
     if let Some(b) = o.block_size {
         let b = b as usize;
         fields.push(quote!(block_size: ::core::option::Option::Some(#b)));
     }
-    if let Some(d) = &o.dtype {
-        let v = format_ident!(
-            "{}",
-            match d.as_str() {
-                "bf16" => "BF16",
-                "f16" => "F16",
-                "f32" => "F32",
-                "f64" => "F64",
-                "f8e4m3fn" => "F8E4M3FN",
-                "f8e5m2" => "F8E5M2",
-                "s8" => "S8",
-                "s32" => "S32",
-                "s64" => "S64",
-                "u8" => "U8",
-                "u32" => "U32",
-                _ => "Pred",
-            }
-        );
-        fields.push(quote!(dtype: ::core::option::Option::Some(::tessel::DType::#v)));
+    if let Some(d) = o.dtype {
+        fields.push(quote!(dtype: ::core::option::Option::Some(#d)));
     }
     if let Some(a) = o.accumulate {
         fields.push(quote!(accumulate: #a));

@@ -8,7 +8,9 @@
 //! are parsed in `options`, the function is checked in `analyze`, the
 //! companion is written in `generate`. Errors are accumulated and emitted
 //! as `compile_error!`s at the offending spans, together with the original
-//! item, so one typo does not cascade.
+//! item and, when only options were wrong, the companion (built with those
+//! options left at their defaults), so one typo does not cascade into every
+//! `name::run(..)` call.
 #![forbid(unsafe_code)]
 
 mod analyze;
@@ -17,12 +19,14 @@ mod generate;
 mod options;
 mod rewrite;
 mod scope;
+mod suggest;
 
+use darling::error::Accumulator;
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 
-use options::Platform;
+use options::Attribute;
 
 /// Marks a Rust function over `Tensor`s as a TPU kernel (defaults: block
 /// size 128, bf16 matmul inputs with f32 accumulation).
@@ -33,7 +37,7 @@ use options::Platform;
 /// `name = "..."`.
 #[proc_macro_attribute]
 pub fn tpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(Platform::Tpu, attr.into(), item.into()).into()
+    expand(Attribute::Tpu, attr.into(), item.into()).into()
 }
 
 /// Marks a Rust function over `Tensor`s as a GPU kernel (defaults: block
@@ -41,14 +45,14 @@ pub fn tpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `tpu_kernel`.
 #[proc_macro_attribute]
 pub fn gpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(Platform::Gpu, attr.into(), item.into()).into()
+    expand(Attribute::Gpu, attr.into(), item.into()).into()
 }
 
 /// Marks a Rust function over `Tensor`s as a CPU kernel (defaults: no
 /// tiling, full precision). Options as for `tpu_kernel`.
 #[proc_macro_attribute]
 pub fn cpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(Platform::Cpu, attr.into(), item.into()).into()
+    expand(Attribute::Cpu, attr.into(), item.into()).into()
 }
 
 /// Marks a Rust function as a block-sparse kernel: its parameters may be
@@ -58,7 +62,7 @@ pub fn cpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// options are those of `tpu_kernel`.
 #[proc_macro_attribute]
 pub fn sparse_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(Platform::Sparse, attr.into(), item.into()).into()
+    expand(Attribute::Sparse, attr.into(), item.into()).into()
 }
 
 /// Marks one expert's computation (tokens first, then that expert's
@@ -76,31 +80,42 @@ pub fn expert_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         attr.into(),
         item.into(),
         expert::parse,
-        |_, sig, func| expert::check(sig, func),
+        |func| {
+            let sig = analyze::analyze(func)?;
+            expert::check(&sig, func)?;
+            Ok(sig)
+        },
+        |_, _, _| {},
         expert::generate,
     )
     .into()
 }
 
-fn expand(platform: Platform, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
+/// The kernel attributes: options, then the function, then the companion.
+fn expand(attribute: Attribute, attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     pipeline(
         "kernel attributes apply to functions",
         attr,
         item,
-        |a| options::parse(platform, a),
-        |opts, sig, _| options::check_donate(opts, sig),
+        |a, errors| options::parse(attribute, a, errors),
+        analyze::analyze,
+        options::check_donate,
         generate::generate,
     )
 }
 
-/// parse options and the function -> analyze -> rewrite the body ->
-/// generate; every error found on the way is emitted, with the original item.
+/// parse options and the function -> analyze -> check the options against
+/// the signature -> rewrite the body -> generate. Every error found on the
+/// way is emitted. Options that fail are left at their defaults, so the
+/// companion is still generated when the signature and body are fine (and
+/// calls to it type-check); otherwise only the original item is.
 fn pipeline<O>(
     not_a_function: &str,
     attr: TokenStream2,
     item: TokenStream2,
-    parse: impl FnOnce(TokenStream2) -> darling::Result<O>,
-    check: impl FnOnce(&O, &analyze::KernelSig, &syn::ItemFn) -> darling::Result<()>,
+    parse: impl FnOnce(TokenStream2, &mut Accumulator) -> O,
+    analyze: impl FnOnce(&syn::ItemFn) -> darling::Result<analyze::KernelSig>,
+    check: impl FnOnce(&mut O, &analyze::KernelSig, &mut Accumulator),
     generate: impl FnOnce(&syn::ItemFn, &O, &analyze::KernelSig) -> TokenStream2,
 ) -> TokenStream2 {
     let func: syn::ItemFn = match syn::parse2(item.clone()) {
@@ -112,27 +127,26 @@ fn pipeline<O>(
         }
     };
     let mut errors = darling::Error::accumulator();
-    let opts = errors.handle(parse(attr));
-    let sig = errors.handle(analyze::analyze(&func));
-    if let (Some(opts), Some(sig)) = (&opts, &sig) {
-        errors.handle(check(opts, sig, &func));
+    let mut opts = parse(attr, &mut errors);
+    let sig = errors.handle(analyze(&func));
+    if let Some(sig) = &sig {
+        check(&mut opts, sig, &mut errors);
     }
     let mut body = func.block.clone();
     let mut rw = rewrite::Rewriter { errors: Vec::new() };
     rw.rewrite_body(&mut body);
+    let body_ok = rw.errors.is_empty();
     for e in rw.errors {
         errors.push(e.into());
     }
-    match (errors.finish(), opts, sig) {
-        (Ok(()), Some(opts), Some(sig)) => {
+    let errs = errors.finish().err().map(darling::Error::write_errors);
+    match sig {
+        Some(sig) if body_ok => {
             let mut rewritten = func.clone();
             rewritten.block = body;
-            generate(&rewritten, &opts, &sig)
+            let out = generate(&rewritten, &opts, &sig);
+            quote! { #errs #out }
         }
-        (Err(e), _, _) => {
-            let errs = e.write_errors();
-            quote! { #errs #func }
-        }
-        _ => quote! { #func },
+        _ => quote! { #errs #func },
     }
 }

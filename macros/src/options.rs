@@ -1,342 +1,476 @@
-//! The kernel attributes' options: parsed with darling, then validated with
-//! messages that name the bad option and list the allowed ones.
+//! The kernel attributes' options: read into darling structs of typed
+//! values (`values`), then validated into [`Options`].
+//!
+//! Reading never gives up on the first mistake: an option that fails is
+//! reported and left at its default, so the companion can still be
+//! generated and one typo gives one error.
+
+mod values;
 
 use darling::ast::NestedMeta;
-use darling::util::{PathList, SpannedValue};
+use darling::error::Accumulator;
+use darling::util::{path_to_string, SpannedValue};
 use darling::{Error, FromMeta};
-use proc_macro2::{Span, TokenStream};
-use syn::spanned::Spanned;
+use proc_macro2::TokenStream;
 
 use crate::analyze::KernelSig;
+use crate::suggest::did_you_mean;
 
-/// Which attribute was used.
+pub use values::{
+    Accumulate, AutoPad, BlockSize, CapacityFactor, DType, Donate, KernelName, NumExperts,
+    Platform, Precision, Renormalize, TopK, UseBfloat16,
+};
+
+/// One option as read: its typed value with the span of what was written,
+/// or the error that reading it gave.
+pub type Parsed<T> = darling::Result<SpannedValue<T>>;
+
+/// Declares a darling options struct and its `names()` from one field
+/// list, so the options read and the options listed in messages agree.
+/// A `#[darling(flatten)]` field (first, if any) receives the options this
+/// struct does not name; its struct's names are listed after these.
+macro_rules! option_struct {
+    (
+        $(#[doc = $doc:literal])*
+        $vis:vis struct $name:ident {
+            $( #[darling(flatten)] $flat:ident: $flat_ty:ty, )?
+            $( $(#[doc = $fdoc:literal])* $field:ident: $ty:ty, )*
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Default, ::darling::FromMeta)]
+        $vis struct $name {
+            $( #[darling(flatten)] $flat: $flat_ty, )?
+            $( $(#[doc = $fdoc])* $field: $ty, )*
+        }
+
+        impl $name {
+            /// The option names this struct reads.
+            $vis fn names() -> Vec<&'static str> {
+                #[allow(unused_mut)]
+                let mut names = vec![$(stringify!($field)),*];
+                $( names.extend(<$flat_ty>::names()); )?
+                names
+            }
+        }
+    };
+}
+pub(crate) use option_struct;
+
+option_struct! {
+    /// The options every kernel attribute, and `expert_kernel`, takes.
+    pub struct SharedRaw {
+        /// `precision = "high"`.
+        precision: Option<Parsed<Precision>>,
+        /// `name = "my_kernel"`.
+        name: Option<Parsed<KernelName>>,
+    }
+}
+
+option_struct! {
+    /// The options of `tpu_kernel`, `gpu_kernel` and `cpu_kernel`.
+    struct KernelRaw {
+        #[darling(flatten)]
+        shared: SharedRaw,
+        /// `block_size = 128`.
+        block_size: Option<Parsed<BlockSize>>,
+        /// `dtype = "bf16"`.
+        dtype: Option<Parsed<DType>>,
+        /// `use_bfloat16 = true`.
+        use_bfloat16: Option<Parsed<UseBfloat16>>,
+        /// `accumulate = true`.
+        accumulate: Option<Parsed<Accumulate>>,
+        /// `auto_pad = false`.
+        auto_pad: Option<Parsed<AutoPad>>,
+        /// `donate(x, y)`.
+        donate: Option<Parsed<Donate>>,
+    }
+}
+
+option_struct! {
+    /// The options of `sparse_kernel`: a kernel's, and its platform.
+    struct SparseRaw {
+        #[darling(flatten)]
+        kernel: KernelRaw,
+        /// `platform = "tpu"`.
+        platform: Option<Parsed<Platform>>,
+    }
+}
+
+/// Which kernel attribute was used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
+pub enum Attribute {
+    /// `#[tpu_kernel]`.
     Tpu,
+    /// `#[gpu_kernel]`.
     Gpu,
+    /// `#[cpu_kernel]`.
     Cpu,
-    /// `sparse_kernel`: platform chosen by its `platform` option (default cpu).
+    /// `#[sparse_kernel]`: the platform is its `platform` option (default cpu).
     Sparse,
 }
 
-/// The option names `sparse_kernel` accepts beyond the common ones.
-pub const SPARSE_OPTION_NAMES: &[&str] = &["platform"];
-const PLATFORMS: &[&str] = &["tpu", "gpu", "cpu"];
-
-/// The option names every platform attribute accepts.
-pub const OPTION_NAMES: &[&str] = &[
-    "precision",
-    "block_size",
-    "dtype",
-    "use_bfloat16",
-    "accumulate",
-    "auto_pad",
-    "donate",
-    "name",
-];
-
-const PRECISIONS: &[&str] = &["default", "high", "highest"];
-const DTYPES: &[&str] = &[
-    "bf16", "f16", "f32", "f64", "f8e4m3fn", "f8e5m2", "s8", "s32", "s64", "u8", "u32", "pred",
-];
-
-#[derive(Debug, Default, FromMeta)]
-struct RawOptions {
-    precision: Option<SpannedValue<String>>,
-    block_size: Option<SpannedValue<syn::LitInt>>,
-    dtype: Option<SpannedValue<String>>,
-    use_bfloat16: Option<SpannedValue<bool>>,
-    accumulate: Option<bool>,
-    auto_pad: Option<bool>,
-    donate: Option<PathList>,
-    name: Option<String>,
-    platform: Option<SpannedValue<String>>,
+impl Attribute {
+    /// The platform the attribute implies before its options are read.
+    fn platform(self) -> Platform {
+        match self {
+            Attribute::Tpu => Platform::Tpu,
+            Attribute::Gpu => Platform::Gpu,
+            Attribute::Cpu | Attribute::Sparse => Platform::Cpu,
+        }
+    }
 }
 
-/// Validated options.
+/// Validated options; `None` (or empty) leaves the platform's default.
 pub struct Options {
+    /// The platform whose defaults the kernel takes.
     pub platform: Platform,
-    pub precision: Option<String>,
+    /// The matmul precision.
+    pub precision: Option<Precision>,
+    /// The tile size: at least 1, a multiple of 8.
     pub block_size: Option<u64>,
-    pub dtype: Option<String>,
+    /// The matmul input type (`use_bfloat16` is folded in here).
+    pub dtype: Option<DType>,
+    /// Whether matmuls accumulate in f32.
     pub accumulate: Option<bool>,
+    /// Whether inputs are padded to whole tiles.
     pub auto_pad: Option<bool>,
+    /// The parameters whose buffers the kernel may reuse.
     pub donate: Vec<syn::Ident>,
+    /// The kernel's name in compiled programs.
     pub name: Option<String>,
 }
 
-/// The closest allowed word to `word`, if it is close.
-pub fn did_you_mean<'a>(word: &str, allowed: &[&'a str]) -> Option<&'a str> {
-    allowed
-        .iter()
-        .map(|a| (edit_distance(word, a), *a))
-        .filter(|(d, a)| *d <= 2.max(a.len() / 3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, a)| a)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+impl Options {
+    /// The platform's defaults: no option given.
+    pub fn defaults(platform: Platform) -> Self {
+        Options {
+            platform,
+            precision: None,
+            block_size: None,
+            dtype: None,
+            accumulate: None,
+            auto_pad: None,
+            donate: Vec::new(),
+            name: None,
         }
-        prev = cur;
     }
-    prev[b.len()]
 }
 
-fn one_of(kind: &str, got: &str, allowed: &[&str], span: Span) -> Error {
-    let list = allowed
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let hint = did_you_mean(got, allowed)
-        .map(|s| format!("did you mean \"{s}\"? "))
-        .unwrap_or_default();
-    Error::custom(format!(
-        "unknown {kind} \"{got}\"; {hint}expected one of {list}"
-    ))
-    .with_span(&span)
+/// What an attribute accepts, for checking the names of its items.
+pub struct Accepted<'a> {
+    /// The option names, in the order messages list them.
+    pub names: &'a [&'static str],
+    /// One option written out, for the message on a bare literal.
+    pub example: &'a str,
+    /// Explains some unknown names better than a did-you-mean would.
+    pub hint: fn(&str) -> Option<&'static str>,
 }
 
-/// Parses and validates the attribute's arguments.
-pub fn parse(platform: Platform, attr: TokenStream) -> darling::Result<Options> {
-    let items = NestedMeta::parse_meta_list(attr)?;
-    let mut errors = Error::accumulator();
+/// Reads the attribute's arguments into `R`: items that are not
+/// `name = value` (or `name(..)`) with a name in `accepted`, or that repeat
+/// a name, are reported and skipped; so is every option that fails to read.
+pub fn read<R: FromMeta + Default>(
+    attr: TokenStream,
+    accepted: &Accepted<'_>,
+    errors: &mut Accumulator,
+) -> R {
+    let Some(items) = errors.handle(NestedMeta::parse_meta_list(attr).map_err(Error::from)) else {
+        return R::default();
+    };
+    let mut seen: Vec<String> = Vec::new();
     let mut known = Vec::new();
     for item in items {
-        let path = match &item {
-            NestedMeta::Meta(m) => m.path().clone(),
+        let meta = match &item {
+            NestedMeta::Meta(m) => m,
             NestedMeta::Lit(l) => {
                 errors.push(
-                    Error::custom("expected `option = value`; options are written by name, e.g. `precision = \"high\"`")
-                        .with_span(&l.span()),
+                    Error::custom(format!(
+                        "expected `option = value`; options are written by name, e.g. `{}`",
+                        accepted.example
+                    ))
+                    .with_span(l),
                 );
                 continue;
             }
         };
-        let key = path.get_ident().map(|i| i.to_string()).unwrap_or_default();
-        let mut allowed: Vec<&str> = OPTION_NAMES.to_vec();
-        if platform == Platform::Sparse {
-            allowed.extend_from_slice(SPARSE_OPTION_NAMES);
-        }
-        if allowed.contains(&key.as_str()) {
-            match check_form(&key, &item) {
-                Ok(()) => known.push(item),
-                Err(e) => errors.push(e),
-            }
-        } else {
-            let hint = if key == "platform" {
-                "the attribute sets the platform (`tpu_kernel`, `gpu_kernel`, `cpu_kernel`; `platform` is an option of \
-                 `sparse_kernel`); "
-                    .to_string()
-            } else {
-                did_you_mean(&key, &allowed)
+        let path = meta.path();
+        let key = path_to_string(path);
+        if !accepted.names.contains(&key.as_str()) {
+            let hint = match (accepted.hint)(&key) {
+                Some(h) => format!("{h}; "),
+                None => did_you_mean(&key, accepted.names)
                     .map(|s| format!("did you mean `{s}`? "))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
             };
             errors.push(
                 Error::custom(format!(
-                    "unknown option `{}`; {hint}expected one of: {}",
-                    if key.is_empty() {
-                        quote::quote!(#path).to_string()
-                    } else {
-                        key
-                    },
-                    allowed.join(", ")
+                    "unknown option `{key}`; {hint}expected one of: {}",
+                    accepted.names.join(", ")
                 ))
-                .with_span(&path.span()),
+                .with_span(path),
             );
+        } else if seen.contains(&key) {
+            errors.push(Error::custom(format!("option `{key}` is given twice")).with_span(path));
+        } else {
+            seen.push(key);
+            known.push(item);
         }
     }
-    let raw = errors
-        .handle(RawOptions::from_list(&known))
-        .unwrap_or_default();
-    let precision = raw.precision.as_ref().and_then(|p| {
-        let v = p.as_str();
-        if PRECISIONS.contains(&v) {
-            Some(v.to_string())
-        } else {
-            errors.push(one_of("precision", v, PRECISIONS, p.span()));
-            None
+    errors.handle(R::from_list(&known)).unwrap_or_default()
+}
+
+/// The option's value if it was given and read; a read error is reported.
+pub fn take<T>(option: Option<Parsed<T>>, errors: &mut Accumulator) -> Option<SpannedValue<T>> {
+    option.and_then(|parsed| errors.handle(parsed))
+}
+
+/// Why a kernel attribute has no `platform` option.
+fn platform_hint(key: &str) -> Option<&'static str> {
+    (key == "platform").then_some(
+        "the attribute sets the platform (`tpu_kernel`, `gpu_kernel`, `cpu_kernel`; `platform` is an option \
+         of `sparse_kernel`)",
+    )
+}
+
+/// Reads and validates a kernel attribute's arguments. Every problem is
+/// pushed to `errors`; the options that had one are left at their defaults.
+pub fn parse(attribute: Attribute, attr: TokenStream, errors: &mut Accumulator) -> Options {
+    let example = "precision = \"high\"";
+    match attribute {
+        Attribute::Sparse => {
+            let names = SparseRaw::names();
+            let accepted = Accepted {
+                names: &names,
+                example,
+                hint: |_| None,
+            };
+            let raw: SparseRaw = read(attr, &accepted, errors);
+            validate(attribute, raw.kernel, raw.platform, errors)
         }
-    });
-    let block_size = raw
-        .block_size
-        .as_ref()
-        .and_then(|b| match b.base10_parse::<u64>() {
-            Ok(0) => {
-                errors.push(Error::custom("block_size must be at least 1").with_span(&b.span()));
-                None
-            }
-            Ok(n) if n % 8 != 0 => {
-                errors.push(
-                    Error::custom(format!(
-                        "block_size = {n} is not a multiple of 8: tiles are made of 8-row sublanes, and on TPU a \
-                         block's last two dimensions must be divisible by 8 and 128 respectively (or equal the \
-                         array's full extent)"
-                    ))
-                    .with_span(&b.span()),
-                );
-                None
-            }
-            Ok(n) => Some(n),
-            Err(e) => {
-                errors.push(
-                    Error::custom(format!("block_size must be a positive integer: {e}"))
-                        .with_span(&b.span()),
-                );
-                None
-            }
-        });
-    let mut dtype = raw.dtype.as_ref().and_then(|d| {
-        let v = d.to_ascii_lowercase();
-        if DTYPES.contains(&v.as_str()) {
-            Some(v)
-        } else {
-            errors.push(one_of("dtype", d.as_str(), DTYPES, d.span()));
-            None
+        Attribute::Tpu | Attribute::Gpu | Attribute::Cpu => {
+            let names = KernelRaw::names();
+            let accepted = Accepted {
+                names: &names,
+                example,
+                hint: platform_hint,
+            };
+            let raw: KernelRaw = read(attr, &accepted, errors);
+            validate(attribute, raw, None, errors)
         }
-    });
-    if let Some(b) = &raw.use_bfloat16 {
-        if raw.dtype.is_some() {
+    }
+}
+
+/// The shared options over `platform`'s defaults.
+pub fn validate_shared(raw: SharedRaw, platform: Platform, errors: &mut Accumulator) -> Options {
+    let mut options = Options::defaults(platform);
+    options.precision = take(raw.precision, errors).map(|p| *p);
+    options.name = take(raw.name, errors).map(|n| n.into_inner().0);
+    options
+}
+
+/// Checks the kernel options against each other and the attribute.
+fn validate(
+    attribute: Attribute,
+    raw: KernelRaw,
+    platform: Option<Parsed<Platform>>,
+    errors: &mut Accumulator,
+) -> Options {
+    let platform = take(platform, errors).map_or(attribute.platform(), |p| *p);
+    if attribute == Attribute::Sparse && raw.block_size.is_none() {
+        errors.push(Error::custom(
+            "sparse_kernel needs a block size: `#[sparse_kernel(block_size = 128)]`",
+        ));
+    }
+    let dtype_given = raw.dtype.is_some();
+    let mut options = validate_shared(raw.shared, platform, errors);
+    options.block_size = take(raw.block_size, errors).and_then(|b| block_size(&b, errors));
+    options.dtype = take(raw.dtype, errors).map(|d| *d);
+    if let Some(b) = take(raw.use_bfloat16, errors) {
+        if dtype_given {
             errors.push(
                 Error::custom(
                     "give either `dtype` or `use_bfloat16`, not both: `use_bfloat16 = true` means `dtype = \"bf16\"`",
                 )
                 .with_span(&b.span()),
             );
-        } else if **b {
-            dtype = Some("bf16".into());
+        } else if b.0 {
+            options.dtype = Some(DType::BF16);
         } else {
-            dtype = Some("f32".into());
+            options.dtype = Some(DType::F32);
         }
     }
-    let donate = raw
-        .donate
-        .as_ref()
-        .map(|l| {
-            l.iter()
-                .filter_map(|p| match p.get_ident() {
-                    Some(i) => Some(i.clone()),
-                    None => {
-                        errors.push(
-                            Error::custom("donate takes parameter names").with_span(&p.span()),
-                        );
-                        None
-                    }
-                })
-                .collect()
+    options.accumulate = take(raw.accumulate, errors).map(|a| a.0);
+    options.auto_pad = take(raw.auto_pad, errors).map(|a| a.0);
+    let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
+    options.donate = donate
+        .iter()
+        .filter_map(|p| match p.get_ident() {
+            Some(i) => Some(i.clone()),
+            None => {
+                errors.push(
+                    Error::custom(format!(
+                        "`{}` is not a parameter name; donate takes the kernel's parameter names: `donate(x, y)`",
+                        path_to_string(p)
+                    ))
+                    .with_span(p),
+                );
+                None
+            }
         })
-        .unwrap_or_default();
-    let sparse = platform == Platform::Sparse;
-    let platform = match (platform, raw.platform.as_ref()) {
-        (Platform::Sparse, Some(p)) => match p.as_str() {
-            "tpu" => Platform::Tpu,
-            "gpu" => Platform::Gpu,
-            "cpu" => Platform::Cpu,
-            other => {
-                errors.push(one_of("platform", other, PLATFORMS, p.span()));
-                Platform::Cpu
-            }
-        },
-        (Platform::Sparse, None) => Platform::Cpu,
-        (p, _) => p,
-    };
-    if sparse && raw.block_size.is_none() {
-        errors.push(Error::custom(
-            "sparse_kernel needs a block size: `#[sparse_kernel(block_size = 128)]`",
-        ));
-    }
-    errors.finish_with(Options {
-        platform,
-        precision,
-        block_size,
-        dtype,
-        accumulate: raw.accumulate,
-        auto_pad: raw.auto_pad,
-        donate,
-        name: raw.name,
-    })
+        .collect();
+    options
 }
 
-/// What each option's value looks like, for messages.
-fn expected_form(key: &str) -> &'static str {
-    match key {
-        "precision" => "a string: `precision = \"high\"` (\"default\", \"high\" or \"highest\")",
-        "block_size" => "an integer literal: `block_size = 128`",
-        "dtype" => "a string: `dtype = \"bf16\"`",
-        "use_bfloat16" => "a bool: `use_bfloat16 = true`",
-        "accumulate" => "a bool: `accumulate = true`",
-        "auto_pad" => "a bool: `auto_pad = false`",
-        "donate" => "a list of parameter names: `donate(x, y)`",
-        "platform" => "a string: `platform = \"tpu\"` (\"tpu\", \"gpu\" or \"cpu\")",
-        _ => "a string: `name = \"my_kernel\"`",
-    }
+/// The block size if it is at least 1 and a multiple of 8.
+fn block_size(b: &SpannedValue<BlockSize>, errors: &mut Accumulator) -> Option<u64> {
+    let problem = match b.0 {
+        0 => "block_size must be at least 1".to_string(),
+        n if n % 8 != 0 => format!(
+            "block_size = {n} is not a multiple of 8: tiles are made of 8-row sublanes, and on TPU a block's last \
+             two dimensions must be divisible by 8 and 128 respectively (or equal the array's full extent)"
+        ),
+        n => return Some(n),
+    };
+    errors.push(Error::custom(problem).with_span(&b.span()));
+    None
 }
 
-/// Checks an option's shape (`key = literal` of the right kind, or
-/// `donate(..)`) before darling parses it, for a message that shows the form.
-fn check_form(key: &str, item: &NestedMeta) -> darling::Result<()> {
-    let bad = |span: Span| {
-        Err(Error::custom(format!("option `{key}` takes {}", expected_form(key))).with_span(&span))
-    };
-    let NestedMeta::Meta(meta) = item else {
-        return Ok(());
-    };
-    match (key, meta) {
-        ("donate", syn::Meta::List(_)) => Ok(()),
-        ("donate", m) => bad(m.span()),
-        (_, syn::Meta::NameValue(nv)) => {
-            let ok = match &nv.value {
-                syn::Expr::Lit(l) => matches!(
-                    (key, &l.lit),
-                    ("block_size", syn::Lit::Int(_))
-                        | (
-                            "precision" | "dtype" | "name" | "platform",
-                            syn::Lit::Str(_)
-                        )
-                        | (
-                            "use_bfloat16" | "accumulate" | "auto_pad",
-                            syn::Lit::Bool(_)
-                        )
-                ),
-                _ => false,
-            };
-            if ok {
-                Ok(())
-            } else {
-                bad(nv.value.span())
-            }
-        }
-        (_, m) => bad(m.span()),
-    }
-}
-
-/// Checks that every donated name is a parameter of the kernel.
-pub fn check_donate(opts: &Options, sig: &KernelSig) -> darling::Result<()> {
-    let mut errors = Error::accumulator();
+/// Checks that every donated name is a parameter of the kernel; names that
+/// are not are reported and dropped.
+pub fn check_donate(opts: &mut Options, sig: &KernelSig, errors: &mut Accumulator) {
     let names: Vec<String> = sig.params.iter().map(|p| p.ident.to_string()).collect();
     let allowed: Vec<&str> = names.iter().map(String::as_str).collect();
-    for d in &opts.donate {
+    opts.donate.retain(|d| {
         let s = d.to_string();
-        if !names.contains(&s) {
-            let hint = did_you_mean(&s, &allowed)
-                .map(|h| format!("did you mean `{h}`? "))
-                .unwrap_or_default();
-            errors.push(
-                Error::custom(format!(
-                    "`{s}` is not a parameter of this kernel; {hint}parameters: {}",
-                    names.join(", ")
-                ))
-                .with_span(d),
-            );
+        if names.contains(&s) {
+            return true;
         }
+        let hint = did_you_mean(&s, &allowed)
+            .map(|h| format!("did you mean `{h}`? "))
+            .unwrap_or_default();
+        errors.push(
+            Error::custom(format!(
+                "`{s}` is not a parameter of this kernel; {hint}parameters: {}",
+                names.join(", ")
+            ))
+            .with_span(d),
+        );
+        false
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn parse_ok(attribute: Attribute, attr: TokenStream) -> Options {
+        let mut errors = Error::accumulator();
+        let options = parse(attribute, attr, &mut errors);
+        errors.finish().expect("valid options");
+        options
     }
-    errors.finish()
+
+    fn messages(attribute: Attribute, attr: TokenStream) -> (Options, Vec<String>) {
+        let mut errors = Error::accumulator();
+        let options = parse(attribute, attr, &mut errors);
+        let messages = errors
+            .into_inner()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        (options, messages)
+    }
+
+    #[test]
+    fn names_come_from_the_structs() {
+        assert_eq!(
+            KernelRaw::names(),
+            [
+                "block_size",
+                "dtype",
+                "use_bfloat16",
+                "accumulate",
+                "auto_pad",
+                "donate",
+                "precision",
+                "name"
+            ]
+        );
+        assert_eq!(SparseRaw::names()[0], "platform");
+        assert_eq!(SparseRaw::names().len(), 9);
+    }
+
+    #[test]
+    fn reads_every_option() {
+        let o = parse_ok(
+            Attribute::Tpu,
+            quote!(
+                precision = "high",
+                block_size = 256,
+                use_bfloat16 = true,
+                accumulate = true,
+                auto_pad = false,
+                donate(x, y),
+                name = "k"
+            ),
+        );
+        assert_eq!(o.platform, Platform::Tpu);
+        assert_eq!(o.precision, Some(Precision::High));
+        assert_eq!(o.block_size, Some(256));
+        assert_eq!(o.dtype, Some(DType::BF16));
+        assert_eq!((o.accumulate, o.auto_pad), (Some(true), Some(false)));
+        assert_eq!(o.donate.len(), 2);
+        assert_eq!(o.name.as_deref(), Some("k"));
+        let o = parse_ok(Attribute::Sparse, quote!(block_size = 64, platform = "gpu"));
+        assert_eq!(o.platform, Platform::Gpu);
+        assert_eq!(
+            parse_ok(Attribute::Gpu, quote!(dtype = "F8E5M2")).dtype,
+            Some(DType::F8E5M2)
+        );
+    }
+
+    #[test]
+    fn a_failed_option_keeps_the_others() {
+        let (o, errs) = messages(
+            Attribute::Cpu,
+            quote!(
+                precision = "highest",
+                block_size = 12,
+                dtype = 3,
+                name = "kept"
+            ),
+        );
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(
+            errs[0].starts_with("block_size = 12 is not a multiple of 8"),
+            "{errs:?}"
+        );
+        assert!(
+            errs[1].starts_with("option `dtype` takes a string"),
+            "{errs:?}"
+        );
+        assert_eq!(o.precision, Some(Precision::Highest));
+        assert_eq!((o.block_size, o.dtype), (None, None));
+        assert_eq!(o.name.as_deref(), Some("kept"));
+    }
+
+    #[test]
+    fn unknown_repeated_and_misplaced_options() {
+        let (_, errs) = messages(Attribute::Tpu, quote!(precison = "high", platform = "gpu"));
+        assert!(errs[0].starts_with(
+            "unknown option `precison`; did you mean `precision`? expected one of: block_size,"
+        ));
+        assert!(errs[1].contains("`platform` is an option of `sparse_kernel`"));
+        let (_, errs) = messages(Attribute::Cpu, quote!(name = "a", name = "b", "high"));
+        assert_eq!(errs[0], "option `name` is given twice");
+        assert_eq!(
+            errs[1],
+            "expected `option = value`; options are written by name, e.g. `precision = \"high\"`"
+        );
+        let (_, errs) = messages(Attribute::Sparse, quote!(platform = "cpu", donate(a::b)));
+        assert!(errs[0].starts_with("sparse_kernel needs a block size"));
+        assert!(errs[1].starts_with("`a::b` is not a parameter name"));
+    }
 }
