@@ -32,6 +32,10 @@ pub mod shard;
 pub mod tile;
 pub mod trace;
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use dtype::{
     DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8,
 };

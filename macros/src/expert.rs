@@ -128,6 +128,7 @@ pub fn check(sig: &KernelSig, func: &ItemFn) -> darling::Result<()> {
 
 /// The expert function, the routed layers and the companion.
 pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStream {
+    let dsl = crate::paths::dsl_here();
     let vis = &func.vis;
     let name = &func.sig.ident;
     let routed = format_ident!("{}_moe", name);
@@ -144,7 +145,7 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
         o.renormalize,
     );
     let opts = quote! {
-        ::tessel::moe::MoeOptions { num_experts: #e, top_k: #k, capacity_factor: #cf, renormalize: #rn }
+        #dsl::MoeOptions { num_experts: #e, top_k: #k, capacity_factor: #cf, renormalize: #rn }
     };
     let doc_routed = format!(
         "The routed mixture-of-experts layer around [`{name}`](fn@{name}): {e} experts, top-{k}, capacity factor \
@@ -158,11 +159,11 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
         quote! {
             #[doc = #doc]
             #[allow(clippy::too_many_arguments)]
-            #vis fn #f(#x: #x_ty, router: ::tessel::Tensor, #(#rest_ids: #rest_tys),*)
-                -> (::tessel::Tensor, ::tessel::Tensor, ::tessel::Tensor, ::tessel::Tensor)
+            #vis fn #f(#x: #x_ty, router: #dsl::Tensor, #(#rest_ids: #rest_tys),*)
+                -> (#dsl::Tensor, #dsl::Tensor, #dsl::Tensor, #dsl::Tensor)
             {
                 let __o = #opts;
-                let __r = ::tessel::moe::#which(#x, router, &__o, |__xe| #name(__xe, #(#rest_ids),*));
+                let __r = #dsl::#which(#x, router, &__o, |__xe| #name(__xe, #(#rest_ids),*));
                 (__r.output, __r.aux_loss, __r.z_loss, __r.dropped)
             }
         }
@@ -175,7 +176,7 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
     }];
     params.push(Param {
         ident: syn::Ident::new("router", Span::call_site()),
-        ty: syn::parse_quote!(::tessel::Tensor),
+        ty: syn::parse_quote!(#dsl::Tensor),
     });
     params.extend(rest.iter().map(|p| Param {
         ident: p.ident.clone(),
@@ -184,10 +185,10 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
     let layer_sig = KernelSig {
         params,
         ret: syn::parse_quote!((
-            ::tessel::Tensor,
-            ::tessel::Tensor,
-            ::tessel::Tensor,
-            ::tessel::Tensor
+            #dsl::Tensor,
+            #dsl::Tensor,
+            #dsl::Tensor,
+            #dsl::Tensor
         )),
     };
     let companion = crate::generate::companion(vis, name, &routed, &o.common, &layer_sig);

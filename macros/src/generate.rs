@@ -7,9 +7,11 @@ use syn::ItemFn;
 
 use crate::analyze::KernelSig;
 use crate::options::Options;
+use crate::paths::dsl_here;
 
 /// The `KernelConfig` the options describe, over the platform's defaults.
 fn config_expr(o: &Options) -> TokenStream {
+    let dsl = dsl_here();
     let platform = o.platform;
     let mut fields = Vec::new();
     if let Some(p) = o.precision {
@@ -36,9 +38,9 @@ fn config_expr(o: &Options) -> TokenStream {
         fields.push(quote!(name: ::core::option::Option::Some(#n)));
     }
     quote! {
-        ::tessel::kernel::KernelConfig {
+        #dsl::KernelConfig {
             #(#fields,)*
-            ..::tessel::kernel::KernelConfig::for_platform(#platform)
+            ..#dsl::KernelConfig::for_platform(#platform)
         }
     }
 }
@@ -65,24 +67,25 @@ pub fn companion(
     opts: &Options,
     sig: &KernelSig,
 ) -> TokenStream {
+    let dsl = dsl_here();
     let name_str = name.to_string();
     let config = config_expr(opts);
     let ps: Vec<_> = sig.params.iter().map(|p| &p.ident).collect();
     let ps_str: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
     let tys: Vec<_> = sig.params.iter().map(|p| &p.ty).collect();
     let ret = &sig.ret;
-    let kp = quote!(::tessel::kernel::KernelParam);
-    let ko = quote!(::tessel::kernel::KernelOutput);
-    let cfg_ty = quote!(::tessel::kernel::KernelConfig);
-    let dev_ty = quote!(::tessel::runtime::Device);
+    let kp = quote!(#dsl::KernelParam);
+    let ko = quote!(#dsl::KernelOutput);
+    let cfg_ty = quote!(#dsl::KernelConfig);
+    let dev_ty = quote!(#dsl::Device);
     let doc = format!(
         "Companion of the kernel [`{name_str}`](fn@{name_str}): `run` (host tensors in and out), \
          `call` (device buffers), `lower` (StableHLO text), `compile`, `profile` and `CONFIG`; the `*_with` \
-         forms take a [`KernelConfig`](::tessel::kernel::KernelConfig) that overrides the attribute's."
+         forms take a [`KernelConfig`](#dsl::KernelConfig) that overrides the attribute's."
     );
     let body = |bind: TokenStream| {
         quote! {
-            move |__t: &[::tessel::Tensor]| {
+            move |__t: &[#dsl::Tensor]| {
                 let mut __it = __t.iter().copied();
                 #( let #ps = <#tys as #kp>::#bind(&#ps, &mut __it); )*
                 #callee(#(#ps),*)
@@ -103,12 +106,12 @@ pub fn companion(
             /// The configuration given by the kernel's attribute.
             pub const CONFIG: #cfg_ty = #config;
 
-            fn __kernel<F, O>(config: &#cfg_ty, c: &::tessel::kernel::ArgCollector<'_>, f: F) -> ::tessel::kernel::Kernel<F>
+            fn __kernel<F, O>(config: &#cfg_ty, c: &#dsl::ArgCollector<'_>, f: F) -> #dsl::Kernel<F>
             where
-                F: Fn(&[::tessel::Tensor]) -> O,
-                O: ::tessel::trace::Outputs,
+                F: Fn(&[#dsl::Tensor]) -> O,
+                O: #dsl::Outputs,
             {
-                ::tessel::kernel::Kernel::new(#name_str, f)
+                #dsl::Kernel::new(#name_str, f)
                     .params(c.names.iter().copied())
                     .config(*config)
                     .statics(c.statics.clone())
@@ -118,9 +121,9 @@ pub fn companion(
             /// Runs the kernel on host tensors under `config` (traced and compiled
             /// once per argument specs, static arguments and config, then cached).
             pub fn run_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<<#ret as #ko>::Host>
+                -> #dsl::Result<<#ret as #ko>::Host>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 let __outs = Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs)
@@ -128,49 +131,49 @@ pub fn companion(
 
             /// Runs the kernel on device buffers under `config`, leaving the results on the device.
             pub fn call_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
-                -> ::tessel::Result<<#ret as #ko>::Buffer>
+                -> #dsl::Result<<#ret as #ko>::Buffer>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
                 let __outs = Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)?;
                 <#ret as #ko>::from_buffers(__outs)
             }
 
             /// The kernel's StableHLO text for arguments of these specs, under `config`.
-            pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+            pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
                 Self::__kernel(config, &__c, #body_spec).lower(&__c.specs)
             }
 
             /// Compiles (or fetches from the device's cache) the kernel for these specs, under `config`.
             pub fn compile_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
-                -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
+                -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
                 Self::__kernel(config, &__c, #body_spec).compile(device, &__c.specs)
             }
 
             /// Profiles the kernel on host tensors under `config`: trace, compile
             /// and run times, FLOPs, bytes, throughput and compiled memory.
-            pub fn profile_with(config: &#cfg_ty, device: &#dev_ty, options: ::tessel::profile::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<::tessel::profile::Profile>
+            pub fn profile_with(config: &#cfg_ty, device: &#dev_ty, options: #dsl::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<#dsl::Profile>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)
             }
 
             /// Profiles the kernel on host tensors with [`Self::CONFIG`].
-            pub fn profile(device: &#dev_ty, options: ::tessel::profile::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<::tessel::profile::Profile>
+            pub fn profile(device: &#dev_ty, options: #dsl::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<#dsl::Profile>
             {
                 Self::profile_with(&Self::CONFIG, device, options, #(#ps),*)
             }
 
             /// Runs the kernel on host tensors with [`Self::CONFIG`].
-            pub fn run(device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*) -> ::tessel::Result<<#ret as #ko>::Host> {
+            pub fn run(device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*) -> #dsl::Result<<#ret as #ko>::Host> {
                 Self::run_with(&Self::CONFIG, device, #(#ps),*)
             }
 
@@ -178,10 +181,10 @@ pub fn companion(
             /// `mesh`, its tensor arguments and results laid out as `shardings`
             /// says (see [`tessel::shard`](::tessel::shard)); the results come back whole.
             #[track_caller]
-            pub fn run_sharded(mesh: &::tessel::shard::Mesh, shardings: &::tessel::shard::Shardings, #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<<#ret as #ko>::Host>
+            pub fn run_sharded(mesh: &#dsl::Mesh, shardings: &#dsl::Shardings, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<<#ret as #ko>::Host>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_sharded(mesh, shardings, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs)
@@ -192,28 +195,28 @@ pub fn companion(
             /// input shardings), leaving the results on the devices laid out as
             /// `outputs` says (none given: replicated).
             #[track_caller]
-            pub fn call_sharded(mesh: &::tessel::shard::Mesh, outputs: &[::tessel::shard::PartitionSpec], #(#ps: <#tys as #kp>::Sharded<'_>),*)
-                -> ::tessel::Result<<#ret as #ko>::Sharded>
+            pub fn call_sharded(mesh: &#dsl::Mesh, outputs: &[#dsl::PartitionSpec], #(#ps: <#tys as #kp>::Sharded<'_>),*)
+                -> #dsl::Result<<#ret as #ko>::Sharded>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
                 let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_sharded).call_sharded(mesh, outputs, &__c.sharded)?;
                 <#ret as #ko>::from_sharded(__outs)
             }
 
             /// Runs the kernel on device buffers with [`Self::CONFIG`].
-            pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> ::tessel::Result<<#ret as #ko>::Buffer> {
+            pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> #dsl::Result<<#ret as #ko>::Buffer> {
                 Self::call_with(&Self::CONFIG, device, #(#ps),*)
             }
 
             /// The kernel's StableHLO text with [`Self::CONFIG`].
-            pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> ::tessel::Result<::std::string::String> {
+            pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
                 Self::lower_with(&Self::CONFIG, #(#ps),*)
             }
 
             /// Compiles the kernel with [`Self::CONFIG`].
             pub fn compile(device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
-                -> ::tessel::Result<::std::sync::Arc<::tessel::runtime::Executable>>
+                -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
             {
                 Self::compile_with(&Self::CONFIG, device, #(#ps),*)
             }
@@ -224,18 +227,18 @@ pub fn companion(
             /// the order of `wrt`. A name that is not a tensor parameter is a
             /// kernel error. Compiled once per `wrt`, specs, statics and config.
             pub fn value_and_grad_with(config: &#cfg_ty, device: &#dev_ty, wrt: &[&str], #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<(::tessel::HostTensor, ::std::vec::Vec<::tessel::HostTensor>)>
+                -> #dsl::Result<(#dsl::HostTensor, ::std::vec::Vec<#dsl::HostTensor>)>
             {
-                let mut __c = ::tessel::kernel::ArgCollector::default();
+                let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 let __wrt: ::std::vec::Vec<::std::string::String> = wrt.iter().map(|w| w.to_string()).collect();
                 let __key = ::std::format!("{}::{}::value_and_grad[{}]", ::core::module_path!(), #name_str, wrt.join(","));
                 let __w = __wrt.clone();
-                let __body = move |__t: &[::tessel::Tensor]| {
+                let __body = move |__t: &[#dsl::Tensor]| {
                     let mut __it = __t.iter().copied();
                     #( let #ps = <#tys as #kp>::bind_host(&#ps, &mut __it); )*
                     let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
-                    let mut __primals: ::std::vec::Vec<::tessel::Tensor> = ::std::vec::Vec::new();
+                    let mut __primals: ::std::vec::Vec<#dsl::Tensor> = ::std::vec::Vec::new();
                     #(
                         if __w.iter().any(|w| w == #ps_str) {
                             if let ::core::option::Option::Some(t) = <#tys as #kp>::primal(&#ps) {
@@ -247,16 +250,16 @@ pub fn companion(
                     for w in &__w {
                         if !__names.contains(&w.as_str()) {
                             let __m = ::std::format!("`{}` is not a tensor parameter of `{}` (parameters: {})", w, #name_str, [#(#ps_str),*].join(", "));
-                            return ::std::vec![::tessel::tensor::trace_error("value_and_grad", &__primals, __m)];
+                            return ::std::vec![#dsl::trace_error("value_and_grad", &__primals, __m)];
                         }
                     }
                     let __flags: ::std::vec::Vec<bool> = [#(#ps_str),*].iter().map(|p| __names.contains(p)).collect();
-                    let (__v, __g) = ::tessel::autodiff::value_and_grad(
-                        move |__x: ::std::vec::Vec<::tessel::Tensor>| {
+                    let (__v, __g) = #dsl::value_and_grad(
+                        move |__x: ::std::vec::Vec<#dsl::Tensor>| {
                             let mut __xi = __x.into_iter();
                             let mut __f = __flags.iter().copied();
                             #( let #ps = <#tys as #kp>::substitute(#ps, __f.next().unwrap_or(false), &mut __xi); )*
-                            ::tessel::kernel::single_output(#name_str, #callee(#(#ps),*))
+                            #dsl::single_output(#name_str, #callee(#(#ps),*))
                         },
                         __primals,
                     );
@@ -268,20 +271,20 @@ pub fn companion(
                     }
                     __out
                 };
-                let mut __outs = ::tessel::kernel::Kernel::new(::std::format!("{}_value_and_grad", #name_str), __body)
+                let mut __outs = #dsl::Kernel::new(::std::format!("{}_value_and_grad", #name_str), __body)
                     .params(__c.names.iter().copied())
                     .config(*config)
                     .statics(__c.statics.clone())
                     .cache_key(__key)
                     .run(device, &__c.hosts)?
                     .into_iter();
-                let __v = __outs.next().ok_or_else(|| ::tessel::Error::from(::tessel::DeviceError::NoResult { call: "value_and_grad", what: "loss" }))?;
+                let __v = __outs.next().ok_or_else(|| #dsl::Error::from(#dsl::DeviceError::NoResult { call: "value_and_grad", what: "loss" }))?;
                 ::core::result::Result::Ok((__v, __outs.collect()))
             }
 
             /// [`Self::value_and_grad_with`] with [`Self::CONFIG`].
             pub fn value_and_grad(device: &#dev_ty, wrt: &[&str], #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> ::tessel::Result<(::tessel::HostTensor, ::std::vec::Vec<::tessel::HostTensor>)>
+                -> #dsl::Result<(#dsl::HostTensor, ::std::vec::Vec<#dsl::HostTensor>)>
             {
                 Self::value_and_grad_with(&Self::CONFIG, device, wrt, #(#ps),*)
             }

@@ -17,6 +17,7 @@ mod analyze;
 mod expert;
 mod generate;
 mod options;
+mod paths;
 mod rewrite;
 mod scope;
 mod suggest;

@@ -18,6 +18,7 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Expr, Ident};
 
+use crate::paths;
 use crate::scope::{assigned_outer, assigned_outer_expr, early_exit, early_exit_expr};
 
 /// Rewrites a kernel body in place, collecting errors.
@@ -75,11 +76,12 @@ fn for_loop(
     let state = tuple(vars);
     let enter = assign_state(span, vars, quote_spanned!(span=> __tessel_s));
     let finish = step(span, vars, "__tessel_lp", "end_body");
+    let dsl = paths::dsl(span);
     quote_spanned! {span=>
         {
             #[allow(unused_imports)]
-            use ::tessel::lang::{RustFor as _, TracedFor as _};
-            let mut __tessel_lp = (&::tessel::lang::ForSource::new(#source)).driver();
+            use #dsl::{RustFor as _, TracedFor as _};
+            let mut __tessel_lp = (&#dsl::ForSource::new(#source)).driver();
             loop {
                 let (__tessel_s, __tessel_i) = __tessel_lp.next(#state);
                 #enter
@@ -121,6 +123,7 @@ impl Rewriter {
     }
 
     fn rewrite_compare(&mut self, b: &syn::ExprBinary) -> Option<TokenStream> {
+        let dsl = paths::dsl(b.op.span());
         let f = match b.op {
             BinOp::Lt(_) => "cmp_lt",
             BinOp::Le(_) => "cmp_le",
@@ -141,7 +144,7 @@ impl Rewriter {
                     b.op.span(),
                 );
                 let (l, r) = (&b.left, &b.right);
-                return Some(quote_spanned!(b.op.span()=> ::tessel::lang::#f(#l, || #r)));
+                return Some(quote_spanned!(b.op.span()=> #dsl::#f(#l, || #r)));
             }
             _ => return None,
         };
@@ -150,8 +153,8 @@ impl Rewriter {
         Some(quote_spanned! {b.op.span()=>
             {
                 #[allow(unused_imports)]
-                use ::tessel::lang::ComparePlain as _;
-                ::tessel::lang::Cmp(&(#l)).#f(&(#r))
+                use #dsl::ComparePlain as _;
+                #dsl::Cmp(&(#l)).#f(&(#r))
             }
         })
     }
@@ -174,10 +177,11 @@ impl Rewriter {
         let cond = &e.cond;
         let then = &e.then_branch;
         let span = e.if_token.span;
+        let dsl = paths::dsl(span);
         if exit.is_some() {
             // Leaves early: only a Rust bool can decide it.
             let otherwise = e.else_branch.as_ref().map(|(_, x)| quote!(else #x));
-            return quote_spanned!(span=> if ::tessel::lang::static_condition(#cond) #then #otherwise);
+            return quote_spanned!(span=> if #dsl::static_condition(#cond) #then #otherwise);
         }
         let otherwise = match &e.else_branch {
             Some((_, x)) => quote!(#x),
@@ -199,7 +203,7 @@ impl Rewriter {
             {
                 let __tessel_c = #cond;
                 #[allow(unused_mut)]
-                let mut __tessel_br = ::tessel::lang::Condition::branch(&__tessel_c);
+                let mut __tessel_br = #dsl::Condition::branch(&__tessel_c);
                 let __tessel_saved = __tessel_br.save(#saved);
                 #[allow(unused_braces)]
                 let __tessel_tv = if __tessel_br.enter_then() {
@@ -228,8 +232,9 @@ impl Rewriter {
         self.visit_block_mut(&mut w.body);
         let (cond, body, label) = (&w.cond, &w.body, &w.label);
         let span = w.while_token.span;
+        let dsl = paths::dsl(span);
         if exit.is_some() || label.is_some() {
-            return quote_spanned!(span=> #label while ::tessel::lang::static_condition(#cond) #body);
+            return quote_spanned!(span=> #label while #dsl::static_condition(#cond) #body);
         }
         let enter_cond = step(span, &vars, "__tessel_wl", "enter_cond");
         let enter_body = step(span, &vars, "__tessel_wl", "enter_body");
@@ -238,7 +243,7 @@ impl Rewriter {
             {
                 let __tessel_probe = #cond;
                 #[allow(unused_mut)]
-                let mut __tessel_wl = ::tessel::lang::LoopCondition::driver(&__tessel_probe);
+                let mut __tessel_wl = #dsl::LoopCondition::driver(&__tessel_probe);
                 let mut __tessel_first = ::core::option::Option::Some(__tessel_probe);
                 loop {
                     #enter_cond
@@ -305,11 +310,12 @@ impl Rewriter {
                     // drives a traced loop (then a compile error).
                     self.visit_block_mut(&mut f.body);
                     let (label, pat, body) = (&f.label, &f.pat, &f.body);
+                    let dsl = paths::dsl(src.span());
                     let iter = quote_spanned! {src.span()=>
                         {
                             #[allow(unused_imports)]
-                            use ::tessel::lang::{RustForEarly as _, TracedForEarly as _};
-                            (&::tessel::lang::ForSource::new(#src)).rust_iter()
+                            use #dsl::{RustForEarly as _, TracedForEarly as _};
+                            (&#dsl::ForSource::new(#src)).rust_iter()
                         }
                     };
                     return Some(quote_spanned!(span=> #label for #pat in #iter #body));
@@ -345,7 +351,8 @@ impl Rewriter {
             syn::RangeLimits::HalfOpen(_) => quote!(new),
             syn::RangeLimits::Closed(_) => quote!(new_inclusive),
         };
-        Some(quote_spanned!(range.span()=> ::tessel::lang::RangeLoop::#ctor(#lo, #hi)))
+        let dsl = paths::dsl(range.span());
+        Some(quote_spanned!(range.span()=> #dsl::RangeLoop::#ctor(#lo, #hi)))
     }
 }
 
@@ -370,11 +377,12 @@ impl VisitMut for Rewriter {
                 self.visit_place_mut(&mut ix.expr);
                 self.visit_expr_mut(&mut ix.index);
                 let (base, index, value) = (&ix.expr, &ix.index, &a.right);
+                let dsl = paths::dsl(a.eq_token.span);
                 Some(quote_spanned! {a.eq_token.span=>
                     {
                         #[allow(unused_imports)]
-                        use ::tessel::lang::AssignPlain as _;
-                        ::tessel::lang::Target(&mut #base).assign(#index, #value)
+                        use #dsl::AssignPlain as _;
+                        #dsl::Target(&mut #base).assign(#index, #value)
                     }
                 })
             }
@@ -395,7 +403,8 @@ impl VisitMut for Rewriter {
                 self.visit_expr_mut(&mut ix.index);
                 let (base, index) = (&ix.expr, &ix.index);
                 let span = ix.bracket_token.span.join();
-                Some(quote_spanned!(span=> (*::tessel::lang::Read(&#base).at(#index))))
+                let dsl = paths::dsl(span);
+                Some(quote_spanned!(span=> (*#dsl::Read(&#base).at(#index))))
             }
             Expr::If(i) => Some(self.rewrite_if(i)),
             Expr::While(w) => Some(self.rewrite_while(w)),
@@ -436,9 +445,10 @@ impl Rewriter {
     /// so that `x[i]` on a non-tensor reads through `Index` as a place.
     pub fn rewrite_body(&mut self, body: &mut syn::Block) {
         self.visit_block_mut(body);
+        let dsl = paths::dsl_here();
         let prelude: syn::Stmt = syn::parse_quote! {
             #[allow(unused_imports)]
-            use ::tessel::lang::IndexPlain as _;
+            use #dsl::IndexPlain as _;
         };
         body.stmts.insert(0, prelude);
     }

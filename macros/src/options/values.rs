@@ -135,7 +135,8 @@ macro_rules! keyword_enum {
         impl ToTokens for $name {
             fn to_tokens(&self, tokens: &mut TokenStream) {
                 let variant = self.variant_ident();
-                tokens.extend(quote!($($path)*::#variant));
+                let dsl = crate::paths::dsl_here();
+                tokens.extend(quote!(#dsl::$($path)*::#variant));
             }
         }
     };
@@ -144,7 +145,7 @@ macro_rules! keyword_enum {
 keyword_enum! {
     /// `precision = "high"`: the matmul precision.
     enum Precision for "precision", example "high",
-        ignore_case = false, tokens [::tessel::Precision] {
+        ignore_case = false, tokens [Precision] {
         /// `"default"`: fastest.
         Default = "default",
         /// `"high"`: bf16_3x on TPU.
@@ -157,7 +158,7 @@ keyword_enum! {
 keyword_enum! {
     /// `dtype = "bf16"`: the matmul input type; spelled in any case.
     enum DType for "dtype", example "bf16",
-        ignore_case = true, tokens [::tessel::DType] {
+        ignore_case = true, tokens [DType] {
         /// `"bf16"`: bfloat16.
         BF16 = "bf16",
         /// `"f16"`: IEEE half precision.
@@ -189,7 +190,7 @@ keyword_enum! {
     /// `platform = "tpu"` (`sparse_kernel` only): the platform whose
     /// defaults the kernel takes.
     enum Platform for "platform", example "tpu",
-        ignore_case = false, tokens [::tessel::kernel::Platform] {
+        ignore_case = false, tokens [Platform] {
         /// `"tpu"`: Cloud TPU.
         Tpu = "tpu",
         /// `"gpu"`: NVIDIA GPU.

@@ -1,0 +1,21 @@
+//! What the kernel macros' expansions name, and nothing else: the one
+//! contract between `tessel-macros` and this crate. Not a public API; its
+//! contents change with the macros.
+
+pub use crate::autodiff::value_and_grad;
+pub use crate::config::{KernelConfig, Platform};
+pub use crate::dtype::DType;
+pub use crate::error::{DeviceError, Error, Result};
+pub use crate::host::HostTensor;
+pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
+pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
+pub use crate::lang::{
+    and, or, static_condition, AssignPlain, Cmp, ComparePlain, Condition, ForSource, IndexPlain,
+    LoopCondition, RangeLoop, Read, RustFor, RustForEarly, Target, TracedFor, TracedForEarly,
+};
+pub use crate::ops::Precision;
+pub use crate::profile::{Profile, ProfileOptions};
+pub use crate::runtime::{Device, Executable};
+pub use crate::shard::{Mesh, PartitionSpec, Shardings};
+pub use crate::trace::tensor::{trace_error, Tensor};
+pub use crate::trace::Outputs;
