@@ -28,8 +28,9 @@ use tessel::prelude::*;
 use tessel::report;
 use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
+use super::backward::differentiable;
 use super::core::{check, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State};
-use super::flash::run_static;
+use super::flash::Layout;
 use super::options::{Cover, FlashOptions};
 
 /// The mask of a block-sparse attention call: one [`Mask`] shared by every
@@ -241,10 +242,36 @@ pub fn block_sparse_attention_with(
             return poisoned(q);
         }
     };
-    let ctx = Ctx::new(q, k, v, extras, options, d);
-    let (bq, bk) = (options.block_q, options.block_kv);
-    let cover = |i: usize, j: usize| cover_of(layout.kind(i, j).unwrap_or(BlockKind::Empty));
-    let masker = |i: usize, j: Idx, r: usize, c: usize| {
+    let layout = SparseLayout {
+        heads,
+        layout,
+        bq: options.block_q,
+        bk: options.block_kv,
+        hkv: d.hkv,
+        g: d.g,
+    };
+    differentiable(q, k, v, extras, options, d, layout)
+}
+
+/// A static block-sparse mask as a [`Layout`]: its block kinds, and each
+/// partial block's element mask (per head, `[1, Hkv, G, r, c]`, when the
+/// mask has one per head).
+struct SparseLayout {
+    heads: Vec<Mask>,
+    layout: BlockLayout,
+    bq: usize,
+    bk: usize,
+    hkv: usize,
+    g: usize,
+}
+
+impl Layout for SparseLayout {
+    fn cover(&self, i: usize, j: usize) -> Cover {
+        cover_of(self.layout.kind(i, j).unwrap_or(BlockKind::Empty))
+    }
+
+    fn mask(&self, _ctx: &Ctx<'_>, i: usize, j: Idx, r: usize, c: usize) -> Option<Tensor> {
+        let (bq, bk) = (self.bq, self.bk);
         let at = |m: &Mask| {
             let jb = match j {
                 Idx::Static(j) => BlockIndex::Static(j),
@@ -260,15 +287,20 @@ pub fn block_sparse_attention_with(
             e.reshape(&[1, r as isize, c as isize])
         };
         // [heads, r, c] -> [1, hk, g, r, c]
-        let stacked = if heads.len() == 1 {
-            at(&heads[0]).reshape(&[1, 1, 1, r as isize, c as isize])
+        let stacked = if self.heads.len() == 1 {
+            at(&self.heads[0]).reshape(&[1, 1, 1, r as isize, c as isize])
         } else {
-            let all: Vec<Tensor> = heads.iter().map(at).collect();
-            concat(&all, 0).reshape(&[1, d.hkv as isize, d.g as isize, r as isize, c as isize])
+            let all: Vec<Tensor> = self.heads.iter().map(at).collect();
+            concat(&all, 0).reshape(&[
+                1,
+                self.hkv as isize,
+                self.g as isize,
+                r as isize,
+                c as isize,
+            ])
         };
         Some(stacked)
-    };
-    run_static(&ctx, &cover, &masker)
+    }
 }
 
 /// A block-sparse layout as inputs of

@@ -588,6 +588,13 @@ impl<'a> Ctx<'a> {
     /// against keys `k0 .. k0 + c`, with the optional inputs' masks applied
     /// (hidden logits are `-inf`) and `elem` on top.
     pub(crate) fn logits(&self, row: &Row, k0: Pos, c: usize, elem: Elem<'_>) -> Tensor {
+        let s = self.scores(row, k0, c);
+        self.bias_and_mask(s, row, k0, c, elem)
+    }
+
+    /// The scaled and soft-capped logits `[B, Hkv, G·r, c]` of `row`
+    /// against keys `k0 .. k0 + c` (no bias, no mask).
+    pub(crate) fn scores(&self, row: &Row, k0: Pos, c: usize) -> Tensor {
         let d = &self.d;
         let kb = tile(self.k, &[(2, k0, c)], 0.0);
         let qk = DotDims {
@@ -600,6 +607,20 @@ impl<'a> Ctx<'a> {
         if let Some(cap) = self.o.soft_cap {
             s = (s * (1.0 / cap)).tanh() * cap;
         }
+        s
+    }
+
+    /// `s` plus the bias, with the optional inputs' masks and `elem`
+    /// applied (hidden logits are `-inf`).
+    pub(crate) fn bias_and_mask(
+        &self,
+        mut s: Tensor,
+        row: &Row,
+        k0: Pos,
+        c: usize,
+        elem: Elem<'_>,
+    ) -> Tensor {
+        let d = &self.d;
         let rect = [(3, row.q0, row.r), (4, k0, c)];
         if let Some(b) = self.bias5 {
             s = s + self.flat(tile(b, &rect, 0.0)).cast(d.stat);
@@ -676,12 +697,19 @@ impl<'a> Ctx<'a> {
     /// Row outputs (along the query axis, in order) as the results
     /// `[B, Hq, Sq, Dv]` in the inputs' dtype and `[B, Hq, Sq]` in f32.
     pub(crate) fn assemble(&self, outs: Vec<Tensor>, lses: Vec<Tensor>) -> (Tensor, Tensor) {
+        let (o, lse) = self.assemble_exact(outs, lses);
+        (o, lse.cast(F32))
+    }
+
+    /// [`Ctx::assemble`] with the logsumexp left in the statistics' dtype
+    /// (what the backward pass recomputes probabilities from).
+    pub(crate) fn assemble_exact(&self, outs: Vec<Tensor>, lses: Vec<Tensor>) -> (Tensor, Tensor) {
         let d = &self.d;
         let (b, hq, sq) = (d.b as isize, d.hq as isize, d.sq as isize);
         if outs.is_empty() {
             return (
                 Tensor::zeros([d.b, d.hq, 0, d.dv], d.io),
-                Tensor::zeros([d.b, d.hq, 0], F32),
+                Tensor::zeros([d.b, d.hq, 0], d.stat),
             );
         }
         let one = |v: Vec<Tensor>| {
@@ -692,7 +720,7 @@ impl<'a> Ctx<'a> {
             }
         };
         let out = one(outs).reshape(&[b, hq, sq, d.dv as isize]).cast(d.io);
-        let lse = one(lses).reshape(&[b, hq, sq]).cast(F32);
+        let lse = one(lses).reshape(&[b, hq, sq]);
         (out, lse)
     }
 

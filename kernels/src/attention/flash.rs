@@ -23,28 +23,98 @@
 //! (`core::after`; at S = 8192 this keeps the temporaries near 20 MiB).
 
 use tessel::prelude::*;
+use tessel::Carry;
 
+use super::backward::differentiable;
 use super::core::{after, check, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
 use super::options::{Band, Cover, FlashOptions};
 
-/// The kind of key block `j` for query block `i`.
-pub(crate) type CoverFn<'a> = dyn Fn(usize, usize) -> Cover + 'a;
-/// The element mask of block `(i, j)` with `r` rows and `c` keys
-/// (broadcasting to `[B, Hkv, G, r, c]`), for a `Partial` block.
-pub(crate) type MaskFn<'a> = dyn Fn(usize, Idx, usize, usize) -> Option<Tensor> + 'a;
+/// Which blocks of the score matrix a static-layout kernel computes, and
+/// the element mask of the partly visible ones. Owned data (`'static`), so
+/// the backward pass can keep it.
+pub(crate) trait Layout: 'static {
+    /// The kind of key block `j` for query block `i`.
+    fn cover(&self, i: usize, j: usize) -> Cover;
+    /// The element mask of block `(i, j)` with `r` rows and `c` keys
+    /// (broadcasting to `[B, Hkv, G, r, c]`), for a `Partial` block.
+    fn mask(&self, ctx: &Ctx<'_>, i: usize, j: Idx, r: usize, c: usize) -> Option<Tensor>;
+}
 
-/// The static-layout engine: every query block unrolled, the key blocks of
-/// each visited as runs (see the module documentation).
-pub(crate) fn run_static(
+/// One step over a block of keys: the state after keys `k0 .. k0 + c`,
+/// with the block's element mask.
+pub(crate) type StepFn<'a, S> = dyn Fn(S, Pos, usize, Option<Tensor>) -> S + 'a;
+
+/// Walks the key blocks query block `i` sees, as runs (see the module
+/// documentation), threading `st` through `step`. `dep` names the tensor of
+/// the state a single block's keys are read after.
+pub(crate) fn walk_row<S: Carry>(
     ctx: &Ctx<'_>,
-    cover: &CoverFn<'_>,
-    masker: &MaskFn<'_>,
-) -> (Tensor, Tensor) {
+    layout: &dyn Layout,
+    i: usize,
+    mut st: S,
+    dep: &dyn Fn(&S) -> Tensor,
+    step: &StepFn<'_, S>,
+) -> S {
     let d = ctx.d;
-    let (bq, bk) = (ctx.o.block_q, ctx.o.block_kv);
-    let nq = d.sq.div_ceil(bq);
+    let bk = ctx.o.block_kv;
+    let bq = ctx.o.block_q;
+    let r = bq.min(d.sq - i * bq);
     let nk = d.skv.div_ceil(bk);
     let width = |j: usize| bk.min(d.skv - j * bk);
+    let mut j = 0;
+    while j < nk {
+        let kind = layout.cover(i, j);
+        if kind == Cover::Empty {
+            j += 1;
+            continue;
+        }
+        let c = width(j);
+        let mut end = j + 1;
+        if c == bk {
+            while end < nk && width(end) == bk && layout.cover(i, end) == kind {
+                end += 1;
+            }
+        }
+        let partial = kind == Cover::Partial;
+        if end - j == 1 {
+            let mask = if partial {
+                layout.mask(ctx, i, Idx::Static(j), r, c)
+            } else {
+                None
+            };
+            // Steps of a row one after the other too.
+            let k0 = if j > 0 {
+                after(j * bk, dep(&st))
+            } else {
+                Pos::Static(0)
+            };
+            st = step(st, k0, c, mask);
+        } else {
+            st = fori_loop(j as i32, end as i32, st, |jt, st| {
+                let k0 = Pos::Traced {
+                    start: jt * bk as i32,
+                    in_range: true,
+                };
+                let mask = if partial {
+                    layout.mask(ctx, i, Idx::Traced(jt), r, bk)
+                } else {
+                    None
+                };
+                step(st, k0, bk, mask)
+            });
+        }
+        j = end;
+    }
+    st
+}
+
+/// The static-layout engine: every query block unrolled, the key blocks of
+/// each visited as runs (see the module documentation). The logsumexp is
+/// in the statistics' dtype.
+pub(crate) fn run_static(ctx: &Ctx<'_>, layout: &dyn Layout) -> (Tensor, Tensor) {
+    let d = ctx.d;
+    let bq = ctx.o.block_q;
+    let nq = d.sq.div_ceil(bq);
     let (mut outs, mut lses): (Vec<Tensor>, Vec<Tensor>) = (Vec::new(), Vec::new());
     for i in 0..nq {
         let q0 = i * bq;
@@ -54,62 +124,59 @@ pub(crate) fn run_static(
             Some(&prev) => ctx.row_after(q0, r, prev),
             None => ctx.row(Pos::Static(q0), r),
         };
-        let mut st: State = ctx.init(r);
-        let mut j = 0;
-        while j < nk {
-            let kind = cover(i, j);
-            if kind == Cover::Empty {
-                j += 1;
-                continue;
-            }
-            let c = width(j);
-            let mut end = j + 1;
-            if c == bk {
-                while end < nk && width(end) == bk && cover(i, end) == kind {
-                    end += 1;
-                }
-            }
-            let partial = kind == Cover::Partial;
-            if end - j == 1 {
-                let mask = if partial {
-                    masker(i, Idx::Static(j), r, c)
-                } else {
-                    None
-                };
-                // Steps of a row one after the other too.
-                let k0 = if j > 0 {
-                    after(j * bk, st.0)
-                } else {
-                    Pos::Static(0)
-                };
-                st = ctx.step(&row, st, k0, c, elem(mask));
-            } else {
-                st = fori_loop(j as i32, end as i32, st, |jt, st| {
-                    let k0 = Pos::Traced {
-                        start: jt * bk as i32,
-                        in_range: true,
-                    };
-                    let mask = if partial {
-                        masker(i, Idx::Traced(jt), r, bk)
-                    } else {
-                        None
-                    };
-                    ctx.step(&row, st, k0, bk, elem(mask))
-                });
-            }
-            j = end;
-        }
+        let st: State = ctx.init(r);
+        let st = walk_row(
+            ctx,
+            layout,
+            i,
+            st,
+            &|st: &State| st.0,
+            &|st, k0, c, mask| ctx.step(&row, st, k0, c, elem(mask)),
+        );
         let (o, l) = ctx.finish(st);
         outs.push(o);
         lses.push(l);
     }
-    ctx.assemble(outs, lses)
+    ctx.assemble_exact(outs, lses)
 }
 
-fn elem<'a>(mask: Option<Tensor>) -> Elem<'a> {
+pub(crate) fn elem<'a>(mask: Option<Tensor>) -> Elem<'a> {
     match mask {
         Some(m) => Elem::Always(m),
         None => Elem::None,
+    }
+}
+
+/// The band of the flash kernels as a [`Layout`].
+#[derive(Clone, Copy)]
+struct BandLayout {
+    band: Band,
+    bq: usize,
+    bk: usize,
+    sq: usize,
+    skv: usize,
+}
+
+impl Layout for BandLayout {
+    fn cover(&self, i: usize, j: usize) -> Cover {
+        let (q0, k0) = (i * self.bq, j * self.bk);
+        self.band.cover(
+            q0,
+            (q0 + self.bq).min(self.sq),
+            k0,
+            (k0 + self.bk).min(self.skv),
+        )
+    }
+
+    fn mask(&self, ctx: &Ctx<'_>, i: usize, j: Idx, r: usize, c: usize) -> Option<Tensor> {
+        let k0 = match j {
+            Idx::Static(j) => Pos::Static(j * self.bk),
+            Idx::Traced(t) => Pos::Traced {
+                start: t * self.bk as i32,
+                in_range: true,
+            },
+        };
+        ctx.band_mask(&self.band, Pos::Static(i * self.bq), r, k0, c)
     }
 }
 
@@ -147,22 +214,12 @@ pub fn flash_attention_with(
     let Some(d) = check("flash_attention", q, k, v, extras, options) else {
         return poisoned(q);
     };
-    let ctx = Ctx::new(q, k, v, extras, options, d);
-    let band = Band::of(options);
-    let (bq, bk) = (options.block_q, options.block_kv);
-    let cover = |i: usize, j: usize| {
-        let (q0, k0) = (i * bq, j * bk);
-        band.cover(q0, (q0 + bq).min(d.sq), k0, (k0 + bk).min(d.skv))
+    let layout = BandLayout {
+        band: Band::of(options),
+        bq: options.block_q,
+        bk: options.block_kv,
+        sq: d.sq,
+        skv: d.skv,
     };
-    let masker = |i: usize, j: Idx, r: usize, c: usize| {
-        let k0 = match j {
-            Idx::Static(j) => Pos::Static(j * bk),
-            Idx::Traced(t) => Pos::Traced {
-                start: t * bk as i32,
-                in_range: true,
-            },
-        };
-        ctx.band_mask(&band, Pos::Static(i * bq), r, k0, c)
-    };
-    run_static(&ctx, &cover, &masker)
+    differentiable(q, k, v, extras, options, d, layout)
 }

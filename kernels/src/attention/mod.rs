@@ -16,6 +16,7 @@
 //! `*_with` functions) and [`AttentionInputs`] from the host, which also
 //! returns the logsumexp.
 
+mod backward;
 mod block_sparse;
 mod core;
 mod flash;
