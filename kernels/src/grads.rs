@@ -13,6 +13,9 @@
 //! | [`swiglu_vjp`](fn@swiglu_vjp)`(gate, up, dout)` | `(dgate, dup)` |
 //! | [`softmax_vjp`](fn@softmax_vjp)`(x, dout, axis)` | `dx` |
 //! | [`gelu_vjp`](fn@gelu_vjp)`(x, dout, approximate)`, [`silu_vjp`](fn@silu_vjp)`(x, dout)` | `dx` |
+//! | [`flash_attention_vjp`](fn@flash_attention_vjp)`(q, k, v, dout, opts)` | `(dq, dk, dv)` |
+//! | [`flash_attention_lse_vjp`](fn@flash_attention_lse_vjp)`(q, k, v, dout, dlse, opts)` | `(dq, dk, dv)` |
+//! | [`block_sparse_attention_vjp`](fn@block_sparse_attention_vjp)`(q, k, v, dout, mask, opts)` | `(dq, dk, dv)` |
 //!
 //! A `dout` whose type differs from the forward's output is a kernel error.
 
@@ -20,6 +23,9 @@ use tessel::autodiff::vjp;
 use tessel::prelude::*;
 
 use crate::activation::{gelu, silu, swiglu};
+use crate::attention::{
+    block_sparse_attention_with, flash_attention_with, AttentionExtras, AttentionMask, FlashOptions,
+};
 use crate::gemm::{gemm, GemmOptions};
 use crate::norm::{layer_norm, rms_norm};
 use crate::rope::{rope, RopeLayout};
@@ -116,5 +122,84 @@ pub fn gelu_vjp(x: Tensor, dout: Tensor, approximate: bool) -> Tensor {
 #[track_caller]
 pub fn silu_vjp(x: Tensor, dout: Tensor) -> Tensor {
     let (_, pb) = vjp(silu, x);
+    pb.call(dout)
+}
+
+/// The cotangents `(dq, dk, dv)` of [`flash_attention`](fn@crate::attention::flash_attention)
+/// for the output cotangent `dout`: the FlashAttention-2 backward
+/// (probabilities recomputed per block from the logsumexp, the blocks the
+/// forward skips skipped).
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::attention::FlashOptions;
+/// use tessel::kernels::grads::flash_attention_vjp;
+/// use tessel::prelude::*;
+/// let dev = Device::cpu()?;
+/// let x = HostTensor::from_vec(vec![0.5f32; 2 * 16 * 8], [1, 2, 16, 8])?;
+/// let opts = FlashOptions::new().causal(true).block_sizes(8, 8);
+/// let (dq, dk, dv) = flash_attention_vjp::run(&dev, &x, &x, &x, &x, opts)?;
+/// assert_eq!(dq.shape(), &[1, 2, 16, 8]);
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn flash_attention_vjp(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dout: Tensor,
+    opts: FlashOptions,
+) -> (Tensor, Tensor, Tensor) {
+    let x = AttentionExtras::default();
+    let (_, pb) = vjp(
+        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts).0,
+        (q, k, v),
+    );
+    pb.call(dout)
+}
+
+/// The cotangents `(dq, dk, dv)` of
+/// [`flash_attention_lse`](fn@crate::attention::flash_attention_lse) for the
+/// cotangents of its output (`dout`) and of its logsumexp (`dlse`, f32
+/// `[B, Hq, Sq]`).
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn flash_attention_lse_vjp(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dout: Tensor,
+    dlse: Tensor,
+    opts: FlashOptions,
+) -> (Tensor, Tensor, Tensor) {
+    let x = AttentionExtras::default();
+    let (_, pb) = vjp(
+        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts),
+        (q, k, v),
+    );
+    pb.call((dout, dlse))
+}
+
+/// The cotangents `(dq, dk, dv)` of
+/// [`block_sparse_attention`](fn@crate::attention::block_sparse_attention)
+/// for `dout`: the same backward, over the blocks the mask keeps.
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn block_sparse_attention_vjp(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dout: Tensor,
+    mask: AttentionMask,
+    opts: FlashOptions,
+) -> (Tensor, Tensor, Tensor) {
+    let x = AttentionExtras::default();
+    let (_, pb) = vjp(
+        |(q, k, v): (Tensor, Tensor, Tensor)| {
+            block_sparse_attention_with(q, k, v, &mask, &x, &opts).0
+        },
+        (q, k, v),
+    );
     pb.call(dout)
 }

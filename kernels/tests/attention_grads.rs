@@ -275,3 +275,40 @@ fn rows_that_see_no_key_get_zero_gradients() {
     assert!(dq[6 * c.d..7 * c.d].iter().all(|&x| x == 0.0));
     assert!(dq.iter().any(|&x| x != 0.0));
 }
+
+#[test]
+fn the_vjp_kernels_agree_with_vjp_of_the_forward() {
+    use tessel_kernels::grads::{block_sparse_attention_vjp, flash_attention_vjp};
+    let dev = Device::cpu().unwrap();
+    let c = Case {
+        b: 1,
+        hq: 2,
+        hkv: 1,
+        sq: 12,
+        skv: 12,
+        d: 4,
+    };
+    let hosts = inputs(&c, 21);
+    let opts = FlashOptions::new().block_sizes(8, 8).causal(true);
+    let (q, k, v, dout) = (&hosts[0], &hosts[1], &hosts[2], &hosts[3]);
+    // dlse = 0: the cotangent of the output alone.
+    let mut zero = hosts.clone();
+    zero[4] = HostTensor::from_vec(vec![0.0f64; c.hq * c.sq], vec![1, c.hq, c.sq]).unwrap();
+    let want = run(&dev, "vjp_ref", &zero, &opts, Use::default(), 0, None);
+    let (dq, dk, dv) = flash_attention_vjp::run(&dev, q, k, v, dout, opts.clone()).unwrap();
+    let got: Vec<Vec<f64>> = [dq, dk, dv].iter().map(|t| t.to_f64_vec()).collect();
+    compare("flash_attention_vjp", &got, &want);
+    let mask = AttentionMask::from(Mask::causal(c.sq, c.skv));
+    let (dq, dk, dv) = block_sparse_attention_vjp::run(
+        &dev,
+        q,
+        k,
+        v,
+        dout,
+        mask,
+        FlashOptions::new().block_sizes(8, 8),
+    )
+    .unwrap();
+    let got: Vec<Vec<f64>> = [dq, dk, dv].iter().map(|t| t.to_f64_vec()).collect();
+    compare("block_sparse_attention_vjp", &got, &want);
+}

@@ -336,12 +336,12 @@ mod tests {
         assert_eq!(p, Precision::Highest);
         assert_eq!(
             p.to_token_stream().to_string(),
-            ":: tessel :: Precision :: Highest"
+            ":: tessel :: __private :: Precision :: Highest"
         );
         let d = DType::from_meta(&meta(quote!(dtype = "BF16"))).unwrap();
         assert_eq!(
             d.to_token_stream().to_string(),
-            ":: tessel :: DType :: BF16"
+            ":: tessel :: __private :: DType :: BF16"
         );
         let p = Platform::from_string("gpu").unwrap();
         assert_eq!(p.variant_ident(), "Gpu");

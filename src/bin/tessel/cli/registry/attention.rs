@@ -6,6 +6,9 @@ use tessel::kernels::attention::{
     attention_reference, block_sparse_attention, flash_attention, flash_attention_lse,
     AttentionMask, FlashOptions,
 };
+use tessel::kernels::grads::{
+    block_sparse_attention_vjp, flash_attention_lse_vjp, flash_attention_vjp,
+};
 use tessel::tile::Mask;
 use tessel::Result;
 
@@ -143,6 +146,47 @@ pub fn entries() -> Vec<Entry> {
             lower: |s, o| {
                 let mask = attention_mask(o, &s[0].shape, &s[1].shape)?;
                 block_sparse_attention::lower(&s[0], &s[1], &s[2], mask, flash_opts(o)?)
+            },
+        },
+        Entry {
+            name: "flash_attention_vjp",
+            about: "cotangents (dq, dk, dv) of flash_attention for dout (the FlashAttention-2 backward)",
+            args: &["q", "k", "v", "dout"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| {
+                let (q, k, v) = flash_attention_vjp::run(d, a[0], a[1], a[2], a[3], flash_opts(o)?)?;
+                Ok(vec![q, k, v])
+            },
+            lower: |s, o| flash_attention_vjp::lower(&s[0], &s[1], &s[2], &s[3], flash_opts(o)?),
+        },
+        Entry {
+            name: "flash_attention_lse_vjp",
+            about: "cotangents (dq, dk, dv) of flash_attention_lse for dout and dlse [B, Hq, Sq] (f32)",
+            args: &["q", "k", "v", "dout", "dlse"],
+            options: ATTENTION_OPTIONS,
+            run: |d, a, o| {
+                let (q, k, v) =
+                    flash_attention_lse_vjp::run(d, a[0], a[1], a[2], a[3], a[4], flash_opts(o)?)?;
+                Ok(vec![q, k, v])
+            },
+            lower: |s, o| {
+                flash_attention_lse_vjp::lower(&s[0], &s[1], &s[2], &s[3], &s[4], flash_opts(o)?)
+            },
+        },
+        Entry {
+            name: "block_sparse_attention_vjp",
+            about: "cotangents (dq, dk, dv) of block_sparse_attention for dout, over the blocks the mask keeps",
+            args: &["q", "k", "v", "dout"],
+            options: BLOCK_SPARSE_OPTIONS,
+            run: |d, a, o| {
+                let mask = attention_mask(o, a[0].shape(), a[1].shape())?;
+                let (q, k, v) =
+                    block_sparse_attention_vjp::run(d, a[0], a[1], a[2], a[3], mask, flash_opts(o)?)?;
+                Ok(vec![q, k, v])
+            },
+            lower: |s, o| {
+                let mask = attention_mask(o, &s[0].shape, &s[1].shape)?;
+                block_sparse_attention_vjp::lower(&s[0], &s[1], &s[2], &s[3], mask, flash_opts(o)?)
             },
         },
     ]
