@@ -15,6 +15,7 @@
 //! | [`gelu_vjp`](fn@gelu_vjp)`(x, dout, approximate)`, [`silu_vjp`](fn@silu_vjp)`(x, dout)` | `dx` |
 //! | [`flash_attention_vjp`](fn@flash_attention_vjp)`(q, k, v, dout, opts)` | `(dq, dk, dv)` |
 //! | [`flash_attention_lse_vjp`](fn@flash_attention_lse_vjp)`(q, k, v, dout, dlse, opts)` | `(dq, dk, dv)` |
+//! | [`moe_vjp`](fn@moe_vjp)`(x, router, w1, w2, dout)` | `(dx, drouter, dw1, dw2)` |
 //! | [`block_sparse_attention_vjp`](fn@block_sparse_attention_vjp)`(q, k, v, dout, mask, opts)` | `(dq, dk, dv)` |
 //!
 //! A `dout` whose type differs from the forward's output is a kernel error.
@@ -200,6 +201,30 @@ pub fn block_sparse_attention_vjp(
             block_sparse_attention_with(q, k, v, &mask, &x, &opts).0
         },
         (q, k, v),
+    );
+    pb.call(dout)
+}
+
+/// The cotangents `(dx, drouter, dw1, dw2)` of the library's MoE layer
+/// ([`moe`](fn@crate::moe::moe): 8 experts, top-2) for the cotangent `dout`
+/// of its output (the auxiliary losses' cotangents zero). The grouped
+/// backward: token gradients go back through the combine (a gather's
+/// transpose, a scatter-add) and the dispatch (a scatter's transpose, a
+/// gather); the expert weights' gradients are batched matmuls over the same
+/// `[E, C, d]` buffer the forward built; the router's flows through the
+/// gates.
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn moe_vjp(
+    x: Tensor,
+    router: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    dout: Tensor,
+) -> (Tensor, Tensor, Tensor, Tensor) {
+    let (_, pb) = vjp(
+        |(x, r, w1, w2): (Tensor, Tensor, Tensor, Tensor)| crate::moe::moe_moe(x, r, w1, w2).0,
+        (x, router, w1, w2),
     );
     pb.call(dout)
 }

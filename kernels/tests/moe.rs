@@ -223,3 +223,64 @@ fn the_library_layer_runs_and_has_no_dense_dispatch_tensor() {
         "no T x E x C tensor in the grouped layer"
     );
 }
+
+#[expert_kernel(num_experts = 4, top_k = 2, capacity_factor = 0.75)]
+fn gelu_ffn(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
+    x.matmul(w1).tanh().matmul(w2)
+}
+
+/// The grouped layer's gradients (autodiff through its gathers, scatters
+/// and batched expert matmuls) against those of the dense dispatch layer,
+/// at a capacity that drops assignments. f32 tolerance as above.
+#[test]
+fn grouped_gradients_match_dense_dispatch_gradients() {
+    fn grads(a: &[Tensor], dense: bool) -> Vec<Tensor> {
+        let (_, pb) = tessel::autodiff::vjp(
+            |(x, r, w1, w2): (Tensor, Tensor, Tensor, Tensor)| {
+                let out = if dense {
+                    gelu_ffn_moe_dense(x, r, w1, w2)
+                } else {
+                    gelu_ffn_moe(x, r, w1, w2)
+                };
+                (out.0, out.1, out.2)
+            },
+            (a[0], a[1], a[2], a[3]),
+        );
+        let (dx, dr, d1, d2) = pb.call((a[4], a[5], a[6]));
+        vec![dx, dr, d1, d2]
+    }
+    let dev = dev();
+    let (t, d, ff, e) = (19, 6, 5, 4);
+    let hosts = [
+        uniform(&[t, d], F32, 1, 1.0),
+        uniform(&[d, e], F32, 2, 1.0),
+        uniform(&[e, d, ff], F32, 3, 1.0),
+        uniform(&[e, ff, d], F32, 4, 1.0),
+        uniform(&[t, d], F32, 5, 1.0),
+        HostTensor::scalar(0.5f32),
+        HostTensor::scalar(0.25f32),
+    ];
+    let refs: Vec<&HostTensor> = hosts.iter().collect();
+    let run = |dense: bool| {
+        let k = tessel::kernel::Kernel::new(format!("moe_grads_{dense}"), move |a: &[Tensor]| {
+            grads(a, dense)
+        });
+        k.run(&dev, &refs).unwrap()
+    };
+    let (grouped, dense) = (run(false), run(true));
+    for (name, (g, w)) in ["dx", "drouter", "dw1", "dw2"]
+        .iter()
+        .zip(grouped.iter().zip(&dense))
+    {
+        let want = w.to_f64_vec();
+        assert!(want.iter().any(|&x| x != 0.0), "{name}");
+        assert!(
+            g.to_f64_vec()
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs())),
+            "{name}: {:?} vs {want:?}",
+            g.to_f64_vec()
+        );
+    }
+}

@@ -271,6 +271,21 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
     ),
     ("silu_vjp", &["--shape", "x=4x8", "--shape", "dout=4x8"]),
     (
+        "moe_vjp",
+        &[
+            "--shape",
+            "x=16x8",
+            "--shape",
+            "router=8x8",
+            "--shape",
+            "w1=8x8x16",
+            "--shape",
+            "w2=8x16x8",
+            "--shape",
+            "dout=16x8",
+        ],
+    ),
+    (
         "flash_attention_vjp",
         &[
             "--shape",

@@ -5,7 +5,8 @@
 use super::{Entry, Opts};
 use tessel::kernels::gemm::GemmOptions;
 use tessel::kernels::grads::{
-    gelu_vjp, gemm_vjp, layer_norm_vjp, rms_norm_vjp, rope_vjp, silu_vjp, softmax_vjp, swiglu_vjp,
+    gelu_vjp, gemm_vjp, layer_norm_vjp, moe_vjp, rms_norm_vjp, rope_vjp, silu_vjp, softmax_vjp,
+    swiglu_vjp,
 };
 use tessel::kernels::rope::RopeLayout;
 use tessel::Result;
@@ -67,6 +68,17 @@ pub fn entries() -> Vec<Entry> {
                 let off = o.usize_opt("offset")?.unwrap_or(0);
                 rope_vjp::lower(&s[0], &s[1], &s[2], &s[3], off, layout(o)?)
             },
+        },
+        Entry {
+            name: "moe_vjp",
+            about: "cotangents (dx, drouter, dw1, dw2) of moe for dout on its output (the grouped backward)",
+            args: &["x", "router", "w1", "w2", "dout"],
+            options: &[],
+            run: |d, a, _| {
+                let (x, r, w1, w2) = moe_vjp::run(d, a[0], a[1], a[2], a[3], a[4])?;
+                Ok(vec![x, r, w1, w2])
+            },
+            lower: |s, _| moe_vjp::lower(&s[0], &s[1], &s[2], &s[3], &s[4]),
         },
         Entry {
             name: "gemm_vjp",

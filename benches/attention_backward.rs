@@ -1,0 +1,133 @@
+//! The flash attention backward (FlashAttention-2, the `custom_vjp` of the
+//! forward) on the CPU plugin: causal, B = 1, H = 8, D = 64, f32, at
+//! S = 2048 and S = 8192.
+//!
+//! `cargo bench --bench attention_backward` compiles the forward
+//! (`flash_attention`) and the backward (`flash_attention_vjp`: dq, dk, dv
+//! for a given `dout`), and times each as the minimum of N runs on
+//! device-resident arguments. It prints the backward/forward ratio (target
+//! at most 2.5), the backward's temporaries from the compiled program's
+//! memory statistics (target at most 64 MiB at 8192) and, with
+//! `--jax=PYTHON` (a Python with `jax` installed), the same measurement of
+//! `jax.grad` of a hand-written JAX flash attention (a `fori_loop` over key
+//! blocks; `benches/jax_flash_backward.py`) run right after on the same
+//! machine, and the ratio of the two (target at least 1: tessel as fast).
+//! `--lengths=2048,4096` and `--blocks=BQxBK` (default 256 × 256) as in
+//! the forward benchmark.
+
+use std::time::Instant;
+
+use tessel::kernels::attention::{flash_attention, FlashOptions};
+use tessel::kernels::grads::flash_attention_vjp;
+use tessel::prelude::*;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::args().find_map(|a| a.strip_prefix(name).and_then(|v| v.parse().ok()))
+}
+
+fn input(s: usize, salt: usize) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new([1, 8, s, 64], F32), |i| {
+        ((i * (2 * salt + 7)) % 101) as f64 / 101.0 - 0.5
+    })
+}
+
+/// The minimum over `runs` timed runs (after one untimed), in ms.
+fn best(exe: &Executable, args: &[&DeviceBuffer], runs: usize) -> tessel::Result<f64> {
+    let once = || -> tessel::Result<f64> {
+        let t = Instant::now();
+        for out in exe.execute(args)? {
+            out.block_until_ready()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    once()?;
+    let mut m = f64::INFINITY;
+    for _ in 0..runs {
+        m = m.min(once()?);
+    }
+    Ok(m)
+}
+
+/// `S -> (forward ms, backward ms)` from the JAX script.
+fn jax_times(python: &str, lengths: &[usize], block: usize) -> Vec<(usize, f64, f64)> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/jax_flash_backward.py");
+    let list: Vec<String> = lengths.iter().map(|s| s.to_string()).collect();
+    let out = std::process::Command::new(python)
+        .args([script, &list.join(","), &block.to_string()])
+        .output();
+    let Ok(out) = out else {
+        eprintln!("could not run {python}");
+        return Vec::new();
+    };
+    if !out.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["S", s, "fwd_ms", f, "bwd_ms", b] => {
+                    Some((s.parse().ok()?, f.parse().ok()?, b.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn main() -> tessel::Result<()> {
+    let dev = Device::cpu()?;
+    let (bq, bk) = arg::<String>("--blocks=")
+        .and_then(|b| {
+            let (a, c) = b.split_once('x')?;
+            Some((a.parse().ok()?, c.parse().ok()?))
+        })
+        .unwrap_or((256, 256));
+    let lengths: Vec<usize> = arg::<String>("--lengths=")
+        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| vec![2048, 8192]);
+    println!("causal flash attention backward, B=1 H=8 D=64 f32, CPU plugin; blocks {bq} x {bk}");
+    println!("| S | forward ms | backward ms | bwd/fwd | bwd temp MiB | bwd compile s |");
+    println!("|--:|--:|--:|--:|--:|--:|");
+    let mut ours = Vec::new();
+    for &s in &lengths {
+        let (q, k, v, dout) = (input(s, 0), input(s, 1), input(s, 2), input(s, 3));
+        let o = FlashOptions::new().causal(true).block_sizes(bq, bk);
+        let runs = if s <= 2048 { 7 } else { 3 };
+        let fwd = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), o.clone())?;
+        let t = Instant::now();
+        let bwd = flash_attention_vjp::compile(&dev, q.spec(), k.spec(), v.spec(), dout.spec(), o)?;
+        let compile = t.elapsed().as_secs_f64();
+        let temp = bwd
+            .memory_stats()
+            .map_or(f64::NAN, |m| m.temp_bytes as f64 / MIB);
+        let bufs = [
+            dev.to_device(&q)?,
+            dev.to_device(&k)?,
+            dev.to_device(&v)?,
+            dev.to_device(&dout)?,
+        ];
+        let args: Vec<&DeviceBuffer> = bufs.iter().collect();
+        let tf = best(&fwd, &args[..3], runs)?;
+        let tb = best(&bwd, &args, runs)?;
+        println!(
+            "| {s} | {tf:.1} | {tb:.1} | {:.2} | {temp:.1} | {compile:.1} |",
+            tb / tf
+        );
+        ours.push((s, tf, tb));
+    }
+    if let Some(python) = arg::<String>("--jax=") {
+        println!();
+        println!("| S | jax fwd ms | jax.grad ms | tessel bwd ms | jax.grad / tessel bwd |");
+        println!("|--:|--:|--:|--:|--:|");
+        for (s, jf, jb) in jax_times(&python, &lengths, bk) {
+            if let Some(&(_, _, tb)) = ours.iter().find(|o| o.0 == s) {
+                println!("| {s} | {jf:.1} | {jb:.1} | {tb:.1} | {:.2} |", jb / tb);
+            }
+        }
+    }
+    Ok(())
+}
