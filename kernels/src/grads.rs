@@ -13,6 +13,7 @@
 //! | [`swiglu_vjp`](fn@swiglu_vjp)`(gate, up, dout)` | `(dgate, dup)` |
 //! | [`softmax_vjp`](fn@softmax_vjp)`(x, dout, axis)` | `dx` |
 //! | [`gelu_vjp`](fn@gelu_vjp)`(x, dout, approximate)`, [`silu_vjp`](fn@silu_vjp)`(x, dout)` | `dx` |
+//! | [`fused_gelu_dropout_vjp`](fn@fused_gelu_dropout_vjp)`(x, dout, training, rate, seed, approximate)` | `dx` (the same mask from the same seed) |
 //! | [`flash_attention_vjp`](fn@flash_attention_vjp)`(q, k, v, dout, opts)` | `(dq, dk, dv)` |
 //! | [`flash_attention_lse_vjp`](fn@flash_attention_lse_vjp)`(q, k, v, dout, dlse, opts)` | `(dq, dk, dv)` |
 //! | [`moe_vjp`](fn@moe_vjp)`(x, router, w1, w2, dout)` | `(dx, drouter, dw1, dw2)` |
@@ -23,7 +24,7 @@
 use tessel::autodiff::vjp;
 use tessel::prelude::*;
 
-use crate::activation::{gelu, silu, swiglu};
+use crate::activation::{fused_gelu_dropout, gelu, silu, swiglu};
 use crate::attention::{
     block_sparse_attention_with, flash_attention_with, AttentionExtras, AttentionMask, FlashOptions,
 };
@@ -225,6 +226,27 @@ pub fn moe_vjp(
     let (_, pb) = vjp(
         |(x, r, w1, w2): (Tensor, Tensor, Tensor, Tensor)| crate::moe::moe_moe(x, r, w1, w2).0,
         (x, router, w1, w2),
+    );
+    pb.call(dout)
+}
+
+/// The cotangent of [`fused_gelu_dropout`](fn@fused_gelu_dropout)'s `x`:
+/// `dout · gelu'(x)` on the elements the seed keeps, scaled by
+/// `1 / (1 − rate)`, and 0 on the dropped ones (the mask is recomputed from
+/// the seed, not stored).
+#[tpu_kernel]
+#[track_caller]
+pub fn fused_gelu_dropout_vjp(
+    x: Tensor,
+    dout: Tensor,
+    training: bool,
+    rate: f32,
+    seed: Tensor,
+    approximate: bool,
+) -> Tensor {
+    let (_, pb) = vjp(
+        |x: Tensor| fused_gelu_dropout(x, training, rate, seed, approximate),
+        x,
     );
     pb.call(dout)
 }

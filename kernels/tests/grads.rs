@@ -4,8 +4,11 @@
 extern crate tessel_dsl as tessel;
 
 use tessel::prelude::*;
+use tessel_kernels::activation::fused_gelu_dropout;
 use tessel_kernels::gemm::GemmOptions;
-use tessel_kernels::grads::{gelu_vjp, gemm_vjp, rope_vjp, silu_vjp, softmax_vjp, swiglu_vjp};
+use tessel_kernels::grads::{
+    fused_gelu_dropout_vjp, gelu_vjp, gemm_vjp, rope_vjp, silu_vjp, softmax_vjp, swiglu_vjp,
+};
 use tessel_kernels::rope::{RopeLayout, RopeTable};
 use tessel_testing::{random, Rng};
 
@@ -151,4 +154,36 @@ fn rope_backward_rotates_by_minus_theta() {
         }
     }
     close("rope dx", &dx, &want);
+}
+
+#[test]
+fn fused_gelu_dropout_backward_uses_the_forward_mask() {
+    let dev = Device::cpu().unwrap();
+    let (x, dout) = (data(11, &[16, 9]), data(12, &[16, 9]));
+    let seed = HostTensor::scalar(7u32);
+    let rate = 0.3f32;
+    let y = fused_gelu_dropout::run(&dev, &x, true, rate, &seed, true)
+        .unwrap()
+        .to_f64_vec();
+    let dx = fused_gelu_dropout_vjp::run(&dev, &x, &dout, true, rate, &seed, true).unwrap();
+    // tanh GELU: 0.5 x (1 + tanh u), u = c (x + 0.044715 x^3).
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let want: Vec<f64> = x
+        .to_f64_vec()
+        .iter()
+        .zip(dout.to_f64_vec())
+        .zip(&y)
+        .map(|((&x, d), &y)| {
+            if y == 0.0 {
+                return 0.0;
+            }
+            let th = (c * (x + 0.044715 * x * x * x)).tanh();
+            let g =
+                0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * 0.044715 * x * x);
+            d * g / (1.0 - rate as f64)
+        })
+        .collect();
+    let dropped = want.iter().filter(|&&w| w == 0.0).count();
+    assert!((20..70).contains(&dropped), "{dropped} of 144 dropped");
+    close("fused_gelu_dropout", &dx, &want);
 }

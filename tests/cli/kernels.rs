@@ -271,6 +271,12 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
     ),
     ("silu_vjp", &["--shape", "x=4x8", "--shape", "dout=4x8"]),
     (
+        "fused_gelu_dropout_vjp",
+        &[
+            "--shape", "x=4x8", "--shape", "dout=4x8", "--opt", "rate=0.5", "--opt", "seed=3",
+        ],
+    ),
+    (
         "moe_vjp",
         &[
             "--shape",

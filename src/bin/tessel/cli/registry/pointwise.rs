@@ -3,6 +3,7 @@
 
 use super::{bad, Entry, Opts};
 use tessel::kernels::activation::{fused_gelu_dropout, gelu, silu, swiglu};
+use tessel::kernels::grads::fused_gelu_dropout_vjp;
 use tessel::kernels::norm::{
     layer_norm, layer_norm_no_bias, layer_norm_plain, rms_norm, rms_norm_plain,
 };
@@ -87,6 +88,25 @@ pub fn entries() -> Vec<Entry> {
             lower: |s, o| {
                 let seed = seed(o)?;
                 fused_gelu_dropout::lower(&s[0], o.bool("training")?, o.f32("rate")?, seed.spec(), o.bool("approximate")?)
+            },
+        },
+        Entry {
+            name: "fused_gelu_dropout_vjp",
+            about: "cotangent dx of fused_gelu_dropout for dout (the same mask from the same seed)",
+            args: &["x", "dout"],
+            options: &[
+                ("training", "true", "apply dropout; false gives plain GELU"),
+                ("rate", "0.1", "probability of zeroing an element, in [0, 1)"),
+                ("seed", "0", "the dropout seed (u32)"),
+                ("approximate", "false", "use the tanh approximation of GELU"),
+            ],
+            run: |d, a, o| {
+                let dx = fused_gelu_dropout_vjp::run(d, a[0], a[1], o.bool("training")?, o.f32("rate")?, &seed(o)?, o.bool("approximate")?)?;
+                Ok(vec![dx])
+            },
+            lower: |s, o| {
+                let seed = seed(o)?;
+                fused_gelu_dropout_vjp::lower(&s[0], &s[1], o.bool("training")?, o.f32("rate")?, seed.spec(), o.bool("approximate")?)
             },
         },
         Entry {
