@@ -12,6 +12,7 @@ pub mod attention;
 pub mod einsum;
 pub mod gemm;
 pub mod grads;
+pub mod mixed;
 pub mod moe;
 pub mod norm;
 pub mod quantized;

@@ -247,6 +247,10 @@ mod tuples {
     type B = Tensor;
     type C = Tensor;
     type D = Tensor;
+    type E = Tensor;
+    type F = Tensor;
+    type G = Tensor;
+    type H = Tensor;
     macro_rules! next_or {
         ($it:ident) => {
             match $it.next() {
@@ -285,4 +289,8 @@ mod tuples {
     tuple_output!(2; A, B);
     tuple_output!(3; A, B, C);
     tuple_output!(4; A, B, C, D);
+    tuple_output!(5; A, B, C, D, E);
+    tuple_output!(6; A, B, C, D, E, F);
+    tuple_output!(7; A, B, C, D, E, F, G);
+    tuple_output!(8; A, B, C, D, E, F, G, H);
 }

@@ -331,12 +331,16 @@ mod tuple_impls {
     type D = Tensor;
     type E = Tensor;
     type F = Tensor;
+    type G = Tensor;
+    type H = Tensor;
     outputs_tuple!(A);
     outputs_tuple!(A, B);
     outputs_tuple!(A, B, C);
     outputs_tuple!(A, B, C, D);
     outputs_tuple!(A, B, C, D, E);
     outputs_tuple!(A, B, C, D, E, F);
+    outputs_tuple!(A, B, C, D, E, F, G);
+    outputs_tuple!(A, B, C, D, E, F, G, H);
 }
 
 /// Checks the parameter specs against the size limits

@@ -250,8 +250,9 @@ pub(crate) fn backward(
         };
         let done = walk_row(ctx, layout, i, state, &|st: &Vec<Tensor>| st[0], &step);
         let mut it = done.into_iter();
-        let dq_i = it.next().unwrap_or(row.qb);
-        dqs.push(dq_i);
+        // Scaled per block, so that the blocks concatenate into the result.
+        let dq_i = it.next().unwrap_or(row.qb) * ctx.scale;
+        dqs.push(dq_i.cast(d.io));
         st = it.collect();
     }
     let dq = if dqs.is_empty() {
@@ -266,9 +267,7 @@ pub(crate) fn backward(
         } else {
             concat(&parts, 3)
         };
-        (all * ctx.scale)
-            .reshape(&[b, d.hq as isize, d.sq as isize, d.d as isize])
-            .cast(d.io)
+        all.reshape(&[b, d.hq as isize, d.sq as isize, d.d as isize])
     };
     let io = d.io;
     let mut it = st.into_iter();
