@@ -3,11 +3,13 @@
 //! S = 2048 and S = 8192.
 //!
 //! `cargo bench --bench attention_backward` compiles the forward
-//! (`flash_attention`) and the backward (`flash_attention_vjp`: dq, dk, dv
-//! for a given `dout`), and times each as the minimum of N runs on
-//! device-resident arguments. It prints the backward/forward ratio (target
-//! at most 2.5), the backward's temporaries from the compiled program's
-//! memory statistics (target at most 64 MiB at 8192) and, with
+//! (`flash_attention`), the backward alone (`flash_attention_backward`:
+//! dq, dk, dv from the saved output and logsumexp) and forward plus
+//! backward (`flash_attention_vjp`, what `jax.grad` computes), and times
+//! each as the minimum of N runs on device-resident arguments. It prints
+//! the backward/forward ratio (target at most 2.5), the temporaries from
+//! the compiled programs' memory statistics (target at most 64 MiB at 8192
+//! for the backward) and, with
 //! `--jax=PYTHON` (a Python with `jax` installed), the same measurement of
 //! `jax.grad` of a hand-written JAX flash attention (a `fori_loop` over key
 //! blocks; `benches/jax_flash_backward.py`) run right after on the same
@@ -17,7 +19,9 @@
 
 use std::time::Instant;
 
-use tessel::kernels::attention::{flash_attention, FlashOptions};
+use tessel::kernels::attention::{
+    flash_attention, flash_attention_backward, flash_attention_lse, FlashOptions,
+};
 use tessel::kernels::grads::flash_attention_vjp;
 use tessel::prelude::*;
 
@@ -90,38 +94,66 @@ fn main() -> tessel::Result<()> {
         .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| vec![2048, 8192]);
     println!("causal flash attention backward, B=1 H=8 D=64 f32, CPU plugin; blocks {bq} x {bk}");
-    println!("| S | forward ms | backward ms | bwd/fwd | bwd temp MiB | bwd compile s |");
-    println!("|--:|--:|--:|--:|--:|--:|");
+    println!(
+        "| S | forward ms | backward alone ms | bwd/fwd | bwd temp MiB | forward+backward (vjp) ms | vjp temp MiB |"
+    );
+    println!("|--:|--:|--:|--:|--:|--:|--:|");
     let mut ours = Vec::new();
     for &s in &lengths {
         let (q, k, v, dout) = (input(s, 0), input(s, 1), input(s, 2), input(s, 3));
         let o = FlashOptions::new().causal(true).block_sizes(bq, bk);
         let runs = if s <= 2048 { 7 } else { 3 };
-        let fwd = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), o.clone())?;
-        let t = Instant::now();
-        let bwd = flash_attention_vjp::compile(&dev, q.spec(), k.spec(), v.spec(), dout.spec(), o)?;
-        let compile = t.elapsed().as_secs_f64();
-        let temp = bwd
-            .memory_stats()
-            .map_or(f64::NAN, |m| m.temp_bytes as f64 / MIB);
-        let bufs = [
-            dev.to_device(&q)?,
+        let dev_q = dev.to_device(&q)?;
+        let (dev_k, dev_v, dev_do) = (
             dev.to_device(&k)?,
             dev.to_device(&v)?,
             dev.to_device(&dout)?,
-        ];
-        let args: Vec<&DeviceBuffer> = bufs.iter().collect();
-        let tf = best(&fwd, &args[..3], runs)?;
-        let tb = best(&bwd, &args, runs)?;
-        println!(
-            "| {s} | {tf:.1} | {tb:.1} | {:.2} | {temp:.1} | {compile:.1} |",
-            tb / tf
         );
-        ours.push((s, tf, tb));
+        // The forward's output and logsumexp, for the backward alone.
+        let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &v, o.clone())?;
+        let dlse = HostTensor::from_fn(lse.spec().clone(), |_| 0.0);
+        let (dev_out, dev_lse, dev_dlse) = (
+            dev.to_device(&out)?,
+            dev.to_device(&lse)?,
+            dev.to_device(&dlse)?,
+        );
+        let fwd = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), o.clone())?;
+        let alone = flash_attention_backward::compile(
+            &dev,
+            q.spec(),
+            k.spec(),
+            v.spec(),
+            out.spec(),
+            lse.spec(),
+            dout.spec(),
+            dlse.spec(),
+            o.clone(),
+        )?;
+        let vjp = flash_attention_vjp::compile(&dev, q.spec(), k.spec(), v.spec(), dout.spec(), o)?;
+        let temp = |e: &Executable| {
+            e.memory_stats()
+                .map_or(f64::NAN, |m| m.temp_bytes as f64 / MIB)
+        };
+        let tf = best(&fwd, &[&dev_q, &dev_k, &dev_v], runs)?;
+        let ta = best(
+            &alone,
+            &[
+                &dev_q, &dev_k, &dev_v, &dev_out, &dev_lse, &dev_do, &dev_dlse,
+            ],
+            runs,
+        )?;
+        let tv = best(&vjp, &[&dev_q, &dev_k, &dev_v, &dev_do], runs)?;
+        println!(
+            "| {s} | {tf:.1} | {ta:.1} | {:.2} | {:.1} | {tv:.1} | {:.1} |",
+            ta / tf,
+            temp(&alone),
+            temp(&vjp)
+        );
+        ours.push((s, tf, tv));
     }
     if let Some(python) = arg::<String>("--jax=") {
         println!();
-        println!("| S | jax fwd ms | jax.grad ms | tessel bwd ms | jax.grad / tessel bwd |");
+        println!("| S | jax fwd ms | jax.grad ms | tessel vjp ms | jax.grad / tessel vjp |");
         println!("|--:|--:|--:|--:|--:|");
         for (s, jf, jb) in jax_times(&python, &lengths, bk) {
             if let Some(&(_, _, tb)) = ours.iter().find(|o| o.0 == s) {

@@ -312,3 +312,42 @@ fn the_vjp_kernels_agree_with_vjp_of_the_forward() {
     let got: Vec<Vec<f64>> = [dq, dk, dv].iter().map(|t| t.to_f64_vec()).collect();
     compare("block_sparse_attention_vjp", &got, &want);
 }
+
+#[test]
+fn the_backward_kernel_alone_matches_the_vjp() {
+    use tessel_kernels::attention::{flash_attention_backward, flash_attention_lse};
+    use tessel_kernels::grads::flash_attention_lse_vjp;
+    let dev = Device::cpu().unwrap();
+    let c = Case {
+        b: 1,
+        hq: 4,
+        hkv: 2,
+        sq: 21,
+        skv: 21,
+        d: 4,
+    };
+    let hosts = inputs(&c, 31);
+    let f32s: Vec<HostTensor> = hosts[..5]
+        .iter()
+        .map(|t| {
+            HostTensor::from_fn(TensorSpec::new(t.shape().to_vec(), F32), |i| {
+                t.to_f64_vec()[i]
+            })
+        })
+        .collect();
+    let (q, k, v, dout, dlse) = (&f32s[0], &f32s[1], &f32s[2], &f32s[3], &f32s[4]);
+    let opts = FlashOptions::new().block_sizes(8, 8).causal(true);
+    let (out, lse) = flash_attention_lse::run(&dev, q, k, v, opts.clone()).unwrap();
+    let alone =
+        flash_attention_backward::run(&dev, q, k, v, &out, &lse, dout, dlse, opts.clone()).unwrap();
+    let with_fwd = flash_attention_lse_vjp::run(&dev, q, k, v, dout, dlse, opts).unwrap();
+    for (a, b) in [
+        (alone.0, with_fwd.0),
+        (alone.1, with_fwd.1),
+        (alone.2, with_fwd.2),
+    ] {
+        for (x, y) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    }
+}

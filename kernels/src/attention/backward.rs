@@ -24,8 +24,8 @@ use tessel::autodiff::custom_vjp;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-use super::core::{dropout_keep, tile, AttentionExtras, Ctx, Dims, Pos};
-use super::flash::{elem, run_static, walk_row, Layout};
+use super::core::{check, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos};
+use super::flash::{elem, run_static, walk_row, BandLayout, Layout};
 use super::options::FlashOptions;
 
 /// The optional inputs that are not differentiated, as residuals.
@@ -122,6 +122,36 @@ pub(crate) fn differentiable<L: Layout>(
         },
     );
     (out[0], out[1])
+}
+
+/// The flash attention backward pass alone, inside a kernel: the
+/// cotangents `(dq, dk, dv)` given the forward's output `out` and logsumexp
+/// `lse` (as [`flash_attention_with`](super::flash_attention_with) returns
+/// them) and their cotangents `dout` and `dlse` (zeros when only the output
+/// is used). The probabilities are recomputed from `lse`, which is f32: for
+/// f64 inputs the gradients are good to f32 precision (differentiate the
+/// forward with `vjp` for full f64 precision). Argument errors as for the
+/// forward.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn flash_attention_backward_with(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    dout: Tensor,
+    dlse: Tensor,
+    options: &FlashOptions,
+) -> (Tensor, Tensor, Tensor) {
+    let x = AttentionExtras::default();
+    let Some(d) = check("flash_attention_backward", q, k, v, &x, options) else {
+        let p = poisoned(q).0;
+        return (p, p, p);
+    };
+    let ctx = Ctx::new(q, k, v, &x, options, d);
+    let g = backward(&ctx, &BandLayout::new(options, &d), out, lse, dout, dlse);
+    (g.dq, g.dk, g.dv)
 }
 
 /// The cotangents of one attention call's differentiable inputs.

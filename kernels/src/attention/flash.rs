@@ -149,12 +149,25 @@ pub(crate) fn elem<'a>(mask: Option<Tensor>) -> Elem<'a> {
 
 /// The band of the flash kernels as a [`Layout`].
 #[derive(Clone, Copy)]
-struct BandLayout {
+pub(crate) struct BandLayout {
     band: Band,
     bq: usize,
     bk: usize,
     sq: usize,
     skv: usize,
+}
+
+impl BandLayout {
+    /// The band of `options` over the extents `d`.
+    pub(crate) fn new(options: &FlashOptions, d: &super::core::Dims) -> BandLayout {
+        BandLayout {
+            band: Band::of(options),
+            bq: options.block_q,
+            bk: options.block_kv,
+            sq: d.sq,
+            skv: d.skv,
+        }
+    }
 }
 
 impl Layout for BandLayout {
@@ -214,12 +227,5 @@ pub fn flash_attention_with(
     let Some(d) = check("flash_attention", q, k, v, extras, options) else {
         return poisoned(q);
     };
-    let layout = BandLayout {
-        band: Band::of(options),
-        bq: options.block_q,
-        bk: options.block_kv,
-        sq: d.sq,
-        skv: d.skv,
-    };
-    differentiable(q, k, v, extras, options, d, layout)
+    differentiable(q, k, v, extras, options, d, BandLayout::new(options, &d))
 }

@@ -24,6 +24,7 @@ mod inputs;
 mod options;
 mod reference;
 
+pub use self::backward::flash_attention_backward_with;
 pub use self::block_sparse::{
     block_sparse_attention_dynamic_with, block_sparse_attention_with, AttentionMask, DynamicMask,
 };
@@ -114,6 +115,28 @@ pub fn flash_attention_lse(
     opts: FlashOptions,
 ) -> (Tensor, Tensor) {
     flash_attention_with(q, k, v, &AttentionExtras::default(), &opts)
+}
+
+/// The FlashAttention-2 backward pass alone: `(dq, dk, dv)` from the
+/// inputs, the output and logsumexp of
+/// [`flash_attention_lse`](fn@flash_attention_lse), and the cotangents
+/// `dout` and `dlse`, without running the forward again (Pallas'
+/// `_flash_attention_bwd`). See
+/// [`flash_attention_backward_with`](fn@flash_attention_backward_with);
+/// within a differentiated kernel the same backward runs by itself.
+#[tpu_kernel(precision = "highest")]
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    dout: Tensor,
+    dlse: Tensor,
+    opts: FlashOptions,
+) -> (Tensor, Tensor, Tensor) {
+    flash_attention_backward_with(q, k, v, out, lse, dout, dlse, &opts)
 }
 
 /// Splash-style block-sparse attention driven by `mask` (one [`Mask`] for
