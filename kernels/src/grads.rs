@@ -16,6 +16,7 @@
 //! | [`fused_gelu_dropout_vjp`](fn@fused_gelu_dropout_vjp)`(x, dout, training, rate, seed, approximate)` | `dx` (the same mask from the same seed) |
 //! | [`flash_attention_vjp`](fn@flash_attention_vjp)`(q, k, v, dout, opts)` | `(dq, dk, dv)` |
 //! | [`flash_attention_lse_vjp`](fn@flash_attention_lse_vjp)`(q, k, v, dout, dlse, opts)` | `(dq, dk, dv)` |
+//! | [`quantized_matmul_vjp`](fn@quantized_matmul_vjp)`(x, w_q, w_scales, dout, block_k)` | `dx` (the quantized weights get none) |
 //! | [`moe_vjp`](fn@moe_vjp)`(x, router, w1, w2, dout)` | `(dx, drouter, dw1, dw2)` |
 //! | [`block_sparse_attention_vjp`](fn@block_sparse_attention_vjp)`(q, k, v, dout, mask, opts)` | `(dq, dk, dv)` |
 //!
@@ -30,6 +31,7 @@ use crate::attention::{
 };
 use crate::gemm::{gemm, GemmOptions};
 use crate::norm::{layer_norm, rms_norm};
+use crate::quantized::quantized_matmul;
 use crate::rope::{rope, RopeLayout};
 use crate::softmax::softmax;
 
@@ -248,5 +250,22 @@ pub fn fused_gelu_dropout_vjp(
         |x: Tensor| fused_gelu_dropout(x, training, rate, seed, approximate),
         x,
     );
+    pb.call(dout)
+}
+
+/// The cotangent of [`quantized_matmul`](fn@quantized_matmul)'s input `x`:
+/// `dout · dequantize(w_q, w_scales)ᵀ`, in `x`'s dtype (quantized weights
+/// are frozen: integer and fp8 weights get no gradient, and none flows
+/// through their scales).
+#[tpu_kernel]
+#[track_caller]
+pub fn quantized_matmul_vjp(
+    x: Tensor,
+    w_q: Tensor,
+    w_scales: Tensor,
+    dout: Tensor,
+    block_k: Option<usize>,
+) -> Tensor {
+    let (_, pb) = vjp(|x: Tensor| quantized_matmul(x, w_q, w_scales, block_k), x);
     pb.call(dout)
 }

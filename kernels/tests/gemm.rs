@@ -301,6 +301,16 @@ fn quantized_matmuls_match_dequantized_references() {
             1e-5 * 40.0,
         );
     }
+    // The input gradient: dout · dequantized weightsᵀ.
+    let dout = uniform(&[5, 7], F32, 23, 1.0);
+    for (dtype, block) in [(S8, None), (S8, Some(16)), (F8E4M3FN, Some(8))] {
+        let (q, s) = quantize::run(&d, &w, dtype, block).unwrap();
+        let wd = dequantize::run(&d, &q, &s, block).unwrap();
+        let (want, _) = mm(&dout, &wd, false, true);
+        let dx =
+            tessel_kernels::grads::quantized_matmul_vjp::run(&d, &x, &q, &s, &dout, block).unwrap();
+        close(&dx, &want, 1e-5 * 7.0);
+    }
     // Both operands int8: exact integer dot, then the two scales.
     let (xq, xs) = quantize_rows::run(&d, &x, S8).unwrap();
     let (wq, ws) = quantize::run(&d, &w, S8, None).unwrap();

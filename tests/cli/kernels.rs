@@ -42,6 +42,19 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "quantized_matmul_vjp",
+        &[
+            "--shape",
+            "x=4x8",
+            "--shape",
+            "w_q=8x3:s8",
+            "--shape",
+            "w_scales=3",
+            "--shape",
+            "dout=4x3",
+        ],
+    ),
+    (
         "quantized_matmul_both",
         &[
             "--shape",

@@ -5,6 +5,7 @@ use super::{bad, Entry, Opts};
 use tessel::kernels::einsum::{einsum, einsum1};
 use tessel::kernels::gemm::gemm_bias;
 use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
+use tessel::kernels::grads::quantized_matmul_vjp;
 use tessel::kernels::moe::moe;
 use tessel::kernels::quantized::{
     dequantize, quantize, quantize_rows, quantized_matmul, quantized_matmul_both,
@@ -148,6 +149,26 @@ pub fn entries() -> Vec<Entry> {
             },
             lower: |s, o| {
                 quantized_matmul::lower(&s[0], &stored_spec(&s[1], o)?, &s[2], o.usize_opt("block_k")?)
+            },
+        },
+        Entry {
+            name: "quantized_matmul_vjp",
+            about: "cotangent dx of quantized_matmul for dout (the quantized weights get none)",
+            args: &["x", "w_q", "w_scales", "dout"],
+            options: &[BLOCK_K, Q_DTYPE],
+            run: |d, a, o| {
+                let wq = stored(a[1], o)?;
+                let dx = quantized_matmul_vjp::run(d, a[0], &wq, a[2], a[3], o.usize_opt("block_k")?)?;
+                Ok(vec![dx])
+            },
+            lower: |s, o| {
+                quantized_matmul_vjp::lower(
+                    &s[0],
+                    &stored_spec(&s[1], o)?,
+                    &s[2],
+                    &s[3],
+                    o.usize_opt("block_k")?,
+                )
             },
         },
         Entry {
