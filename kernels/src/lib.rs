@@ -10,6 +10,7 @@ extern crate tessel_dsl as tessel;
 pub mod activation;
 pub mod attention;
 pub mod einsum;
+pub mod fp8;
 pub mod gemm;
 pub mod grads;
 pub mod mixed;
