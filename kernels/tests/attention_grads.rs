@@ -351,3 +351,72 @@ fn the_backward_kernel_alone_matches_the_vjp() {
         }
     }
 }
+
+/// The dynamic-layout kernel has no backward of its own: reverse-mode
+/// autodiff differentiates its loops over the traced block tables (exact,
+/// but it re-runs the forward of a loop body for each reverse step).
+#[test]
+fn dynamic_block_sparse_attention_differentiates_by_autodiff() {
+    use tessel_kernels::attention::{block_sparse_attention_dynamic_with, DynamicMask};
+    let dev = Device::cpu().unwrap();
+    let c = Case {
+        b: 1,
+        hq: 2,
+        hkv: 1,
+        sq: 16,
+        skv: 24,
+        d: 4,
+    };
+    let opts = FlashOptions::new().block_sizes(8, 8);
+    let mask = Mask::local(c.sq, c.skv, Some(6), Some(3));
+    let t = DynamicMask::new(&mask.clone().into(), &opts).unwrap();
+    let mut hosts = inputs(&c, 41);
+    let bits = t.bits.to_vec::<bool>().unwrap();
+    hosts[6] = HostTensor::from_vec(bits, vec![1, 1, c.sq, c.skv]).unwrap();
+    let u_ref = Use {
+        mask: true,
+        ..Use::default()
+    };
+    let want = run(&dev, "dyn_ref", &hosts, &opts, u_ref, 0, None);
+    let o = opts.clone();
+    let kernel = tessel::kernel::Kernel::new("dyn_grads", move |a: &[Tensor]| {
+        let tables = [a[5], a[6], a[7], a[8]];
+        let (_, pb) = vjp(
+            |p: Vec<Tensor>| {
+                let x = AttentionExtras::default();
+                let (out, lse) =
+                    block_sparse_attention_dynamic_with(p[0], p[1], p[2], tables, &x, &o);
+                vec![out, lse.cast(F64)]
+            },
+            vec![a[0], a[1], a[2]],
+        );
+        pb.call(vec![a[3], a[4]])
+    });
+    let args = [
+        &hosts[0],
+        &hosts[1],
+        &hosts[2],
+        &hosts[3],
+        &hosts[4],
+        &t.bits,
+        &t.num_nonempty,
+        &t.kv_block_ids,
+        &t.block_kinds,
+    ];
+    let got: Vec<Vec<f64>> = kernel
+        .run(&dev, &args)
+        .unwrap()
+        .iter()
+        .map(|t| t.to_f64_vec())
+        .collect();
+    // The kernel's logsumexp is f32: f32-level agreement.
+    let scale_tol = |g: &[Vec<f64>], w: &[Vec<f64>]| {
+        for (a, b) in g.iter().zip(w) {
+            let s = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= 1e-5 * s, "{x} vs {y}");
+            }
+        }
+    };
+    scale_tol(&got, &want);
+}
