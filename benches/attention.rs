@@ -28,19 +28,12 @@ use std::time::Instant;
 use tessel::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use tessel::prelude::*;
 
+mod attention_common;
+use attention_common::{arg, blocks, input, lengths};
+
 use tessel::profile::{Profile, ProfileOptions};
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::args().find_map(|a| a.strip_prefix(name).and_then(|v| v.parse().ok()))
-}
-
-fn input(s: usize, salt: usize) -> HostTensor {
-    HostTensor::from_fn(TensorSpec::new([1, 8, s, 64], F32), |i| {
-        ((i * (2 * salt + 7)) % 101) as f64 / 101.0 - 0.5
-    })
-}
 
 fn memory(p: &Profile) -> (f64, f64) {
     p.memory
@@ -83,12 +76,7 @@ fn row(s: usize, name: &str, p: &Profile, interleaved: f64, ratios: Option<(f64,
 fn main() -> tessel::Result<()> {
     let dev = Device::cpu()?;
     let reference_max: usize = arg("--reference-max=").unwrap_or(8192);
-    let (bq, bk) = arg::<String>("--blocks=")
-        .and_then(|b| {
-            let (a, c) = b.split_once('x')?;
-            Some((a.parse().ok()?, c.parse().ok()?))
-        })
-        .unwrap_or((256, 256));
+    let (bq, bk) = blocks();
     println!("causal attention, B=1 H=8 D=64 f32, CPU plugin; flash blocks {bq} x {bk}");
     println!(
         "| {:>5} | {:<20} | {:>12} | {:>12} | {:>7} | {:>7} | {:>11} | {:>11} | {:>7} |",
@@ -96,9 +84,7 @@ fn main() -> tessel::Result<()> {
     );
     println!("|------:|:---------------------|-------------:|-------------:|--------:|--------:|------------:|------------:|--------:|");
     let mut verdicts = Vec::new();
-    let lengths: Vec<usize> = arg::<String>("--lengths=")
-        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| vec![2048, 8192]);
+    let lengths = lengths();
     for s in lengths {
         let (q, k, v) = (input(s, 0), input(s, 1), input(s, 2));
         let options = FlashOptions::new().causal(true).block_sizes(bq, bk);

@@ -25,17 +25,10 @@ use tessel::kernels::attention::{
 use tessel::kernels::grads::flash_attention_vjp;
 use tessel::prelude::*;
 
+mod attention_common;
+use attention_common::{arg, blocks, input, lengths};
+
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::args().find_map(|a| a.strip_prefix(name).and_then(|v| v.parse().ok()))
-}
-
-fn input(s: usize, salt: usize) -> HostTensor {
-    HostTensor::from_fn(TensorSpec::new([1, 8, s, 64], F32), |i| {
-        ((i * (2 * salt + 7)) % 101) as f64 / 101.0 - 0.5
-    })
-}
 
 /// The minimum over `runs` timed runs (after one untimed), in ms.
 fn best(exe: &Executable, args: &[&DeviceBuffer], runs: usize) -> tessel::Result<f64> {
@@ -84,15 +77,8 @@ fn jax_times(python: &str, lengths: &[usize], block: usize) -> Vec<(usize, f64, 
 
 fn main() -> tessel::Result<()> {
     let dev = Device::cpu()?;
-    let (bq, bk) = arg::<String>("--blocks=")
-        .and_then(|b| {
-            let (a, c) = b.split_once('x')?;
-            Some((a.parse().ok()?, c.parse().ok()?))
-        })
-        .unwrap_or((256, 256));
-    let lengths: Vec<usize> = arg::<String>("--lengths=")
-        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| vec![2048, 8192]);
+    let (bq, bk) = blocks();
+    let lengths = lengths();
     println!("causal flash attention backward, B=1 H=8 D=64 f32, CPU plugin; blocks {bq} x {bk}");
     println!(
         "| S | forward ms | backward alone ms | bwd/fwd | bwd temp MiB | forward+backward (vjp) ms | vjp temp MiB |"

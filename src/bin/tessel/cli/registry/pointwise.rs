@@ -27,6 +27,18 @@ fn seed(o: &Opts) -> Result<HostTensor> {
     Ok(HostTensor::scalar(o.u32("seed")?))
 }
 
+/// The options of `fused_gelu_dropout` and its backward.
+const GELU_DROPOUT_OPTIONS: &[(&str, &str, &str)] = &[
+    ("training", "true", "apply dropout; false gives plain GELU"),
+    (
+        "rate",
+        "0.1",
+        "probability of zeroing an element, in [0, 1)",
+    ),
+    ("seed", "0", "the dropout seed (u32)"),
+    ("approximate", "false", "use the tanh approximation of GELU"),
+];
+
 const LAYER_NORM_EPS: (&str, &str, &str) = ("eps", "1e-5", "added to the variance");
 const RMS_NORM_EPS: (&str, &str, &str) = ("eps", "1e-6", "added to the mean square");
 
@@ -75,12 +87,7 @@ pub fn entries() -> Vec<Entry> {
             name: "fused_gelu_dropout",
             about: "GELU then inverted dropout in one fusion (the mask a function of the seed and each element's index)",
             args: &["x"],
-            options: &[
-                ("training", "true", "apply dropout; false gives plain GELU"),
-                ("rate", "0.1", "probability of zeroing an element, in [0, 1)"),
-                ("seed", "0", "the dropout seed (u32)"),
-                ("approximate", "false", "use the tanh approximation of GELU"),
-            ],
+            options: GELU_DROPOUT_OPTIONS,
             run: |d, a, o| {
                 let y = fused_gelu_dropout::run(d, a[0], o.bool("training")?, o.f32("rate")?, &seed(o)?, o.bool("approximate")?)?;
                 Ok(vec![y])
@@ -94,12 +101,7 @@ pub fn entries() -> Vec<Entry> {
             name: "fused_gelu_dropout_vjp",
             about: "cotangent dx of fused_gelu_dropout for dout (the same mask from the same seed)",
             args: &["x", "dout"],
-            options: &[
-                ("training", "true", "apply dropout; false gives plain GELU"),
-                ("rate", "0.1", "probability of zeroing an element, in [0, 1)"),
-                ("seed", "0", "the dropout seed (u32)"),
-                ("approximate", "false", "use the tanh approximation of GELU"),
-            ],
+            options: GELU_DROPOUT_OPTIONS,
             run: |d, a, o| {
                 let dx = fused_gelu_dropout_vjp::run(d, a[0], a[1], o.bool("training")?, o.f32("rate")?, &seed(o)?, o.bool("approximate")?)?;
                 Ok(vec![dx])
