@@ -17,6 +17,7 @@
 //! | [`flash_attention_vjp`](fn@flash_attention_vjp)`(q, k, v, dout, opts)` | `(dq, dk, dv)` |
 //! | [`flash_attention_lse_vjp`](fn@flash_attention_lse_vjp)`(q, k, v, dout, dlse, opts)` | `(dq, dk, dv)` |
 //! | [`quantized_matmul_vjp`](fn@quantized_matmul_vjp)`(x, w_q, w_scales, dout, block_k)` | `dx` (the quantized weights get none) |
+//! | [`softmax_cross_entropy_vjp`](fn@softmax_cross_entropy_vjp)`(logits, labels, dout)` | `dlogits` |
 //! | [`moe_vjp`](fn@moe_vjp)`(x, router, w1, w2, dout)` | `(dx, drouter, dw1, dw2)` |
 //! | [`block_sparse_attention_vjp`](fn@block_sparse_attention_vjp)`(q, k, v, dout, mask, opts)` | `(dq, dk, dv)` |
 //!
@@ -34,6 +35,7 @@ use crate::norm::{layer_norm, rms_norm};
 use crate::quantized::quantized_matmul;
 use crate::rope::{rope, RopeLayout};
 use crate::softmax::softmax;
+use crate::train::cross_entropy;
 
 /// The cotangents of [`layer_norm`](fn@layer_norm)'s `x`, `scale` and `bias`.
 ///
@@ -267,5 +269,16 @@ pub fn quantized_matmul_vjp(
     block_k: Option<usize>,
 ) -> Tensor {
     let (_, pb) = vjp(|x: Tensor| quantized_matmul(x, w_q, w_scales, block_k), x);
+    pb.call(dout)
+}
+
+/// The cotangent of [`softmax_cross_entropy`](fn@crate::train::softmax_cross_entropy)'s
+/// logits for the loss cotangent `dout` (a scalar): `(softmax − onehot) ·
+/// dout / N`, from the fused backward (rows with an out-of-range label get
+/// none).
+#[tpu_kernel(precision = "highest")]
+#[track_caller]
+pub fn softmax_cross_entropy_vjp(logits: Tensor, labels: Tensor, dout: Tensor) -> Tensor {
+    let (_, pb) = vjp(|l: Tensor| cross_entropy(l, labels), logits);
     pb.call(dout)
 }

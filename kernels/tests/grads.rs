@@ -187,3 +187,28 @@ fn fused_gelu_dropout_backward_uses_the_forward_mask() {
     assert!((20..70).contains(&dropped), "{dropped} of 144 dropped");
     close("fused_gelu_dropout", &dx, &want);
 }
+
+#[test]
+fn cross_entropy_backward_is_softmax_minus_onehot() {
+    use tessel_kernels::grads::softmax_cross_entropy_vjp;
+    let dev = Device::cpu().unwrap();
+    let (n, v) = (5, 7);
+    let logits = data(21, &[n, v]);
+    // The last row's label is out of range: no loss, no gradient.
+    let labels = HostTensor::from_vec(vec![0i32, 6, 3, 3, -1], vec![n]).unwrap();
+    let dout = HostTensor::scalar(1.5f64);
+    let dx = softmax_cross_entropy_vjp::run(&dev, &logits, &labels, &dout).unwrap();
+    let (lv, yv) = (logits.to_f64_vec(), [0usize, 6, 3, 3, 99]);
+    let mut want = vec![0.0; n * v];
+    for r in 0..n - 1 {
+        let row = &lv[r * v..(r + 1) * v];
+        let m = row.iter().cloned().fold(f64::MIN, f64::max);
+        let z: f64 = row.iter().map(|x| (x - m).exp()).sum();
+        for c in 0..v {
+            let p = (row[c] - m).exp() / z;
+            let hit = if c == yv[r] { 1.0 } else { 0.0 };
+            want[r * v + c] = (p - hit) * 1.5 / n as f64;
+        }
+    }
+    close("cross_entropy", &dx, &want);
+}

@@ -290,6 +290,21 @@ const LOWER_CASES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "softmax_cross_entropy",
+        &["--shape", "logits=4x8", "--shape", "labels=4:s32"],
+    ),
+    (
+        "softmax_cross_entropy_vjp",
+        &[
+            "--shape",
+            "logits=4x8",
+            "--shape",
+            "labels=4:s32",
+            "--shape",
+            "dout=scalar",
+        ],
+    ),
+    (
         "moe_vjp",
         &[
             "--shape",

@@ -5,10 +5,11 @@
 use super::{Entry, Opts};
 use tessel::kernels::gemm::GemmOptions;
 use tessel::kernels::grads::{
-    gelu_vjp, gemm_vjp, layer_norm_vjp, moe_vjp, rms_norm_vjp, rope_vjp, silu_vjp, softmax_vjp,
-    swiglu_vjp,
+    gelu_vjp, gemm_vjp, layer_norm_vjp, moe_vjp, rms_norm_vjp, rope_vjp, silu_vjp,
+    softmax_cross_entropy_vjp, softmax_vjp, swiglu_vjp,
 };
 use tessel::kernels::rope::RopeLayout;
+use tessel::kernels::train::softmax_cross_entropy;
 use tessel::Result;
 
 fn layout(o: &Opts) -> Result<RopeLayout> {
@@ -68,6 +69,22 @@ pub fn entries() -> Vec<Entry> {
                 let off = o.usize_opt("offset")?.unwrap_or(0);
                 rope_vjp::lower(&s[0], &s[1], &s[2], &s[3], off, layout(o)?)
             },
+        },
+        Entry {
+            name: "softmax_cross_entropy",
+            about: "mean softmax cross-entropy of logits [N, V] against integer labels [N] (out-of-range labels count zero)",
+            args: &["logits", "labels"],
+            options: &[],
+            run: |d, a, _| Ok(vec![softmax_cross_entropy::run(d, a[0], a[1])?]),
+            lower: |s, _| softmax_cross_entropy::lower(&s[0], &s[1]),
+        },
+        Entry {
+            name: "softmax_cross_entropy_vjp",
+            about: "cotangent dlogits of softmax_cross_entropy for the scalar dout",
+            args: &["logits", "labels", "dout"],
+            options: &[],
+            run: |d, a, _| Ok(vec![softmax_cross_entropy_vjp::run(d, a[0], a[1], a[2])?]),
+            lower: |s, _| softmax_cross_entropy_vjp::lower(&s[0], &s[1], &s[2]),
         },
         Entry {
             name: "moe_vjp",
