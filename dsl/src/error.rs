@@ -61,6 +61,11 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
+/// The most devices `Device::cpu_with_devices` creates. The CPU plugin
+/// builds every device up front (a client of 100,000 devices grows without
+/// end); 4096 is far past any mesh one machine can use.
+pub const MAX_CPU_DEVICES: usize = 4096;
+
 /// An error from the PJRT plugin or the runtime around it.
 ///
 /// New variants may be added; match with a wildcard arm.
@@ -137,10 +142,11 @@ pub enum DeviceError {
         /// How many addressable devices the client has.
         count: usize,
     },
-    /// A CPU client asked for with no devices (or more than PJRT can count).
+    /// A CPU client asked for with no devices, or more than
+    /// [`MAX_CPU_DEVICES`].
     #[error(
         "a CPU client needs at least 1 device (and at most {}), got {requested}",
-        i64::MAX
+        MAX_CPU_DEVICES
     )]
     DeviceCount {
         /// The number of devices asked for.
@@ -346,7 +352,7 @@ mod tests {
             ),
             (
                 DeviceError::DeviceCount { requested: 0 }.into(),
-                "a CPU client needs at least 1 device (and at most 9223372036854775807), got 0",
+                "a CPU client needs at least 1 device (and at most 4096), got 0",
             ),
             (
                 DeviceError::ExtentTooLarge {

@@ -424,6 +424,15 @@ fn cpu_clients_with_several_devices() {
         "{none:?}"
     );
     assert!(none.to_string().ends_with("got 0"), "{none}");
+    // Too many devices: an error before the plugin builds them.
+    let many = Device::cpu_with_devices(100_000).unwrap_err();
+    assert!(
+        matches!(
+            many,
+            Error::Device(DeviceError::DeviceCount { requested: 100_000 })
+        ),
+        "{many:?}"
+    );
     let dev = Device::cpu_with_devices(4).unwrap();
     assert_eq!(dev.device_count(), 4);
     assert_eq!(dev.plugin_path(), cpu().plugin_path());

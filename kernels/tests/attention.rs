@@ -688,3 +688,22 @@ fn bad_inputs_are_kernel_errors() {
     );
     assert!(m.contains("pred"), "{m}");
 }
+
+/// A sequence that would unroll too many query blocks is a kernel error at
+/// trace time, not a program that grows without end.
+#[test]
+fn too_many_query_blocks_is_an_error() {
+    let s = 1usize << 22;
+    let spec = TensorSpec::new([1, 1, s, 8], F32);
+    let o = FlashOptions::new().causal(true).block_sizes(512, 512);
+    let err = flash_attention::lower(&spec, &spec, &spec, o.clone()).unwrap_err();
+    let k = err.as_kernel_error().expect("kernel error");
+    assert!(
+        k.message.contains("8192 query blocks") && k.message.contains("block_q"),
+        "{}",
+        k.message
+    );
+    let mask = AttentionMask::from(Mask::causal(s, s));
+    let err = block_sparse_attention::lower(&spec, &spec, &spec, mask, o).unwrap_err();
+    assert!(err.to_string().contains("query blocks"), "{err}");
+}

@@ -96,12 +96,13 @@ impl Device {
         Ok(device)
     }
 
-    /// A new CPU client with `n` devices (`n >= 1`), on the same plugin as
-    /// [`Device::cpu`].
+    /// A new CPU client with `n` devices (`1 <= n <=`
+    /// [`MAX_CPU_DEVICES`](crate::error::MAX_CPU_DEVICES)), on the same
+    /// plugin as [`Device::cpu`].
     pub fn cpu_with_devices(n: usize) -> Result<Device> {
         let count = i64::try_from(n)
             .ok()
-            .filter(|c| *c >= 1)
+            .filter(|c| (1..=crate::error::MAX_CPU_DEVICES as i64).contains(c))
             .ok_or(DeviceError::DeviceCount { requested: n })?;
         let path = plugin::cpu_plugin_path()?;
         let options = [("cpu_device_count", CreateOption::Int64(count))];

@@ -24,7 +24,9 @@ use tessel::autodiff::custom_vjp;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-use super::core::{check, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos};
+use super::core::{
+    check, check_unroll, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos,
+};
 use super::flash::{elem, run_static, walk_row, BandLayout, Layout};
 use super::options::FlashOptions;
 
@@ -145,7 +147,9 @@ pub fn flash_attention_backward_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor, Tensor) {
     let x = AttentionExtras::default();
-    let Some(d) = check("flash_attention_backward", q, k, v, &x, options) else {
+    let op = "flash_attention_backward";
+    let d = check(op, q, k, v, &x, options).filter(|d| check_unroll(op, q, k, v, d, options));
+    let Some(d) = d else {
         let p = poisoned(q).0;
         return (p, p, p);
     };

@@ -29,7 +29,9 @@ use tessel::report;
 use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
 use super::backward::differentiable;
-use super::core::{check, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State};
+use super::core::{
+    check, check_unroll, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State,
+};
 use super::flash::Layout;
 use super::options::{Cover, FlashOptions};
 
@@ -235,6 +237,9 @@ pub fn block_sparse_attention_with(
     let Some(d) = check(OP, q, k, v, extras, options) else {
         return poisoned(q);
     };
+    if !check_unroll(OP, q, k, v, &d, options) {
+        return poisoned(q);
+    }
     let (heads, layout) = match layout_for(mask, &d, options) {
         Ok(x) => x,
         Err(m) => {

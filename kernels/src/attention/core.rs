@@ -252,6 +252,42 @@ pub(crate) fn check(
 }
 
 /// Placeholder results after a recorded error (the trace fails anyway).
+/// The most query blocks the static-layout kernels unroll (their program
+/// grows with the count: at 4096 it is already large).
+pub(crate) const MAX_QUERY_BLOCKS: usize = 4096;
+/// The most key blocks they walk per query block.
+pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
+
+/// Checks that a static-layout kernel's block counts are bounded (the query
+/// blocks are unrolled while tracing); records a kernel error under `op`
+/// otherwise.
+#[track_caller]
+pub(crate) fn check_unroll(
+    op: &str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    d: &Dims,
+    o: &FlashOptions,
+) -> bool {
+    let nq = d.sq.div_ceil(o.block_q);
+    let nk = d.skv.div_ceil(o.block_kv);
+    if nq <= MAX_QUERY_BLOCKS && nk <= MAX_KEY_BLOCKS {
+        return true;
+    }
+    report::fail(
+        op,
+        &[q, k, v],
+        format!(
+            "Sq = {} and Skv = {} make {nq} query blocks of {} and {nk} key blocks of {}: the query blocks are \
+             unrolled while tracing, at most {MAX_QUERY_BLOCKS} of them (and {MAX_KEY_BLOCKS} key blocks); raise \
+             block_q/block_kv, or use block_sparse_attention_dynamic (one loop over query blocks)",
+            d.sq, d.skv, o.block_q, o.block_kv
+        ),
+    );
+    false
+}
+
 pub(crate) fn poisoned(q: Tensor) -> (Tensor, Tensor) {
     (q, Tensor::zeros([1], F32))
 }

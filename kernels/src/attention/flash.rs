@@ -26,7 +26,9 @@ use tessel::prelude::*;
 use tessel::Carry;
 
 use super::backward::differentiable;
-use super::core::{after, check, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
+use super::core::{
+    after, check, check_unroll, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State,
+};
 use super::options::{Band, Cover, FlashOptions};
 
 /// Which blocks of the score matrix a static-layout kernel computes, and
@@ -227,5 +229,8 @@ pub fn flash_attention_with(
     let Some(d) = check("flash_attention", q, k, v, extras, options) else {
         return poisoned(q);
     };
+    if !check_unroll("flash_attention", q, k, v, &d, options) {
+        return poisoned(q);
+    }
     differentiable(q, k, v, extras, options, d, BandLayout::new(options, &d))
 }
