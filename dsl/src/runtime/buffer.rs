@@ -290,13 +290,22 @@ impl DeviceBuffer {
             .into());
         }
 
-        let mut data = vec![0u8; expected];
+        // Fallible: a result larger than host memory is an error, not an abort.
+        let mut data: Vec<u8> = Vec::new();
+        data.try_reserve_exact(expected)
+            .map_err(|_| DeviceError::OutOfMemory {
+                call: "to_host",
+                message: format!(
+                    "cannot allocate {expected} bytes of host memory for a {} result",
+                    self.spec
+                ),
+            })?;
         let mut copy = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
         copy.src = self.buffer.raw;
         copy.host_layout = &mut layout;
         copy.dst = data.as_mut_ptr().cast();
-        copy.dst_size = data.len();
-        // SAFETY: `data` has `dst_size` writable bytes and is neither moved nor
+        copy.dst_size = expected;
+        // SAFETY: `data` has `dst_size` bytes of capacity and is neither moved nor
         // dropped until the event below has completed; buffer and layout as
         // above.
         let started = unsafe { pjrt_call!(api, PJRT_Buffer_ToHostBuffer, &mut copy) };
@@ -305,6 +314,9 @@ impl DeviceBuffer {
         let finished = unsafe { api.await_event("PJRT_Buffer_ToHostBuffer", copy.event) };
         started?;
         finished?;
+        // SAFETY: the capacity is `expected` bytes, and the completed copy
+        // (both results checked above) wrote all `dst_size = expected` of them.
+        unsafe { data.set_len(expected) };
         HostTensor::from_bytes(self.spec.clone(), data)
     }
 }
