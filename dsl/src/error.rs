@@ -142,6 +142,17 @@ pub enum DeviceError {
         /// How many addressable devices the client has.
         count: usize,
     },
+    /// A plugin create option given with a type the plugin does not take
+    /// for it (the plugin would abort the process).
+    #[error("plugin option `{name}` takes {expected}, got {got}")]
+    CreateOptionType {
+        /// The option.
+        name: String,
+        /// The type the plugins take for it.
+        expected: &'static str,
+        /// The type given.
+        got: &'static str,
+    },
     /// A CPU client asked for with no devices, or more than
     /// [`MAX_CPU_DEVICES`].
     #[error(

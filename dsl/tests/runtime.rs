@@ -424,6 +424,24 @@ fn cpu_clients_with_several_devices() {
         "{none:?}"
     );
     assert!(none.to_string().ends_with("got 0"), "{none}");
+    // A create option of the wrong type: refused before the plugin aborts.
+    let path = cpu().plugin_path().to_path_buf();
+    let bad = Device::from_plugin_with_options(
+        &path,
+        &[(
+            "cpu_device_count",
+            tessel_dsl::runtime::CreateOption::String("4".into()),
+        )],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(bad, Error::Device(DeviceError::CreateOptionType { .. })),
+        "{bad:?}"
+    );
+    assert!(
+        bad.to_string().contains("takes an int64, got a string"),
+        "{bad}"
+    );
     // Too many devices: an error before the plugin builds them.
     let many = Device::cpu_with_devices(100_000).unwrap_err();
     assert!(

@@ -30,6 +30,50 @@ pub enum CreateOption {
     Bool(bool),
 }
 
+impl CreateOption {
+    /// The option's type, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CreateOption::String(_) => "a string",
+            CreateOption::Int64(_) => "an int64",
+            CreateOption::Int64List(_) => "a list of int64",
+            CreateOption::Float(_) => "a float",
+            CreateOption::Bool(_) => "a bool",
+        }
+    }
+}
+
+/// The create options the known plugins (CPU, CUDA) take, with their
+/// types: a value of another type aborts inside the plugin, so it is
+/// refused before the call. Other names pass through unchecked.
+const KNOWN_OPTIONS: &[(&str, &str)] = &[
+    ("cpu_device_count", "an int64"),
+    ("platform_name", "a string"),
+    ("allocator", "a string"),
+    ("memory_fraction", "a float"),
+    ("preallocate", "a bool"),
+    ("visible_devices", "a list of int64"),
+    ("node_id", "an int64"),
+    ("num_nodes", "an int64"),
+];
+
+/// Checks the types of the known create options.
+fn check_options(options: &[(&str, CreateOption)]) -> Result<()> {
+    for (name, value) in options {
+        if let Some((_, expected)) = KNOWN_OPTIONS.iter().find(|(n, _)| n == name) {
+            if *expected != value.kind() {
+                return Err(DeviceError::CreateOptionType {
+                    name: name.to_string(),
+                    expected,
+                    got: value.kind(),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The client behind a [`Device`](super::Device).
 pub(crate) struct Client {
     api: &'static Api,
@@ -52,6 +96,7 @@ unsafe impl Sync for Client {}
 impl Client {
     /// Creates a client with the given create options.
     pub(crate) fn create(api: &'static Api, options: &[(&str, CreateOption)]) -> Result<Client> {
+        check_options(options)?;
         // Storage the named values point into; alive until after the call.
         let mut values = Vec::with_capacity(options.len());
         for (name, value) in options {
