@@ -38,6 +38,7 @@ mod execute;
 mod ffi;
 mod options;
 mod plugin;
+mod plugin_stamp;
 mod python;
 
 pub use api::AttributeValue;

@@ -15,12 +15,11 @@
 //! The interpreter is `$TESSEL_PYTHON` if set, else `python3`.
 
 use std::fs::{self, File};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
+use super::plugin_stamp::{self, sha256_file, Expected};
 
 use super::python::{self, PythonError};
 use crate::error::{DeviceError, Result};
@@ -34,6 +33,11 @@ const WHEEL_FILE: &str = "xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl"
 /// SHA-256 of [`WHEEL_FILE`].
 const WHEEL_SHA256: &str = "55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc";
 /// The plugin inside the wheel.
+/// The plugin file inside the pinned wheel.
+const PLUGIN: Expected = Expected {
+    size: 259_284_552,
+    sha256: "88c3f28c5900f48ad4a82cab9e79bba9537809743395e341485f8794268820dc",
+};
 const WHEEL_MEMBER: &str = "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
 /// The plugin's file name.
 const PLUGIN_FILE: &str = "xla_cpu_pjrt.so";
@@ -145,7 +149,15 @@ fn locate_cpu_plugin() -> Result<PathBuf> {
     if let Ok(cache) = &cache {
         let cached = cached_plugin(cache);
         if cached.is_file() {
-            return Ok(cached);
+            if plugin_stamp::verify(&cached, PLUGIN) {
+                return Ok(cached);
+            }
+            // Truncated or corrupted: loading it would crash the process.
+            eprintln!(
+                "tessel: the cached plugin {} is damaged (size or SHA-256 differ); fetching it again",
+                cached.display()
+            );
+            plugin_stamp::discard(&cached);
         }
     }
     if let Some(path) = python::find_package_file(&[("xla_plugins.xla_cpu_pjrt", PLUGIN_FILE)]) {
@@ -169,7 +181,7 @@ fn fetch_cpu_plugin(cache: &Path) -> Result<PathBuf> {
     let _lock = CacheLock::acquire(cache)?;
     let target = cached_plugin(cache);
     // Another process may have installed it while we waited for the lock.
-    if target.is_file() {
+    if target.is_file() && plugin_stamp::verify(&target, PLUGIN) {
         return Ok(target);
     }
     remove_stale_files(cache);
@@ -205,7 +217,7 @@ pub fn install_cpu_plugin_wheel(wheel: impl AsRef<Path>) -> Result<PathBuf> {
     let cache = cache_dir()?;
     let _lock = CacheLock::acquire(&cache)?;
     let target = cached_plugin(&cache);
-    if target.is_file() {
+    if target.is_file() && plugin_stamp::verify(&target, PLUGIN) {
         return Ok(target);
     }
     remove_stale_files(&cache);
@@ -258,25 +270,15 @@ fn install_locked(wheel: &Path, cache: &Path) -> Result<PathBuf> {
         let _ = fs::remove_file(&partial);
     }
     extracted?;
-    Ok(target)
-}
-
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
+    // Hashes the extracted file once and stamps it.
+    if !plugin_stamp::verify(&target, PLUGIN) {
+        plugin_stamp::discard(&target);
+        return Err(not_found(format!(
+            "the plugin extracted from {} is not the pinned one (size or SHA-256 differ); {CPU_HINT}",
+            wheel.display()
+        )));
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(target)
 }
 
 fn unique_suffix() -> String {
@@ -437,18 +439,6 @@ mod tests {
         remove_stale_files(&dir);
         assert!(!partial.exists());
         assert!(!dir.join(format!("{FETCH_PREFIX}1-2")).exists());
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn sha256_of_known_bytes() {
-        let dir = scratch("sha");
-        let f = dir.join("abc");
-        fs::write(&f, b"abc").unwrap();
-        assert_eq!(
-            sha256_file(&f).unwrap(),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

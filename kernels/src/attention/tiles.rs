@@ -204,4 +204,3 @@ pub(crate) fn dropout_keep(
     let u = bits.shift_right_logical(8u32).cast(F32) * (0.5f64).powi(24);
     u.ge(rate)
 }
-
