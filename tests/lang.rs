@@ -361,8 +361,11 @@ fn index_reads(x: Tensor, table: Vec<Vec<f32>>) -> Tensor {
     let mut rows = table.clone();
     rows[0][1] = table[1][0] * 10.0;
     rows[1][0] += 1.0;
-    let total = rows[0][1] + rows[1][0] + rows[0].len() as f32;
-    x[(1..,)].sum(&[0]) + first * second + total
+    // Through a reference, indexing auto-dereferences as in Rust.
+    let first_row = &rows[0];
+    let total = first_row[1] + rows[1][0] + rows[0].len() as f32;
+    let by_ref = &x;
+    by_ref[(1..,)].sum(&[0]) + first * second + total
 }
 
 #[test]

@@ -11,7 +11,7 @@ pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
 pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
 pub use crate::lang::{
     and, or, static_condition, AssignPlain, Cmp, ComparePlain, Condition, ForSource, IndexPlain,
-    LoopCondition, RangeLoop, Read, RustFor, RustForEarly, Target, TracedFor, TracedForEarly,
+    LoopCondition, RangeLoop, RustFor, RustForEarly, Target, TracedFor, TracedForEarly,
 };
 pub use crate::ops::Precision;
 pub use crate::profile::{Profile, ProfileOptions};

@@ -9,7 +9,7 @@
 //! | `x[i] = v` | `lang::Target(&mut x).assign(i, v)` |
 //! | `if c { .. } else { .. }` | a branch driver chosen by the type of `c` |
 //! | `while c { .. }` | a loop driver chosen by the type of `c` |
-//! | `x[i]` (a read) | `*lang::Read(&x).at(i)`: a tensor window by value, or `Index` on Rust values |
+//! | `x[i]` (a read) | `*x.__tessel_read(i)`: a tensor window by value, or `Index` on Rust values |
 //! | `for p in src { .. }` assigning outer variables | a driver chosen by the type of `src`: a `LoopSource` (ranges, `blocks`, `grid`, ...) is one traced loop, any other iterator a Rust loop (`#[unroll]` always keeps a Rust loop) |
 
 use proc_macro2::{Span, TokenStream};
@@ -396,15 +396,15 @@ impl VisitMut for Rewriter {
                 None
             }
             Expr::Index(ix) => {
-                // A read: `x[i]` becomes `*Read(&x).at(i)`, a tensor read
-                // by value (nothing allocated) or any other value through
-                // `Index`, as Rust reads it.
+                // A read: `x[i]` becomes `*x.__tessel_read(i)`: a tensor
+                // read by value (nothing allocated; an inherent method, found
+                // first) or any other value through `Index` (`IndexPlain`),
+                // auto-dereferenced as Rust's indexing is.
                 self.visit_expr_mut(&mut ix.expr);
                 self.visit_expr_mut(&mut ix.index);
                 let (base, index) = (&ix.expr, &ix.index);
                 let span = ix.bracket_token.span.join();
-                let dsl = paths::dsl(span);
-                Some(quote_spanned!(span=> (*#dsl::Read(&#base).at(#index))))
+                Some(quote_spanned!(span=> (*(#base).__tessel_read(#index))))
             }
             Expr::If(i) => Some(self.rewrite_if(i)),
             Expr::While(w) => Some(self.rewrite_while(w)),

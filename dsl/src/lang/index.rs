@@ -361,8 +361,8 @@ impl<I: TensorIndex> std::ops::Index<I> for Tensor {
     /// Indexes while tracing, outside a kernel body. The returned reference
     /// points to a new 16-byte handle that lives for the rest of the process
     /// (indexing syntax must return a reference). Inside a kernel body the
-    /// macros rewrite `x[i]` to [`Read::at`], which allocates nothing; by
-    /// hand, write [`Tensor::at`].
+    /// macros rewrite `x[i]` to a read that allocates nothing; by hand,
+    /// write [`Tensor::at`].
     #[track_caller]
     fn index(&self, index: I) -> &Tensor {
         let t = index_at(*self, &index.axis_indices(), Location::caller());
@@ -386,13 +386,6 @@ impl Tensor {
     }
 }
 
-/// The base of an indexing read `base[index]` in a kernel body, which the
-/// kernel macros rewrite to `*Read(&base).at(index)`: on a tensor the
-/// inherent [`Read::at`] (the window, by value: nothing is allocated), on any
-/// other value [`IndexPlain::at`] (a reference through `Index`, so the read
-/// is the same place Rust's `base[index]` is).
-pub struct Read<'a, C: ?Sized>(pub &'a C);
-
 /// A tensor read by indexing syntax in a kernel body; dereferences to the
 /// window's [`Tensor`].
 #[derive(Clone, Copy, Debug)]
@@ -405,51 +398,34 @@ impl std::ops::Deref for Indexed {
     }
 }
 
-impl Read<'_, Tensor> {
-    /// `tensor[index]`: the indexed window.
+impl Tensor {
+    /// `self[index]` as the kernel macros rewrite an indexing read
+    /// (`*base.__tessel_read(index)`): the window, by value, so nothing is
+    /// allocated. Found before [`IndexPlain`] by method resolution, for a
+    /// tensor and a reference to one.
+    #[doc(hidden)]
     #[track_caller]
-    pub fn at(self, index: impl TensorIndex) -> Indexed {
-        Indexed(index_at(*self.0, &index.axis_indices(), Location::caller()))
+    pub fn __tessel_read(&self, index: impl TensorIndex) -> Indexed {
+        Indexed(index_at(*self, &index.axis_indices(), Location::caller()))
     }
 }
 
-impl Read<'_, &Tensor> {
-    /// `tensor[index]` through a reference.
-    #[track_caller]
-    pub fn at(self, index: impl TensorIndex) -> Indexed {
-        Indexed(index_at(
-            **self.0,
-            &index.axis_indices(),
-            Location::caller(),
-        ))
-    }
-}
-
-impl Read<'_, &mut Tensor> {
-    /// `tensor[index]` through a mutable reference.
-    #[track_caller]
-    pub fn at(self, index: impl TensorIndex) -> Indexed {
-        Indexed(index_at(
-            **self.0,
-            &index.axis_indices(),
-            Location::caller(),
-        ))
-    }
-}
-
-/// `base[index]` on Rust values (through `Index`).
-pub trait IndexPlain<'a, I> {
+/// `base[index]` on Rust values, as the kernel macros rewrite an indexing
+/// read: a reference through `Index`, so the read is the same place Rust's
+/// `base[index]` is (method-call syntax auto-dereferences `base` as
+/// indexing does).
+pub trait IndexPlain<I> {
     /// What indexing yields.
     type Output: ?Sized;
-    /// A reference to `base[index]`.
-    fn at(self, index: I) -> &'a Self::Output;
+    /// A reference to `self[index]`.
+    fn __tessel_read(&self, index: I) -> &Self::Output;
 }
 
-impl<'a, C: std::ops::Index<I> + ?Sized, I> IndexPlain<'a, I> for Read<'a, C> {
+impl<C: std::ops::Index<I> + ?Sized, I> IndexPlain<I> for C {
     type Output = C::Output;
     #[track_caller]
-    fn at(self, index: I) -> &'a C::Output {
-        &self.0[index]
+    fn __tessel_read(&self, index: I) -> &C::Output {
+        &self[index]
     }
 }
 

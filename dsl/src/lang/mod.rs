@@ -23,5 +23,5 @@ pub use for_loop::{
     TracedForEarly, TracedForLoop, TracedLoop,
 };
 pub use index::{
-    ds, AssignPlain, AxisIndex, DynSlice, IndexItem, IndexPlain, Indexed, Read, Target, TensorIndex,
+    ds, AssignPlain, AxisIndex, DynSlice, IndexItem, IndexPlain, Indexed, Target, TensorIndex,
 };
