@@ -30,15 +30,37 @@ pub enum CreateOption {
     Bool(bool),
 }
 
-impl CreateOption {
-    /// The option's type, for messages.
-    pub fn kind(&self) -> &'static str {
+/// The type of a [`CreateOption`] value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OptionKind {
+    String,
+    Int64,
+    Int64List,
+    Float,
+    Bool,
+}
+
+impl OptionKind {
+    /// The type, for messages.
+    fn name(self) -> &'static str {
         match self {
-            CreateOption::String(_) => "a string",
-            CreateOption::Int64(_) => "an int64",
-            CreateOption::Int64List(_) => "a list of int64",
-            CreateOption::Float(_) => "a float",
-            CreateOption::Bool(_) => "a bool",
+            OptionKind::String => "a string",
+            OptionKind::Int64 => "an int64",
+            OptionKind::Int64List => "a list of int64",
+            OptionKind::Float => "a float",
+            OptionKind::Bool => "a bool",
+        }
+    }
+}
+
+impl CreateOption {
+    fn kind(&self) -> OptionKind {
+        match self {
+            CreateOption::String(_) => OptionKind::String,
+            CreateOption::Int64(_) => OptionKind::Int64,
+            CreateOption::Int64List(_) => OptionKind::Int64List,
+            CreateOption::Float(_) => OptionKind::Float,
+            CreateOption::Bool(_) => OptionKind::Bool,
         }
     }
 }
@@ -46,26 +68,26 @@ impl CreateOption {
 /// The create options the known plugins (CPU, CUDA) take, with their
 /// types: a value of another type aborts inside the plugin, so it is
 /// refused before the call. Other names pass through unchecked.
-const KNOWN_OPTIONS: &[(&str, &str)] = &[
-    ("cpu_device_count", "an int64"),
-    ("platform_name", "a string"),
-    ("allocator", "a string"),
-    ("memory_fraction", "a float"),
-    ("preallocate", "a bool"),
-    ("visible_devices", "a list of int64"),
-    ("node_id", "an int64"),
-    ("num_nodes", "an int64"),
+const KNOWN_OPTIONS: &[(&str, OptionKind)] = &[
+    ("cpu_device_count", OptionKind::Int64),
+    ("platform_name", OptionKind::String),
+    ("allocator", OptionKind::String),
+    ("memory_fraction", OptionKind::Float),
+    ("preallocate", OptionKind::Bool),
+    ("visible_devices", OptionKind::Int64List),
+    ("node_id", OptionKind::Int64),
+    ("num_nodes", OptionKind::Int64),
 ];
 
 /// Checks the types of the known create options.
 fn check_options(options: &[(&str, CreateOption)]) -> Result<()> {
     for (name, value) in options {
-        if let Some((_, expected)) = KNOWN_OPTIONS.iter().find(|(n, _)| n == name) {
-            if *expected != value.kind() {
+        if let Some(&(_, expected)) = KNOWN_OPTIONS.iter().find(|(n, _)| n == name) {
+            if expected != value.kind() {
                 return Err(DeviceError::CreateOptionType {
                     name: name.to_string(),
-                    expected,
-                    got: value.kind(),
+                    expected: expected.name(),
+                    got: value.kind().name(),
                 }
                 .into());
             }
