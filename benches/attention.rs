@@ -24,12 +24,11 @@
 //! overrides the block sizes, `--lengths=2048,4096` the sequence lengths.
 
 use std::sync::Arc;
-use std::time::Instant;
 use tessel::kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use tessel::prelude::*;
 
 mod attention_common;
-use attention_common::{arg, blocks, input, lengths};
+use attention_common::{arg, blocks, input, lengths, time};
 
 use tessel::profile::{Profile, ProfileOptions};
 
@@ -40,15 +39,6 @@ fn memory(p: &Profile) -> (f64, f64) {
         .as_ref()
         .map(|m| (m.peak_bytes as f64 / MIB, m.temp_bytes as f64 / MIB))
         .unwrap_or((f64::NAN, f64::NAN))
-}
-
-/// One timed run of `exe` on `args`, in seconds.
-fn time(exe: &Executable, args: &[&DeviceBuffer]) -> tessel::Result<f64> {
-    let t = Instant::now();
-    for out in exe.execute(args)? {
-        out.block_until_ready()?;
-    }
-    Ok(t.elapsed().as_secs_f64())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -17,8 +17,6 @@
 //! `--lengths=2048,4096` and `--blocks=BQxBK` (default 256 × 256) as in
 //! the forward benchmark.
 
-use std::time::Instant;
-
 use tessel::kernels::attention::{
     flash_attention, flash_attention_backward, flash_attention_lse, FlashOptions,
 };
@@ -26,23 +24,16 @@ use tessel::kernels::grads::flash_attention_vjp;
 use tessel::prelude::*;
 
 mod attention_common;
-use attention_common::{arg, blocks, input, lengths};
+use attention_common::{arg, blocks, input, lengths, time};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The minimum over `runs` timed runs (after one untimed), in ms.
 fn best(exe: &Executable, args: &[&DeviceBuffer], runs: usize) -> tessel::Result<f64> {
-    let once = || -> tessel::Result<f64> {
-        let t = Instant::now();
-        for out in exe.execute(args)? {
-            out.block_until_ready()?;
-        }
-        Ok(t.elapsed().as_secs_f64() * 1e3)
-    };
-    once()?;
+    time(exe, args)?;
     let mut m = f64::INFINITY;
     for _ in 0..runs {
-        m = m.min(once()?);
+        m = m.min(time(exe, args)? * 1e3);
     }
     Ok(m)
 }

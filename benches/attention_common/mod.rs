@@ -1,6 +1,18 @@
 //! What the attention benchmarks share: command-line values and the inputs.
 
+use std::time::Instant;
+
 use tessel::prelude::*;
+
+/// One timed run of `exe` on `args` (until every result is ready), in
+/// seconds.
+pub fn time(exe: &Executable, args: &[&DeviceBuffer]) -> tessel::Result<f64> {
+    let t = Instant::now();
+    for out in exe.execute(args)? {
+        out.block_until_ready()?;
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
 
 /// The value of `--name=value` on the command line, if given and valid.
 pub fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {

@@ -18,10 +18,7 @@
 use tessel::autodiff::custom_vjp;
 use tessel::prelude::*;
 
-/// The largest finite e4m3 value.
-pub const E4M3_MAX: f64 = 448.0;
-/// The largest finite e5m2 value.
-pub const E5M2_MAX: f64 = 57344.0;
+use crate::quantized::qmax;
 
 /// The amax histories of one FP8 matrix product (`[H]` f32 each, newest
 /// first).
@@ -66,9 +63,11 @@ pub fn push_amax(history: Tensor, x: Tensor) -> Tensor {
     concat(&[amax, history.narrow(0, 0, h - 1)], 0)
 }
 
-/// `x · scale`, clamped to `±fp8_max` and rounded to `dtype`.
-pub fn to_fp8(x: Tensor, scale: Tensor, dtype: DType, fp8_max: f64) -> Tensor {
-    (x.cast(F32) * scale).clamp(-fp8_max, fp8_max).cast(dtype)
+/// `x · scale`, clamped to the largest finite value of the FP8 `dtype`
+/// ([`qmax`]) and rounded to it.
+pub fn to_fp8(x: Tensor, scale: Tensor, dtype: DType) -> Tensor {
+    let max = qmax(dtype);
+    (x.cast(F32) * scale).clamp(-max, max).cast(dtype)
 }
 
 /// `x · w` (`[.., M, K] × [K, N]`) from e4m3 operands with delayed scales,
@@ -84,10 +83,10 @@ pub fn fp8_matmul(x: Tensor, w: Tensor, history: Fp8History, margin: i32) -> (Te
         vec![x, w, history.grad],
         move |p: Vec<Tensor>| {
             let (x, w) = (p[0], p[1]);
-            let sx = delayed_scale(xh, E4M3_MAX, margin);
-            let sw = delayed_scale(wh, E4M3_MAX, margin);
-            let xq = to_fp8(x, sx, F8E4M3FN, E4M3_MAX);
-            let wq = to_fp8(w, sw, F8E4M3FN, E4M3_MAX);
+            let sx = delayed_scale(xh, qmax(F8E4M3FN), margin);
+            let sw = delayed_scale(wh, qmax(F8E4M3FN), margin);
+            let xq = to_fp8(x, sx, F8E4M3FN);
+            let wq = to_fp8(w, sw, F8E4M3FN);
             let y = xq.cast(F32).matmul(wq.cast(F32)) / (sx * sw);
             let outs = vec![y.cast(x.dtype()), push_amax(xh, x), push_amax(wh, w)];
             let res = vec![xq, wq, sx, sw, p[2], x, w];
@@ -96,8 +95,8 @@ pub fn fp8_matmul(x: Tensor, w: Tensor, history: Fp8History, margin: i32) -> (Te
         move |r: &Vec<Tensor>, cot: Vec<Tensor>| {
             let (xq, wq, sx, sw, gh, x, w) = (r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
             let dout = cot[0];
-            let sg = delayed_scale(gh, E5M2_MAX, margin);
-            let gq = to_fp8(dout, sg, F8E5M2, E5M2_MAX).cast(F32);
+            let sg = delayed_scale(gh, qmax(F8E5M2), margin);
+            let gq = to_fp8(dout, sg, F8E5M2).cast(F32);
             let dx = gq.matmul(wq.cast(F32).t()) / (sg * sw);
             // dw sums over every leading axis of x: flatten them into M.
             let k = xq.dim(-1);

@@ -24,9 +24,7 @@ use tessel::autodiff::custom_vjp;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-use super::core::{
-    check, check_unroll, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos,
-};
+use super::core::{check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos};
 use super::flash::{elem, run_static, walk_row, BandLayout, Layout};
 use super::options::FlashOptions;
 
@@ -95,13 +93,13 @@ pub(crate) fn differentiable<L: Layout>(
     let n = if with_bias { 4 } else { 3 };
     let mut primals = vec![q, k, v];
     primals.extend(extras.bias);
-    let (fwd_opts, bwd_opts) = (options.clone(), options.clone());
+    let bwd_opts = options.clone();
     let fwd_layout = Rc::clone(&layout);
     let out = custom_vjp(
         primals,
         move |p: Vec<Tensor>| {
             let x = extras_from(p.get(3).copied(), present, &aux);
-            let ctx = Ctx::new(p[0], p[1], p[2], &x, &fwd_opts, d);
+            let ctx = Ctx::new(p[0], p[1], p[2], &x, options, d);
             let (o, lse) = run_static(&ctx, &*fwd_layout);
             let mut res = p;
             res.extend(aux);
@@ -148,8 +146,7 @@ pub fn flash_attention_backward_with(
 ) -> (Tensor, Tensor, Tensor) {
     let x = AttentionExtras::default();
     let op = "flash_attention_backward";
-    let d = check(op, q, k, v, &x, options).filter(|d| check_unroll(op, q, k, v, d, options));
-    let Some(d) = d else {
+    let Some(d) = check_static(op, q, k, v, &x, options) else {
         let p = poisoned(q).0;
         return (p, p, p);
     };

@@ -30,7 +30,7 @@ use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
 use super::backward::differentiable;
 use super::core::{
-    check, check_unroll, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State,
+    check, check_static, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State,
 };
 use super::flash::Layout;
 use super::options::{Cover, FlashOptions};
@@ -234,12 +234,9 @@ pub fn block_sparse_attention_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
     const OP: &str = "block_sparse_attention";
-    let Some(d) = check(OP, q, k, v, extras, options) else {
+    let Some(d) = check_static(OP, q, k, v, extras, options) else {
         return poisoned(q);
     };
-    if !check_unroll(OP, q, k, v, &d, options) {
-        return poisoned(q);
-    }
     let (heads, layout) = match layout_for(mask, &d, options) {
         Ok(x) => x,
         Err(m) => {

@@ -257,22 +257,23 @@ pub(crate) const MAX_QUERY_BLOCKS: usize = 4096;
 /// The most key blocks they walk per query block.
 pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
 
-/// Checks that a static-layout kernel's block counts are bounded (the query
-/// blocks are unrolled while tracing); records a kernel error under `op`
-/// otherwise.
+/// [`check`] for a static-layout kernel, which also bounds its block counts
+/// (the query blocks are unrolled while tracing); records a kernel error
+/// under `op` and returns `None` if either check fails.
 #[track_caller]
-pub(crate) fn check_unroll(
+pub(crate) fn check_static(
     op: &str,
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    d: &Dims,
+    x: &AttentionExtras,
     o: &FlashOptions,
-) -> bool {
+) -> Option<Dims> {
+    let d = check(op, q, k, v, x, o)?;
     let nq = d.sq.div_ceil(o.block_q);
     let nk = d.skv.div_ceil(o.block_kv);
     if nq <= MAX_QUERY_BLOCKS && nk <= MAX_KEY_BLOCKS {
-        return true;
+        return Some(d);
     }
     report::fail(
         op,
@@ -284,7 +285,7 @@ pub(crate) fn check_unroll(
             d.sq, d.skv, o.block_q, o.block_kv
         ),
     );
-    false
+    None
 }
 
 pub(crate) fn poisoned(q: Tensor) -> (Tensor, Tensor) {

@@ -26,9 +26,7 @@ use tessel::prelude::*;
 use tessel::Carry;
 
 use super::backward::differentiable;
-use super::core::{
-    after, check, check_unroll, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State,
-};
+use super::core::{after, check_static, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
 use super::options::{Band, Cover, FlashOptions};
 
 /// Which blocks of the score matrix a static-layout kernel computes, and
@@ -226,11 +224,8 @@ pub fn flash_attention_with(
     extras: &AttentionExtras,
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
-    let Some(d) = check("flash_attention", q, k, v, extras, options) else {
+    let Some(d) = check_static("flash_attention", q, k, v, extras, options) else {
         return poisoned(q);
     };
-    if !check_unroll("flash_attention", q, k, v, &d, options) {
-        return poisoned(q);
-    }
     differentiable(q, k, v, extras, options, d, BandLayout::new(options, &d))
 }
