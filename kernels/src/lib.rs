@@ -18,6 +18,7 @@ pub mod moe;
 pub mod norm;
 pub mod quantized;
 pub mod rope;
+pub mod serving;
 pub mod softmax;
 pub mod sparse;
 pub mod train;

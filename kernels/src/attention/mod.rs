@@ -23,7 +23,7 @@ mod flash;
 mod inputs;
 mod options;
 mod reference;
-mod tiles;
+pub(crate) mod tiles;
 
 pub use self::backward::flash_attention_backward_with;
 pub use self::block_sparse::{

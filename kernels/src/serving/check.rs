@@ -1,0 +1,205 @@
+//! Argument checks of the serving kernels: shapes and dtypes, reported as
+//! kernel errors naming the op, the shapes and the caller's line.
+
+use tessel::prelude::*;
+use tessel::report;
+
+use super::ServeOptions;
+
+/// A paged KV cache inside a kernel: pages `[P, page, Hkv, D]` for keys
+/// and values, and for quantized pages (int8 or fp8) their per-token,
+/// per-head f32 scales `[P, page, Hkv]`.
+#[derive(Clone, Copy, Debug)]
+pub struct PagedKv {
+    /// Key pages `[P, page, Hkv, D]`.
+    pub k_pages: Tensor,
+    /// Value pages `[P, page, Hkv, Dv]`.
+    pub v_pages: Tensor,
+    /// Key and value scales `[P, page, Hkv]` of quantized pages.
+    pub scales: Option<(Tensor, Tensor)>,
+}
+
+impl PagedKv {
+    /// Float pages.
+    pub fn new(k_pages: Tensor, v_pages: Tensor) -> PagedKv {
+        PagedKv {
+            k_pages,
+            v_pages,
+            scales: None,
+        }
+    }
+
+    /// Quantized pages with their scales.
+    pub fn quantized(k_pages: Tensor, v_pages: Tensor, k_scales: Tensor, v_scales: Tensor) -> Self {
+        PagedKv {
+            k_pages,
+            v_pages,
+            scales: Some((k_scales, v_scales)),
+        }
+    }
+}
+
+/// The extents of a paged call, checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PagedDims {
+    pub(crate) b: usize,
+    pub(crate) hq: usize,
+    pub(crate) hkv: usize,
+    pub(crate) g: usize,
+    pub(crate) d: usize,
+    pub(crate) dv: usize,
+    pub(crate) page: usize,
+    /// Block-table width (pages per sequence at most).
+    pub(crate) width: usize,
+    /// The queries' dtype (and the output's).
+    pub(crate) io: DType,
+    /// The statistics' dtype.
+    pub(crate) stat: DType,
+}
+
+/// The dtypes quantized pages may have.
+pub(crate) fn is_quantized(dtype: DType) -> bool {
+    matches!(dtype, DType::S8 | DType::F8E4M3FN | DType::F8E5M2)
+}
+
+fn spec(t: Tensor) -> String {
+    t.spec().to_string()
+}
+
+/// Checks the query heads and dtype against the pages, the block tables
+/// `s32 [B, M]` and the per-sequence lengths `s32 [B]` (named `lens_name`).
+/// `q_heads` and `q_dim` are the query's head count and head dimension,
+/// `batch` the batch size the tables must have.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_paged(
+    op: &str,
+    q: Tensor,
+    q_heads: usize,
+    q_dim: usize,
+    kv: &PagedKv,
+    block_tables: Tensor,
+    lens: Tensor,
+    lens_name: &str,
+    opts: &ServeOptions,
+) -> Option<PagedDims> {
+    let fail = |operands: &[Tensor], m: String| {
+        report::fail(op, operands, m);
+        None
+    };
+    if let Some(m) = opts.problem() {
+        return fail(&[q], m);
+    }
+    let (kp, vp) = (kv.k_pages, kv.v_pages);
+    let io = q.dtype();
+    if !io.is_float() {
+        return fail(&[q], format!("q must be a float tensor, got {}", spec(q)));
+    }
+    let (ks, vs) = (kp.shape(), vp.shape());
+    if ks.len() != 4 || vs.len() != 4 || ks[..3] != vs[..3] {
+        return fail(
+            &[kp, vp],
+            format!(
+                "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three \
+                 extents, got {} and {}",
+                spec(kp),
+                spec(vp)
+            ),
+        );
+    }
+    let (num_pages, page, hkv, d) = (ks[0], ks[1], ks[2], ks[3]);
+    match kv.scales {
+        None if kp.dtype() != io || vp.dtype() != io => {
+            return fail(
+                &[q, kp, vp],
+                format!(
+                    "float pages must have the queries' dtype {io}, got {} and {}; int8/fp8 pages \
+                     take scales (the *_quantized kernels)",
+                    kp.dtype(),
+                    vp.dtype()
+                ),
+            );
+        }
+        Some((kscale, vscale)) => {
+            if !is_quantized(kp.dtype()) || vp.dtype() != kp.dtype() {
+                return fail(
+                    &[kp, vp],
+                    format!(
+                        "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype), got {} and {}",
+                        kp.dtype(),
+                        vp.dtype()
+                    ),
+                );
+            }
+            let want = [num_pages, page, hkv];
+            for (name, s) in [("k_scales", kscale), ("v_scales", vscale)] {
+                if s.dtype() != F32 || s.shape() != want {
+                    return fail(
+                        &[kp, s],
+                        format!(
+                            "{name} must be f32 {want:?} (one scale per token and head), got {}",
+                            spec(s)
+                        ),
+                    );
+                }
+            }
+        }
+        None => {}
+    }
+    if page == 0 || hkv == 0 {
+        return fail(
+            &[kp],
+            format!("pages need at least one token and one head, got {}", spec(kp)),
+        );
+    }
+    if q_dim != d {
+        return fail(
+            &[q, kp],
+            format!("the head dimension of q ({q_dim}) and the pages ({d}) must match"),
+        );
+    }
+    if q_heads % hkv != 0 {
+        return fail(
+            &[q, kp],
+            format!(
+                "the query heads ({q_heads}) must be a multiple of the pages' key/value heads ({hkv})"
+            ),
+        );
+    }
+    let bt = block_tables.shape();
+    if block_tables.dtype() != S32 || bt.len() != 2 {
+        return fail(
+            &[block_tables],
+            format!("block_tables must be s32 [B, max_pages], got {}", spec(block_tables)),
+        );
+    }
+    let b = bt[0];
+    if lens.dtype() != S32 || lens.shape() != [b] {
+        return fail(
+            &[block_tables, lens],
+            format!("{lens_name} must be s32 [{b}] (one per sequence), got {}", spec(lens)),
+        );
+    }
+    if num_pages == 0 && bt[1] > 0 {
+        return fail(&[kp], "the page pool is empty".to_string());
+    }
+    Some(PagedDims {
+        b,
+        hq: q_heads,
+        hkv,
+        g: q_heads / hkv,
+        d,
+        dv: vs[3],
+        page,
+        width: bt[1],
+        io,
+        stat: if io == F64 { F64 } else { F32 },
+    })
+}
+
+/// Reports `message` for `op` over `operands`.
+#[track_caller]
+pub(crate) fn fail<T>(op: &str, operands: &[Tensor], message: String) -> Option<T> {
+    report::fail(op, operands, message);
+    None
+}

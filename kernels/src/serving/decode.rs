@@ -1,0 +1,128 @@
+//! Decode attention over a contiguous cache `[B, Hkv, S_max, D]` with
+//! traced lengths.
+
+use tessel::prelude::*;
+
+use super::check::fail;
+use super::engine::{Params, QTile, Source};
+use super::ServeOptions;
+
+/// Decode attention inside a kernel: `q: [B, Hq, Sq, D]`, the `Sq` newest
+/// tokens of each sequence (usually 1); `k_cache: [B, Hkv, S_max, D]` and
+/// `v_cache: [B, Hkv, S_max, Dv]`; `lengths: s32 [B]` the keys of each
+/// sequence, the new ones included (clamped to `0 ..= S_max`), so query
+/// `i` sits at position `lengths[b] - Sq + i` and sees the keys up to it
+/// (and, with a window, not before `position - left`). Returns
+/// `[B, Hq, Sq, Dv]` in `q`'s dtype; a query that sees no key gives zeros.
+/// Keys at or past a sequence's length are never read into the result,
+/// whatever they hold.
+#[track_caller]
+pub fn decode_attention_with(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    lengths: Tensor,
+    opts: &ServeOptions,
+) -> Tensor {
+    let op = "decode_attention";
+    let (qs, ks, vs) = (q.shape(), k_cache.shape(), v_cache.shape());
+    if let Some(m) = opts.problem() {
+        return fail(op, &[q], m).unwrap_or(q);
+    }
+    if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
+        return fail(
+            op,
+            &[q, k_cache, v_cache],
+            format!(
+                "q must be [B, Hq, Sq, D] and the caches [B, Hkv, S_max, D], got {}, {} and {}",
+                q.spec(),
+                k_cache.spec(),
+                v_cache.spec()
+            ),
+        )
+        .unwrap_or(q);
+    }
+    let io = q.dtype();
+    if !io.is_float() || k_cache.dtype() != io || v_cache.dtype() != io {
+        return fail(
+            op,
+            &[q, k_cache, v_cache],
+            format!(
+                "q and the caches must have one float dtype, got {}, {} and {}",
+                io,
+                k_cache.dtype(),
+                v_cache.dtype()
+            ),
+        )
+        .unwrap_or(q);
+    }
+    let (b, hq, sq, d) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, s_max) = (ks[1], ks[2]);
+    if ks[0] != b || vs[0] != b || ks[3] != d || vs[1] != hkv || vs[2] != s_max {
+        return fail(
+            op,
+            &[q, k_cache, v_cache],
+            format!(
+                "the caches must be [{b}, Hkv, S_max, {d}] with one Hkv and S_max, got {} and {}",
+                k_cache.spec(),
+                v_cache.spec()
+            ),
+        )
+        .unwrap_or(q);
+    }
+    if hkv == 0 || hq % hkv != 0 {
+        return fail(
+            op,
+            &[q, k_cache],
+            format!("the query heads ({hq}) must be a multiple of the key/value heads ({hkv})"),
+        )
+        .unwrap_or(q);
+    }
+    if lengths.dtype() != S32 || lengths.shape() != [b] {
+        return fail(
+            op,
+            &[q, lengths],
+            format!("lengths must be s32 [{b}], got {}", lengths.spec()),
+        )
+        .unwrap_or(q);
+    }
+    let dv = vs[3];
+    let stat = if io == F64 { F64 } else { F32 };
+    if s_max == 0 || sq == 0 {
+        return Tensor::zeros([b, hq, sq, dv], io);
+    }
+    let g = hq / hkv;
+    let params = Params {
+        window: opts.window,
+        soft_cap: opts.soft_cap,
+        io,
+        stat,
+    };
+    let block = opts.block_kv.min(s_max);
+    let scale = opts.scale_for(d);
+    let qs = (q.cast(stat) * scale).cast(io);
+    let zero = Tensor::scalar(0.0, S32);
+    let out = Tensor::zeros([b, hq, sq, dv], io);
+    let (hkv_i, r) = (hkv as isize, (g * sq) as isize);
+    fori_loop(0, b as i32, out, |bi, out| {
+        let len = lengths
+            .dynamic_slice(&[bi], &[1])
+            .reshape(&[])
+            .maximum(0)
+            .minimum(s_max as i32);
+        let qb = qs
+            .dynamic_slice(&[bi, zero, zero, zero], &[1, hq, sq, d])
+            .reshape(&[hkv_i, r, d as isize]);
+        let first = len - sq as i32;
+        let pos = (Tensor::iota([1, g, sq], 2, S32) + first).reshape(&[1, r, 1]);
+        let src = Source::Contiguous {
+            k: k_cache,
+            v: v_cache,
+            b: bi,
+            block,
+        };
+        let o = params.attend(&src, QTile { q: qb, pos }, len, first, len - 1);
+        let o = o.cast(io).reshape(&[1, hq as isize, sq as isize, dv as isize]);
+        out.dynamic_update_slice(o, &[bi, zero, zero, zero])
+    })
+}

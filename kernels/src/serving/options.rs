@@ -1,0 +1,153 @@
+//! [`ServeOptions`]: the static parameters of the serving kernels.
+
+use tessel::prelude::*;
+
+/// The static parameters of the decode and paged attention kernels. Part
+/// of the compile key (a [`StaticArg`]); build it with the methods below.
+///
+/// Attention here is always causal: query `i` of a sequence sits at key
+/// position `p_i` (the last query at `kv_len - 1`) and sees the keys
+/// `j <= p_i` of its own sequence, and, with a sliding window of `left`,
+/// only those with `j >= p_i - left`.
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::serving::ServeOptions;
+/// let o = ServeOptions::new().window(1024).soft_cap(50.0).pages_per_block(4);
+/// assert_eq!(o.window, Some(1024));
+/// assert_eq!(ServeOptions::default().scale_for(64), 0.125);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeOptions {
+    /// The logit scale; `None` is `1 / sqrt(D)`.
+    pub sm_scale: Option<f64>,
+    /// Sliding window: a query at position `p` sees keys `p - left ..= p`
+    /// (`None`: every earlier key).
+    pub window: Option<usize>,
+    /// Logit soft-cap: scaled logits `s` become `cap * tanh(s / cap)`.
+    pub soft_cap: Option<f64>,
+    /// Pages read per step of the paged kernels (one gather of this many
+    /// pages, then one block of logits over their keys).
+    pub pages_per_block: usize,
+    /// Keys per step of [`decode_attention`](fn@super::decode_attention)
+    /// over a contiguous cache.
+    pub block_kv: usize,
+    /// Query rows per tile of
+    /// [`ragged_paged_attention`](fn@super::ragged_paged_attention) (a
+    /// sequence's queries are walked in tiles of this many rows).
+    pub block_q: usize,
+}
+
+impl Default for ServeOptions {
+    /// No window or soft-cap, `1 / sqrt(D)` scale, 128 keys per step
+    /// (`pages_per_block` is chosen per call to reach about 128 keys when
+    /// left at 0), query tiles of 32 rows.
+    fn default() -> Self {
+        ServeOptions {
+            sm_scale: None,
+            window: None,
+            soft_cap: None,
+            pages_per_block: 0,
+            block_kv: 128,
+            block_q: 32,
+        }
+    }
+}
+
+impl StaticArg for ServeOptions {
+    fn write_key(&self, key: &mut StaticKey) {
+        key.push(&self.sm_scale)
+            .push(&self.window)
+            .push(&self.soft_cap)
+            .push(&self.pages_per_block)
+            .push(&self.block_kv)
+            .push(&self.block_q);
+    }
+}
+
+impl ServeOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The logit scale (instead of `1 / sqrt(D)`).
+    pub fn sm_scale(mut self, scale: f64) -> Self {
+        self.sm_scale = Some(scale);
+        self
+    }
+
+    /// A sliding window of `left` keys before each query's position.
+    pub fn window(mut self, left: usize) -> Self {
+        self.window = Some(left);
+        self
+    }
+
+    /// Logit soft-cap `cap * tanh(s / cap)`.
+    pub fn soft_cap(mut self, cap: f64) -> Self {
+        self.soft_cap = Some(cap);
+        self
+    }
+
+    /// Pages gathered per step of the paged kernels (0: enough pages for
+    /// about 128 keys).
+    pub fn pages_per_block(mut self, pages: usize) -> Self {
+        self.pages_per_block = pages;
+        self
+    }
+
+    /// Keys per step over a contiguous cache.
+    pub fn block_kv(mut self, keys: usize) -> Self {
+        self.block_kv = keys;
+        self
+    }
+
+    /// Query rows per tile of the ragged kernel.
+    pub fn block_q(mut self, rows: usize) -> Self {
+        self.block_q = rows;
+        self
+    }
+
+    /// The logit scale for head dimension `d`.
+    pub fn scale_for(&self, d: usize) -> f64 {
+        self.sm_scale
+            .unwrap_or_else(|| 1.0 / (d.max(1) as f64).sqrt())
+    }
+
+    /// The pages per step for pages of `page_size` tokens.
+    pub fn pages_for(&self, page_size: usize) -> usize {
+        if self.pages_per_block > 0 {
+            self.pages_per_block
+        } else {
+            128usize.div_ceil(page_size.max(1)).max(1)
+        }
+    }
+
+    /// A message for options no kernel can use, or `None`.
+    pub(crate) fn problem(&self) -> Option<String> {
+        if let Some(cap) = self.soft_cap {
+            if !(cap.is_finite() && cap > 0.0) {
+                return Some(format!("the soft-cap must be positive, got {cap}"));
+            }
+        }
+        if let Some(s) = self.sm_scale {
+            if !s.is_finite() {
+                return Some(format!("the logit scale must be finite, got {s}"));
+            }
+        }
+        if self.block_kv == 0 || self.block_q == 0 {
+            return Some(format!(
+                "block_kv and block_q must be positive, got {} and {}",
+                self.block_kv, self.block_q
+            ));
+        }
+        if self.pages_per_block > 1 << 16 || self.block_kv > 1 << 20 || self.block_q > 1 << 16 {
+            return Some(format!(
+                "block sizes too large: pages_per_block {} (at most 65536), block_kv {} (at most 2^20), \
+                 block_q {} (at most 65536)",
+                self.pages_per_block, self.block_kv, self.block_q
+            ));
+        }
+        None
+    }
+}

@@ -1,0 +1,237 @@
+//! Attention over a paged KV cache: one query per sequence
+//! ([`paged_attention_with`]) and a ragged batch of prefill and decode
+//! sequences ([`ragged_paged_attention_with`]).
+//!
+//! Each sequence is visited in a traced loop over the batch; for each, a
+//! traced loop over the blocks of pages its block table lists, bounded by
+//! its length: `pages_per_block` pages are gathered at a time, never the
+//! whole pool. See the engine (`engine.rs`) for the online softmax.
+
+use tessel::prelude::*;
+
+use super::check::{check_paged, fail, PagedDims, PagedKv};
+use super::engine::{Params, QTile, Source};
+use super::ServeOptions;
+
+/// The traced pieces shared by the paged kernels.
+struct Paged<'a> {
+    kv: &'a PagedKv,
+    /// Block tables padded to a multiple of `pages` columns.
+    tables: Tensor,
+    pages: usize,
+    dims: PagedDims,
+    params: Params,
+    scale: f64,
+}
+
+impl<'a> Paged<'a> {
+    fn new(kv: &'a PagedKv, block_tables: Tensor, dims: PagedDims, opts: &ServeOptions) -> Self {
+        let pages = opts.pages_for(dims.page);
+        let padded = dims.width.div_ceil(pages).max(1) * pages;
+        let tables = if padded == dims.width {
+            block_tables
+        } else {
+            block_tables.pad(0i32, &[0, 0], &[0, (padded - dims.width) as i64], &[0, 0])
+        };
+        Paged {
+            kv,
+            tables,
+            pages,
+            dims,
+            params: Params {
+                window: opts.window,
+                soft_cap: opts.soft_cap,
+                io: dims.io,
+                stat: dims.stat,
+            },
+            scale: opts.scale_for(dims.d),
+        }
+    }
+
+    /// Sequence `b`'s keys, and its length clamped to `0 ..= capacity`.
+    fn sequence(&self, b: Tensor, len: Tensor) -> (Source, Tensor) {
+        let zero = Tensor::scalar(0.0, S32);
+        let width = self.tables.dim(1);
+        let table = self
+            .tables
+            .dynamic_slice(&[b, zero], &[1, width])
+            .reshape(&[width as isize]);
+        let capacity = (self.dims.width * self.dims.page).min(i32::MAX as usize) as i32;
+        let len = len.maximum(0).minimum(capacity);
+        let src = Source::Paged {
+            k_pages: self.kv.k_pages,
+            v_pages: self.kv.v_pages,
+            scales: self.kv.scales,
+            table,
+            page: self.dims.page,
+            pages: self.pages,
+        };
+        (src, len)
+    }
+
+    /// Queries `[.., Hq, D]` (any leading extents) scaled, in the inputs' dtype.
+    fn scaled(&self, q: Tensor) -> Tensor {
+        (q.cast(self.dims.stat) * self.scale).cast(self.dims.io)
+    }
+}
+
+/// Element `i` (a traced s32 scalar) of the vector `v`, as a scalar.
+fn at(v: Tensor, i: Tensor) -> Tensor {
+    v.dynamic_slice(&[i], &[1]).reshape(&[])
+}
+
+/// Decode attention over a paged cache, inside a kernel: `q: [B, Hq, D]`,
+/// one query per sequence at the position of its last key; `kv` the pages;
+/// `block_tables: s32 [B, M]` lists each sequence's pages in order (key
+/// `j` of sequence `b` is token `j % page` of page `block_tables[b, j /
+/// page]`); `lengths: s32 [B]` the keys of each sequence (clamped to
+/// `0 ..= M · page`). Returns `[B, Hq, Dv]` in `q`'s dtype; a sequence of
+/// length 0 gives zeros.
+///
+/// Page ids are read as XLA reads gather indices: an id outside
+/// `0 .. num_pages` is clamped into range. Table entries past a
+/// sequence's length are never used for anything but masked keys.
+#[track_caller]
+pub fn paged_attention_with(
+    q: Tensor,
+    kv: &PagedKv,
+    block_tables: Tensor,
+    lengths: Tensor,
+    opts: &ServeOptions,
+) -> Tensor {
+    let op = "paged_attention";
+    let qs = q.shape();
+    if qs.len() != 3 {
+        return fail(
+            op,
+            &[q],
+            format!("q must be [B, Hq, D] (one query per sequence), got {}", q.spec()),
+        )
+        .unwrap_or(q);
+    }
+    let Some(dims) = check_paged(op, q, qs[1], qs[2], kv, block_tables, lengths, "lengths", opts)
+    else {
+        return q;
+    };
+    if qs[0] != dims.b {
+        return fail(
+            op,
+            &[q, block_tables],
+            format!(
+                "q has {} sequences, block_tables {}: one row per sequence",
+                qs[0], dims.b
+            ),
+        )
+        .unwrap_or(q);
+    }
+    let p = Paged::new(kv, block_tables, dims, opts);
+    let d = &dims;
+    let zero = Tensor::scalar(0.0, S32);
+    let out = Tensor::zeros([d.b, d.hq, d.dv], d.io);
+    let qs = p.scaled(q);
+    fori_loop(0, d.b as i32, out, |b, out| {
+        let (src, len) = p.sequence(b, at(lengths, b));
+        let qb = qs
+            .dynamic_slice(&[b, zero, zero], &[1, d.hq, d.d])
+            .reshape(&[d.hkv as isize, d.g as isize, d.d as isize]);
+        let pos = len - 1;
+        let tile = QTile {
+            q: qb,
+            pos: pos.reshape(&[1, 1, 1]),
+        };
+        let o = p.params.attend(&src, tile, len, pos, pos);
+        let o = o.cast(d.io).reshape(&[1, d.hq as isize, d.dv as isize]);
+        out.dynamic_update_slice(o, &[b, zero, zero])
+    })
+}
+
+/// Attention of a ragged batch over a paged cache, inside a kernel: the
+/// queries of every sequence packed in `q: [T, Hq, D]`, sequence `b`'s
+/// being rows `cu_q_lens[b] .. cu_q_lens[b + 1]` (`cu_q_lens: s32 [B +
+/// 1]`, non-decreasing, at most `T`); `kv_lens: s32 [B]` the keys of each
+/// sequence, the new tokens' included: its last query sits at position
+/// `kv_lens[b] - 1` and the others just before, each attending causally
+/// (query at position `p` sees keys `..= p`). Prefill (many queries) and
+/// decode (one) sequences mix freely. Returns `[T, Hq, Dv]`; rows no
+/// sequence covers are zeros.
+#[track_caller]
+pub fn ragged_paged_attention_with(
+    q: Tensor,
+    kv: &PagedKv,
+    block_tables: Tensor,
+    kv_lens: Tensor,
+    cu_q_lens: Tensor,
+    opts: &ServeOptions,
+) -> Tensor {
+    let op = "ragged_paged_attention";
+    let qs = q.shape();
+    if qs.len() != 3 {
+        return fail(
+            op,
+            &[q],
+            format!("q must be [T, Hq, D] (the packed queries), got {}", q.spec()),
+        )
+        .unwrap_or(q);
+    }
+    let Some(dims) = check_paged(op, q, qs[1], qs[2], kv, block_tables, kv_lens, "kv_lens", opts)
+    else {
+        return q;
+    };
+    if cu_q_lens.dtype() != S32 || cu_q_lens.shape() != [dims.b + 1] {
+        return fail(
+            op,
+            &[block_tables, cu_q_lens],
+            format!(
+                "cu_q_lens must be s32 [{}] (B + 1 row offsets), got {}",
+                dims.b + 1,
+                cu_q_lens.spec()
+            ),
+        )
+        .unwrap_or(q);
+    }
+    let t = qs[0];
+    let bq = opts.block_q;
+    let p = Paged::new(kv, block_tables, dims, opts);
+    let d = &dims;
+    let zero = Tensor::scalar(0.0, S32);
+    // Rows past T read and write padding, so a tile never shifts back.
+    let qs = p
+        .scaled(q)
+        .pad(0.0, &[0, 0, 0], &[bq as i64, 0, 0], &[0, 0, 0]);
+    let out = Tensor::zeros([t + bq, d.hq, d.dv], d.io);
+    let (hkv, g) = (d.hkv as isize, d.g as isize);
+    let out = fori_loop(0, d.b as i32, out, |b, out| {
+        let start = at(cu_q_lens, b).maximum(0).minimum(t as i32);
+        let end = at(cu_q_lens, b + 1).maximum(start).minimum(t as i32);
+        let q_len = end - start;
+        let (src, len) = p.sequence(b, at(kv_lens, b));
+        let tiles = (q_len + (bq as i32 - 1)) / bq as i32;
+        fori_loop(0, tiles, out, |i, out| {
+            let r0 = i * bq as i32;
+            let row0 = start + r0;
+            let qt = qs
+                .dynamic_slice(&[row0, zero, zero], &[bq, d.hq, d.d])
+                .reshape(&[bq as isize, hkv, g, d.d as isize])
+                .transpose(&[1, 2, 0, 3])
+                .reshape(&[hkv, g * bq as isize, d.d as isize]);
+            // Row r of the tile sits at len - q_len + r0 + r.
+            let base = len - q_len + r0;
+            let last_row = (q_len - r0).minimum(bq as i32) - 1;
+            let qmax = base + last_row;
+            let pos = (Tensor::iota([1, d.g, bq], 2, S32) + base)
+                .minimum(qmax)
+                .reshape(&[1, g * bq as isize, 1]);
+            let tile = QTile { q: qt, pos };
+            let o = p.params.attend(&src, tile, len, base, qmax);
+            let o = o
+                .cast(d.io)
+                .reshape(&[hkv, g, bq as isize, d.dv as isize])
+                .transpose(&[2, 0, 1, 3])
+                .reshape(&[bq as isize, d.hq as isize, d.dv as isize]);
+            let rows = Tensor::iota([bq, 1, 1], 0, S32).le(last_row);
+            let old = out.dynamic_slice(&[row0, zero, zero], &[bq, d.hq, d.dv]);
+            out.dynamic_update_slice(rows.select(o, old), &[row0, zero, zero])
+        })
+    });
+    out.narrow(0, 0, t)
+}

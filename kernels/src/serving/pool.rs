@@ -1,0 +1,187 @@
+//! Host-side bookkeeping of a paged cache: [`PagePool`] hands out pages to
+//! sequences and writes their block tables; [`Buckets`] rounds sizes up so
+//! that a server compiles one program per bucket.
+
+use std::collections::BTreeMap;
+
+use tessel::prelude::*;
+use tessel::HostError;
+
+fn invalid(what: &'static str, message: String) -> tessel::Error {
+    HostError::InvalidInput { what, message }.into()
+}
+
+/// The pages of a paged KV cache, handed out to sequences (by any `u64`
+/// id) as they grow and taken back when they end. Pages come off a free
+/// list, so a sequence's pages are in general not contiguous.
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::serving::PagePool;
+/// let mut pool = PagePool::new(4, 16);
+/// pool.reserve(7, 20)?; // 2 pages
+/// pool.reserve(9, 1)?; // 1 page
+/// assert_eq!(pool.free_pages(), 1);
+/// assert!(pool.reserve(9, 40).is_err()); // would need 2 more pages
+/// pool.release(7);
+/// assert_eq!(pool.free_pages(), 3);
+/// let tables = pool.block_tables(&[9], 4)?; // s32 [1, 4], unused entries 0
+/// assert_eq!(tables.shape(), &[1, 4]);
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PagePool {
+    page_size: usize,
+    num_pages: usize,
+    free: Vec<u32>,
+    owned: BTreeMap<u64, Vec<u32>>,
+}
+
+impl PagePool {
+    /// A pool of `num_pages` pages of `page_size` tokens, all free.
+    pub fn new(num_pages: usize, page_size: usize) -> PagePool {
+        let n = num_pages.min(u32::MAX as usize) as u32;
+        PagePool {
+            page_size: page_size.max(1),
+            num_pages: n as usize,
+            // Popped from the end: page 0 first.
+            free: (0..n).rev().collect(),
+            owned: BTreeMap::new(),
+        }
+    }
+
+    /// Tokens per page.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Pages in the pool.
+    pub fn num_pages(&self) -> usize {
+        self.num_pages
+    }
+
+    /// Pages not held by any sequence.
+    pub fn free_pages(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Makes sequence `seq` hold enough pages for `len` tokens (taking
+    /// pages from the free list; it never shrinks). Fails, changing
+    /// nothing, if the pool has too few free pages.
+    pub fn reserve(&mut self, seq: u64, len: usize) -> tessel::Result<()> {
+        let need = len.div_ceil(self.page_size);
+        let have = self.owned.get(&seq).map_or(0, Vec::len);
+        if need <= have {
+            return Ok(());
+        }
+        let more = need - have;
+        if more > self.free.len() {
+            return Err(invalid(
+                "page pool",
+                format!(
+                    "sequence {seq} needs {more} more pages of {} tokens for {len} tokens, {} are free",
+                    self.page_size,
+                    self.free.len()
+                ),
+            ));
+        }
+        let at = self.free.len() - more;
+        let taken = self.free.split_off(at);
+        self.owned.entry(seq).or_default().extend(taken.into_iter().rev());
+        Ok(())
+    }
+
+    /// Gives sequence `seq`'s pages back to the pool.
+    pub fn release(&mut self, seq: u64) {
+        if let Some(pages) = self.owned.remove(&seq) {
+            self.free.extend(pages.into_iter().rev());
+        }
+    }
+
+    /// Sequence `seq`'s pages, in order (empty for an unknown sequence).
+    pub fn pages(&self, seq: u64) -> &[u32] {
+        self.owned.get(&seq).map_or(&[], Vec::as_slice)
+    }
+
+    /// The block tables `s32 [seqs.len(), width]` of `seqs`, in order,
+    /// each row padded with page 0 (never read: the kernels mask keys past
+    /// a sequence's length). Fails if a sequence holds more than `width`
+    /// pages.
+    pub fn block_tables(&self, seqs: &[u64], width: usize) -> tessel::Result<HostTensor> {
+        let mut rows = Vec::with_capacity(seqs.len() * width);
+        for &s in seqs {
+            let pages = self.pages(s);
+            if pages.len() > width {
+                return Err(invalid(
+                    "page pool",
+                    format!(
+                        "sequence {s} holds {} pages, more than the table width {width}",
+                        pages.len()
+                    ),
+                ));
+            }
+            rows.extend(pages.iter().map(|&p| p as i32));
+            rows.extend(std::iter::repeat_n(0, width - pages.len()));
+        }
+        HostTensor::from_vec(rows, [seqs.len(), width])
+    }
+}
+
+/// Sizes a server compiles for: a request mix is padded up to the
+/// smallest bucket that holds it (a batch of 5 runs as 8), so a handful
+/// of programs serve every mix.
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::serving::Buckets;
+/// let b = Buckets::powers_of_two(64);
+/// assert_eq!(b.bucket(5)?, 8);
+/// assert_eq!(b.bucket(1)?, 1);
+/// assert!(b.bucket(65).is_err());
+/// assert_eq!(Buckets::new(vec![48, 16])?.bucket(17)?, 48);
+/// # Ok::<(), tessel::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Buckets(Vec<usize>);
+
+impl Buckets {
+    /// These sizes (sorted; at least one, none zero).
+    pub fn new(mut sizes: Vec<usize>) -> tessel::Result<Buckets> {
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.is_empty() || sizes[0] == 0 {
+            return Err(invalid(
+                "buckets",
+                format!("bucket sizes must be positive and at least one, got {sizes:?}"),
+            ));
+        }
+        Ok(Buckets(sizes))
+    }
+
+    /// 1, 2, 4, ... up to `max` (and `max` itself).
+    pub fn powers_of_two(max: usize) -> Buckets {
+        let mut sizes = Vec::new();
+        let mut s = 1usize;
+        while s < max {
+            sizes.push(s);
+            s = s.saturating_mul(2);
+        }
+        sizes.push(max.max(1));
+        Buckets(sizes)
+    }
+
+    /// The sizes.
+    pub fn sizes(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// The smallest bucket of at least `n`; an error past the largest.
+    pub fn bucket(&self, n: usize) -> tessel::Result<usize> {
+        self.0.iter().copied().find(|&s| s >= n).ok_or_else(|| {
+            invalid(
+                "buckets",
+                format!("{n} is larger than the largest bucket {:?}", self.0.last()),
+            )
+        })
+    }
+}

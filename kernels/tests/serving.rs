@@ -1,0 +1,204 @@
+//! The serving kernels against a gather-then-attend reference in f64:
+//! random, non-contiguous page assignments from a shared pool whose
+//! unowned slots hold NaN; lengths 0, 1, page−1, page, page+1 and the
+//! largest; GQA/MQA; windows; soft-cap; several pages per step.
+//!
+//! Tolerances (relative, `tol · (1 + |want|)`): f64 1e-10, f32 2e-5,
+//! bf16 3e-2 (inputs rounded to bf16 before the reference sees them).
+
+extern crate tessel_dsl as tessel;
+
+#[path = "serving/reference.rs"]
+mod reference;
+
+use reference::{assert_close, attend, paged_case, values, Ref};
+use tessel::prelude::*;
+use tessel_kernels::serving::{
+    decode_attention, paged_attention, ragged_paged_attention, ServeOptions,
+};
+use tessel_testing::{dev, Rng};
+
+fn tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => 1e-10,
+        DType::F32 => 2e-5,
+        _ => 3e-2,
+    }
+}
+
+fn host(data: &[f64], shape: &[usize], dtype: DType) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), dtype), |i| data[i])
+}
+
+fn reference_of(hq: usize, hkv: usize, d: usize, o: &ServeOptions) -> Ref {
+    Ref {
+        hq,
+        hkv,
+        d,
+        dv: d,
+        scale: o.scale_for(d),
+        window: o.window,
+        cap: o.soft_cap,
+    }
+}
+
+fn check_paged(lens: &[usize], page: usize, hq: usize, hkv: usize, o: ServeOptions, dtype: DType) {
+    let d = 8;
+    let r = reference_of(hq, hkv, d, &o);
+    let mut rng = Rng::new(lens.len() as u64 * 31 + page as u64);
+    let case = paged_case(&mut rng, lens, page, &r, dtype, 2);
+    let b = lens.len();
+    let q = values(&mut rng, b * hq * d, dtype);
+    let lengths: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
+    let got = paged_attention::run(
+        &dev(),
+        &host(&q, &[b, hq, d], dtype),
+        &case.k_pages,
+        &case.v_pages,
+        &case.tables,
+        &HostTensor::from_vec(lengths, [b]).unwrap(),
+        o.clone(),
+    )
+    .unwrap()
+    .to_f64_vec();
+    let mut want = Vec::new();
+    for (s, &len) in lens.iter().enumerate() {
+        let qs = &q[s * hq * d..(s + 1) * hq * d];
+        want.extend(attend(&r, qs, &case.seqs[s], len as i64 - 1, len));
+    }
+    let what = format!("paged_attention lens {lens:?} page {page} heads {hq}/{hkv} {o:?} {dtype}");
+    assert_close(&got, &want, tol(dtype), &what);
+}
+
+#[test]
+fn paged_attention_matches_the_reference() {
+    let page = 4;
+    let lens = [0, 1, page - 1, page, page + 1, 23];
+    for (hq, hkv) in [(4, 2), (3, 1), (2, 2)] {
+        for pages in [1, 3] {
+            let o = ServeOptions::new().pages_per_block(pages);
+            check_paged(&lens, page, hq, hkv, o, F64);
+        }
+    }
+    let o = ServeOptions::new().pages_per_block(2);
+    check_paged(&lens, page, 4, 2, o.clone().window(5), F64);
+    check_paged(&lens, page, 4, 2, o.clone().window(0), F64);
+    check_paged(&lens, page, 4, 2, o.clone().soft_cap(0.5).sm_scale(2.0), F64);
+    check_paged(&lens, page, 4, 2, o.clone(), F32);
+    check_paged(&[17, 3, 0], 16, 4, 1, ServeOptions::new(), BF16);
+}
+
+/// (queries, keys) per sequence; rows past the last sequence are padding.
+fn check_ragged(seqs: &[(usize, usize)], pad: usize, page: usize, o: ServeOptions, dtype: DType) {
+    let (hq, hkv, d) = (4, 2, 8);
+    let r = reference_of(hq, hkv, d, &o);
+    let mut rng = Rng::new(seqs.len() as u64 * 7 + pad as u64);
+    let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
+    let case = paged_case(&mut rng, &lens, page, &r, dtype, 3);
+    let t: usize = seqs.iter().map(|s| s.0).sum::<usize>() + pad;
+    let q = values(&mut rng, t * hq * d, dtype);
+    let mut cu = vec![0i32];
+    for s in seqs {
+        cu.push(cu[cu.len() - 1] + s.0 as i32);
+    }
+    let b = seqs.len();
+    let got = ragged_paged_attention::run(
+        &dev(),
+        &host(&q, &[t, hq, d], dtype),
+        &case.k_pages,
+        &case.v_pages,
+        &case.tables,
+        &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
+        &HostTensor::from_vec(cu.clone(), [b + 1]).unwrap(),
+        o.clone(),
+    )
+    .unwrap()
+    .to_f64_vec();
+    let mut want = vec![0.0; t * hq * d];
+    for (s, &(ql, kl)) in seqs.iter().enumerate() {
+        for i in 0..ql {
+            let row = cu[s] as usize + i;
+            let pos = kl as i64 - ql as i64 + i as i64;
+            let out = attend(&r, &q[row * hq * d..(row + 1) * hq * d], &case.seqs[s], pos, kl);
+            want[row * hq * d..(row + 1) * hq * d].copy_from_slice(&out);
+        }
+    }
+    let what = format!("ragged_paged_attention {seqs:?} pad {pad} {o:?} {dtype}");
+    assert_close(&got, &want, tol(dtype), &what);
+}
+
+#[test]
+fn ragged_paged_attention_matches_the_reference() {
+    // Decode (1 query), prefill (queries = keys), chunked prefill (fewer
+    // queries than keys), no queries, ragged query tiles.
+    let mix = [(1, 1), (5, 5), (3, 9), (0, 4), (1, 17), (7, 12), (2, 2)];
+    for bq in [1, 3, 8] {
+        let o = ServeOptions::new().block_q(bq).pages_per_block(2);
+        check_ragged(&mix, 3, 4, o, F64);
+    }
+    let o = ServeOptions::new().block_q(4).pages_per_block(1);
+    check_ragged(&mix, 0, 4, o.clone().window(3), F64);
+    check_ragged(&mix, 1, 4, o.clone().soft_cap(1.0), F64);
+    check_ragged(&[(6, 6), (0, 0), (1, 5)], 2, 4, o.clone(), F32);
+}
+
+#[test]
+fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
+    let (b, hq, hkv, d, s_max) = (4, 4, 2, 8, 10);
+    for (sq, o) in [
+        (1, ServeOptions::new().block_kv(4)),
+        (3, ServeOptions::new().block_kv(4)),
+        (2, ServeOptions::new().block_kv(3).window(4)),
+        (1, ServeOptions::new().block_kv(16).soft_cap(0.7)),
+    ] {
+        let r = reference_of(hq, hkv, d, &o);
+        let mut rng = Rng::new(sq as u64);
+        let lens = [0usize, 1, s_max, 7];
+        // Keys past a sequence's length hold NaN.
+        let mut k = vec![f64::NAN; b * hkv * s_max * d];
+        let mut v = k.clone();
+        let mut seqs = Vec::new();
+        for (bi, &len) in lens.iter().enumerate() {
+            let mut s = reference::Seq::default();
+            for j in 0..len {
+                let kj = values(&mut rng, hkv * d, F64);
+                let vj = values(&mut rng, hkv * d, F64);
+                for h in 0..hkv {
+                    let at = ((bi * hkv + h) * s_max + j) * d;
+                    k[at..at + d].copy_from_slice(&kj[h * d..(h + 1) * d]);
+                    v[at..at + d].copy_from_slice(&vj[h * d..(h + 1) * d]);
+                }
+                s.k.push(kj);
+                s.v.push(vj);
+            }
+            seqs.push(s);
+        }
+        let q = values(&mut rng, b * hq * sq * d, F64);
+        let got = decode_attention::run(
+            &dev(),
+            &host(&q, &[b, hq, sq, d], F64),
+            &host(&k, &[b, hkv, s_max, d], F64),
+            &host(&v, &[b, hkv, s_max, d], F64),
+            &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
+            o.clone(),
+        )
+        .unwrap()
+        .to_f64_vec();
+        let mut want = vec![0.0; b * hq * sq * d];
+        for (bi, &len) in lens.iter().enumerate() {
+            for i in 0..sq {
+                let qi: Vec<f64> = (0..hq * d)
+                    .map(|x| q[((bi * hq + x / d) * sq + i) * d + x % d])
+                    .collect();
+                let pos = len as i64 - sq as i64 + i as i64;
+                let out = attend(&r, &qi, &seqs[bi], pos, len);
+                for h in 0..hq {
+                    for x in 0..d {
+                        want[((bi * hq + h) * sq + i) * d + x] = out[h * d + x];
+                    }
+                }
+            }
+        }
+        assert_close(&got, &want, 1e-10, &format!("decode_attention Sq {sq} {o:?}"));
+    }
+}
