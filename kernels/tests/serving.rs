@@ -83,7 +83,14 @@ fn paged_attention_matches_the_reference() {
     let o = ServeOptions::new().pages_per_block(2);
     check_paged(&lens, page, 4, 2, o.clone().window(5), F64);
     check_paged(&lens, page, 4, 2, o.clone().window(0), F64);
-    check_paged(&lens, page, 4, 2, o.clone().soft_cap(0.5).sm_scale(2.0), F64);
+    check_paged(
+        &lens,
+        page,
+        4,
+        2,
+        o.clone().soft_cap(0.5).sm_scale(2.0),
+        F64,
+    );
     check_paged(&lens, page, 4, 2, o.clone(), F32);
     check_paged(&[17, 3, 0], 16, 4, 1, ServeOptions::new(), BF16);
 }
@@ -119,7 +126,13 @@ fn check_ragged(seqs: &[(usize, usize)], pad: usize, page: usize, o: ServeOption
         for i in 0..ql {
             let row = cu[s] as usize + i;
             let pos = kl as i64 - ql as i64 + i as i64;
-            let out = attend(&r, &q[row * hq * d..(row + 1) * hq * d], &case.seqs[s], pos, kl);
+            let out = attend(
+                &r,
+                &q[row * hq * d..(row + 1) * hq * d],
+                &case.seqs[s],
+                pos,
+                kl,
+            );
             want[row * hq * d..(row + 1) * hq * d].copy_from_slice(&out);
         }
     }
@@ -199,6 +212,11 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
                 }
             }
         }
-        assert_close(&got, &want, 1e-10, &format!("decode_attention Sq {sq} {o:?}"));
+        assert_close(
+            &got,
+            &want,
+            1e-10,
+            &format!("decode_attention Sq {sq} {o:?}"),
+        );
     }
 }

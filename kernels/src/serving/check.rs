@@ -149,7 +149,10 @@ pub(crate) fn check_paged(
     if page == 0 || hkv == 0 {
         return fail(
             &[kp],
-            format!("pages need at least one token and one head, got {}", spec(kp)),
+            format!(
+                "pages need at least one token and one head, got {}",
+                spec(kp)
+            ),
         );
     }
     if q_dim != d {
@@ -170,14 +173,20 @@ pub(crate) fn check_paged(
     if block_tables.dtype() != S32 || bt.len() != 2 {
         return fail(
             &[block_tables],
-            format!("block_tables must be s32 [B, max_pages], got {}", spec(block_tables)),
+            format!(
+                "block_tables must be s32 [B, max_pages], got {}",
+                spec(block_tables)
+            ),
         );
     }
     let b = bt[0];
     if lens.dtype() != S32 || lens.shape() != [b] {
         return fail(
             &[block_tables, lens],
-            format!("{lens_name} must be s32 [{b}] (one per sequence), got {}", spec(lens)),
+            format!(
+                "{lens_name} must be s32 [{b}] (one per sequence), got {}",
+                spec(lens)
+            ),
         );
     }
     if num_pages == 0 && bt[1] > 0 {

@@ -122,7 +122,9 @@ pub fn decode_attention_with(
             block,
         };
         let o = params.attend(&src, QTile { q: qb, pos }, len, first, len - 1);
-        let o = o.cast(io).reshape(&[1, hq as isize, sq as isize, dv as isize]);
+        let o = o
+            .cast(io)
+            .reshape(&[1, hq as isize, sq as isize, dv as isize]);
         out.dynamic_update_slice(o, &[bi, zero, zero, zero])
     })
 }

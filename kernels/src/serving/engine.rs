@@ -289,7 +289,11 @@ impl Params {
         if let Some((_, vs)) = kv.scales {
             p = p * vs;
         }
-        let p = if self.io == self.stat { p } else { p.cast(self.io) };
+        let p = if self.io == self.stat {
+            p
+        } else {
+            p.cast(self.io)
+        };
         // The values' key axis is the other one of the first two.
         let pv = DotDims {
             lhs_batch: vec![0],

@@ -99,7 +99,13 @@ pub fn paged_attention(
     lengths: Tensor,
     opts: ServeOptions,
 ) -> Tensor {
-    paged_attention_with(q, &PagedKv::new(k_pages, v_pages), block_tables, lengths, &opts)
+    paged_attention_with(
+        q,
+        &PagedKv::new(k_pages, v_pages),
+        block_tables,
+        lengths,
+        &opts,
+    )
 }
 
 /// [`paged_attention`](fn@paged_attention) over int8 or fp8 pages with

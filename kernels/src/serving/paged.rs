@@ -105,12 +105,24 @@ pub fn paged_attention_with(
         return fail(
             op,
             &[q],
-            format!("q must be [B, Hq, D] (one query per sequence), got {}", q.spec()),
+            format!(
+                "q must be [B, Hq, D] (one query per sequence), got {}",
+                q.spec()
+            ),
         )
         .unwrap_or(q);
     }
-    let Some(dims) = check_paged(op, q, qs[1], qs[2], kv, block_tables, lengths, "lengths", opts)
-    else {
+    let Some(dims) = check_paged(
+        op,
+        q,
+        qs[1],
+        qs[2],
+        kv,
+        block_tables,
+        lengths,
+        "lengths",
+        opts,
+    ) else {
         return q;
     };
     if qs[0] != dims.b {
@@ -169,12 +181,24 @@ pub fn ragged_paged_attention_with(
         return fail(
             op,
             &[q],
-            format!("q must be [T, Hq, D] (the packed queries), got {}", q.spec()),
+            format!(
+                "q must be [T, Hq, D] (the packed queries), got {}",
+                q.spec()
+            ),
         )
         .unwrap_or(q);
     }
-    let Some(dims) = check_paged(op, q, qs[1], qs[2], kv, block_tables, kv_lens, "kv_lens", opts)
-    else {
+    let Some(dims) = check_paged(
+        op,
+        q,
+        qs[1],
+        qs[2],
+        kv,
+        block_tables,
+        kv_lens,
+        "kv_lens",
+        opts,
+    ) else {
         return q;
     };
     if cu_q_lens.dtype() != S32 || cu_q_lens.shape() != [dims.b + 1] {

@@ -87,7 +87,10 @@ impl PagePool {
         }
         let at = self.free.len() - more;
         let taken = self.free.split_off(at);
-        self.owned.entry(seq).or_default().extend(taken.into_iter().rev());
+        self.owned
+            .entry(seq)
+            .or_default()
+            .extend(taken.into_iter().rev());
         Ok(())
     }
 

@@ -36,10 +36,7 @@ pub fn token_slots(
     let tok = Tensor::iota([t], 0, S32);
     // Sequence of each token: how many sequences end at or before it.
     let ends = cu_q_lens.narrow(0, 1, b + 1).reshape(&[1, b as isize]);
-    let seq = ends
-        .le(tok.reshape(&[t as isize, 1]))
-        .cast(S32)
-        .sum(&[1]);
+    let seq = ends.le(tok.reshape(&[t as isize, 1])).cast(S32).sum(&[1]);
     let lo = cu_q_lens.take(seq, 0);
     let hi = cu_q_lens.take(seq + 1, 0);
     let pos = kv_lens.take(seq, 0) - (hi - tok);
@@ -113,7 +110,8 @@ pub fn kv_cache_update_with(
             vp.spec()
         ));
     }
-    if ks.len() != 3 || vs.len() != 3 || ks[0] != vs[0] || ks[1..] != ps[2..] || vs[1..] != vps[2..] {
+    if ks.len() != 3 || vs.len() != 3 || ks[0] != vs[0] || ks[1..] != ps[2..] || vs[1..] != vps[2..]
+    {
         return bad(format!(
             "k and v must be [T, Hkv, D] matching the pages' [.., {}, {}] and [.., {}, {}], got {} and {}",
             ps[2],
@@ -266,6 +264,7 @@ pub fn cache_update_with(
         scatter_dims_to_operand_dims: vec![0, 2],
         index_vector_dim: 1,
     };
-    let write = |cache: Tensor, x: Tensor| cache.scatter(index, x, dims.clone(), ScatterCombine::Set);
+    let write =
+        |cache: Tensor, x: Tensor| cache.scatter(index, x, dims.clone(), ScatterCombine::Set);
     (write(k_cache, k), write(v_cache, v))
 }
