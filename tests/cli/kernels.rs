@@ -383,12 +383,16 @@ fn every_listed_kernel_lowers() {
         .filter(|l| !l.starts_with(' '))
         .filter_map(|l| l.split_once('(').map(|(name, _)| name))
         .collect();
-    let cased: Vec<&str> = LOWER_CASES.iter().map(|c| c.0).collect();
+    let all: Vec<_> = LOWER_CASES
+        .iter()
+        .chain(super::serving::LOWER_CASES)
+        .collect();
+    let cased: Vec<&str> = all.iter().map(|c| c.0).collect();
     let (mut a, mut b) = (listed.clone(), cased.clone());
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(a, b, "every listed kernel needs a lowering case");
-    for (name, case) in LOWER_CASES {
+    for (name, case) in all {
         let mut args = vec!["lower", name];
         args.extend_from_slice(case);
         let (code, out, err) = tessel(&args);
@@ -399,7 +403,7 @@ fn every_listed_kernel_lowers() {
 
 /// Runs `kernel` through `tessel run` on `inputs` (written as `.npy`) with
 /// `--opt` settings `opts`, and reads back its `outputs` outputs.
-fn run_cli(
+pub(super) fn run_cli(
     kernel: &str,
     inputs: &[(&str, &HostTensor)],
     opts: &[&str],

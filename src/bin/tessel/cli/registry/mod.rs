@@ -1,11 +1,13 @@
-//! The prebuilt kernels the `tessel` command can list, lower and run, in
-//! three groups: matrix products ([`matmul`]), attention ([`attention`]) and
-//! elementwise / per-row kernels ([`pointwise`]).
+//! The prebuilt kernels the `tessel` command can list, lower and run:
+//! matrix products ([`matmul`]), attention ([`attention`]), elementwise /
+//! per-row kernels ([`pointwise`]), backward kernels ([`grads`]) and
+//! serving over KV caches ([`serving`]).
 
 pub mod attention;
 pub mod grads;
 pub mod matmul;
 pub mod pointwise;
+pub mod serving;
 
 use std::collections::BTreeMap;
 
@@ -138,6 +140,7 @@ pub fn entries() -> Vec<Entry> {
     all.extend(attention::entries());
     all.extend(pointwise::entries());
     all.extend(grads::entries());
+    all.extend(serving::entries());
     all
 }
 
