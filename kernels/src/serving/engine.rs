@@ -175,6 +175,11 @@ pub(crate) struct Params {
 
 type State = (Tensor, Tensor, Tensor);
 
+/// Tiles of at most this many rows (a decode step's query heads of one
+/// key/value head) multiply elementwise and sum instead of calling a
+/// matmul.
+const NARROW_ROWS: usize = 8;
+
 /// What a masked step masks: the rows' positions and the sequence's
 /// length (keys at or past it are not the sequence's).
 struct Mask {
@@ -256,7 +261,21 @@ impl Params {
             lhs_contract: vec![2],
             rhs_contract: vec![2],
         };
-        let mut s = tile.q.dot_general(kb, qk, None, Some(self.stat));
+        let narrow = tile.q.dim(1) <= NARROW_ROWS && layout == Layout::TokenMajor;
+        let mut s = if narrow {
+            // A few rows: products and a sum over D, reading each key once
+            // (a batched matmul of so few rows transposes the block first).
+            let (hkv, r, d) = (
+                tile.q.dim(0) as isize,
+                tile.q.dim(1) as isize,
+                tile.q.dim(2) as isize,
+            );
+            let prod = kb.cast(self.stat).reshape(&[keys as isize, hkv, 1, d])
+                * tile.q.cast(self.stat).reshape(&[1, hkv, r, d]);
+            prod.sum(&[3]).transpose(&[1, 2, 0])
+        } else {
+            tile.q.dot_general(kb, qk, None, Some(self.stat))
+        };
         if let Some((ks, _)) = kv.scales {
             s = s * ks;
         }
@@ -301,7 +320,18 @@ impl Params {
             lhs_contract: vec![2],
             rhs_contract: vec![1 - head_axis],
         };
-        let acc = acc * alpha + p.dot_general(vb, pv, None, Some(self.stat));
+        let pv = if narrow {
+            let (hkv, r) = (p.dim(0) as isize, p.dim(1) as isize);
+            let dv = vb.dim(2) as isize;
+            let pt = p
+                .cast(self.stat)
+                .transpose(&[2, 0, 1])
+                .reshape(&[keys as isize, hkv, r, 1]);
+            (pt * vb.cast(self.stat).reshape(&[keys as isize, hkv, 1, dv])).sum(&[0])
+        } else {
+            p.dot_general(vb, pv, None, Some(self.stat))
+        };
+        let acc = acc * alpha + pv;
         (m_new, l, acc)
     }
 }

@@ -39,15 +39,17 @@ pub struct ServeOptions {
 }
 
 impl Default for ServeOptions {
-    /// No window or soft-cap, `1 / sqrt(D)` scale, 128 keys per step
-    /// (`pages_per_block` is chosen per call to reach about 128 keys when
-    /// left at 0), query tiles of 32 rows.
+    /// No window or soft-cap, `1 / sqrt(D)` scale, one page per step of
+    /// the paged kernels (read with one dynamic slice; on the CPU plugin
+    /// gathering several pages per step measured slower at pages of 16
+    /// and 64 tokens), 128 keys per step over a contiguous cache, query
+    /// tiles of 32 rows.
     fn default() -> Self {
         ServeOptions {
             sm_scale: None,
             window: None,
             soft_cap: None,
-            pages_per_block: 0,
+            pages_per_block: 1,
             block_kv: 128,
             block_q: 32,
         }
@@ -90,7 +92,7 @@ impl ServeOptions {
     }
 
     /// Pages gathered per step of the paged kernels (0: enough pages for
-    /// about 128 keys).
+    /// about 128 keys; default 1).
     pub fn pages_per_block(mut self, pages: usize) -> Self {
         self.pages_per_block = pages;
         self

@@ -1,0 +1,152 @@
+//! The decode step of paged attention against (a) gathering each
+//! sequence's pages into a dense cache and running flash attention on it,
+//! and (b) the memory bound: the bytes of K and V the step must read,
+//! divided by this machine's copy bandwidth measured in the same run.
+//!
+//! ```text
+//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N]
+//! ```
+//!
+//! B=8 sequences, Hq=32, Hkv=8, D=128, f32, every sequence `--context`
+//! tokens long, pages handed out round-robin (no sequence's pages are
+//! contiguous). Times are the minimum of `--runs` runs on device-resident
+//! arguments.
+
+#[path = "attention_common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
+use std::time::Instant;
+
+use tessel::kernels::attention::{flash_attention_with, AttentionExtras, FlashOptions};
+use tessel::kernels::serving::{paged_attention, PagePool, ServeOptions};
+use tessel::prelude::*;
+
+const B: usize = 8;
+const HQ: usize = 32;
+const HKV: usize = 8;
+const D: usize = 128;
+
+/// Gathers every sequence's pages into `[B, Hkv, S, D]` (all sequences
+/// `S = M · page` long), then flash attention of the last position.
+#[tpu_kernel(precision = "highest")]
+fn gather_then_flash(q: Tensor, k_pages: Tensor, v_pages: Tensor, tables: Tensor) -> Tensor {
+    let (b, m) = (tables.dim(0), tables.dim(1));
+    let page = k_pages.dim(1);
+    let s = (m * page) as isize;
+    let dense = |p: Tensor| {
+        p.take(tables, 0)
+            .reshape(&[b as isize, s, HKV as isize, D as isize])
+            .transpose(&[0, 2, 1, 3])
+    };
+    let q4 = q.reshape(&[b as isize, HQ as isize, 1, D as isize]);
+    let opts = FlashOptions::new()
+        .causal(true)
+        .q_offset(s as i64 - 1)
+        .block_sizes(8, 512);
+    let (o, _) = flash_attention_with(
+        q4,
+        dense(k_pages),
+        dense(v_pages),
+        &AttentionExtras::default(),
+        &opts,
+    );
+    o.reshape(&[b as isize, HQ as isize, D as isize])
+}
+
+fn min_time(runs: usize, mut f: impl FnMut() -> tessel::Result<f64>) -> tessel::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        best = best.min(f()?);
+    }
+    Ok(best)
+}
+
+/// The host's copy bandwidth in bytes per second: the fastest of `runs`
+/// copies of a 256 MiB buffer.
+fn copy_bandwidth(runs: usize) -> f64 {
+    let n = 64 << 20;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut dst = vec![0f32; n];
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        let t = Instant::now();
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    // A copy reads and writes every byte.
+    2.0 * (n * 4) as f64 / best
+}
+
+fn main() -> tessel::Result<()> {
+    let context: usize = common::arg("--context=").unwrap_or(4096);
+    let runs: usize = common::arg("--runs=").unwrap_or(10);
+    let pages: Vec<usize> = common::arg::<String>("--pages=")
+        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| vec![16, 64]);
+    let dev = Device::cpu()?;
+    let bandwidth = copy_bandwidth(runs);
+    let kv_bytes = (2 * B * context * HKV * D * 4) as f64;
+    let bound = kv_bytes / bandwidth;
+    println!(
+        "paged decode attention: B={B} Hq={HQ} Hkv={HKV} D={D} f32, context {context}; copy bandwidth {:.1} GB/s, \
+         K+V {:.0} MiB, memory bound {:.2} ms",
+        bandwidth / 1e9,
+        kv_bytes / (1 << 20) as f64,
+        bound * 1e3
+    );
+    println!("| page | paged_attention | gather + flash | gather / paged | paged / memory bound |");
+    println!("|---|---|---|---|---|");
+    for page in pages {
+        let per_seq = context.div_ceil(page);
+        let num = B * per_seq;
+        let mut pool = PagePool::new(num, page);
+        for len in (page..=context).step_by(page) {
+            for s in 0..B as u64 {
+                pool.reserve(s, len)?;
+            }
+        }
+        let seqs: Vec<u64> = (0..B as u64).collect();
+        let tables = dev.to_device(&pool.block_tables(&seqs, per_seq)?)?;
+        let pages_t = |salt: usize| {
+            HostTensor::from_fn(TensorSpec::new([num, page, HKV, D], F32), move |i| {
+                ((i * (2 * salt + 7)) % 101) as f64 / 101.0 - 0.5
+            })
+        };
+        let kp = dev.to_device(&pages_t(1))?;
+        let vp = dev.to_device(&pages_t(2))?;
+        let q = dev.to_device(&HostTensor::from_fn(
+            TensorSpec::new([B, HQ, D], F32),
+            |i| ((i * 13) % 17) as f64 / 17.0 - 0.5,
+        ))?;
+        let lens = dev.to_device(&HostTensor::from_vec(vec![context as i32; B], [B])?)?;
+        // `--keys=N`: gather about N keys' pages per step (default one page).
+        let opts = match common::arg::<usize>("--keys=") {
+            Some(keys) => ServeOptions::new().pages_per_block(keys.div_ceil(page)),
+            None => ServeOptions::new(),
+        };
+        let paged = paged_attention::compile(
+            &dev,
+            q.spec(),
+            kp.spec(),
+            vp.spec(),
+            tables.spec(),
+            lens.spec(),
+            opts,
+        )?;
+        let dense =
+            gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
+        let args = [&q, &kp, &vp, &tables, &lens];
+        let t_paged = min_time(runs, || common::time(&paged, &args))?;
+        let t_dense = min_time(runs, || common::time(&dense, &args[..4]))?;
+        println!(
+            "| {page} | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
+            t_paged * 1e3,
+            t_dense * 1e3,
+            t_dense / t_paged,
+            t_paged / bound
+        );
+    }
+    Ok(())
+}
