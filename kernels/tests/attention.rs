@@ -162,6 +162,7 @@ fn inputs<'a>(x: &Extra<'a>) -> AttentionInputs<'a> {
         mask: x.mask,
         segment_ids: x.segments,
         dropout_seed: x.seed,
+        q_offset: None,
     }
 }
 

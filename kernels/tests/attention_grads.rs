@@ -41,6 +41,7 @@ fn grads_of(
         mask: u.mask.then(|| a[6]),
         segment_ids: u.segments.then(|| (a[7], a[8])),
         dropout_seed: u.seed.then(|| a[9]),
+        q_offset: None,
     };
     let mut primals = vec![a[0], a[1], a[2]];
     if u.bias {

@@ -34,6 +34,7 @@ struct Present {
     mask: bool,
     segments: bool,
     seed: bool,
+    offset: bool,
 }
 
 fn aux_tensors(x: &AttentionExtras) -> (Present, Vec<Tensor>) {
@@ -48,10 +49,14 @@ fn aux_tensors(x: &AttentionExtras) -> (Present, Vec<Tensor>) {
     if let Some(s) = x.dropout_seed {
         v.push(s);
     }
+    if let Some(o) = x.q_offset {
+        v.push(o);
+    }
     let p = Present {
         mask: x.mask.is_some(),
         segments: x.segment_ids.is_some(),
         seed: x.dropout_seed.is_some(),
+        offset: x.q_offset.is_some(),
     };
     (p, v)
 }
@@ -68,11 +73,13 @@ fn extras_from(bias: Option<Tensor>, present: Present, aux: &[Tensor]) -> Attent
         None
     };
     let dropout_seed = if present.seed { it.next() } else { None };
+    let q_offset = if present.offset { it.next() } else { None };
     AttentionExtras {
         bias,
         mask,
         segment_ids,
         dropout_seed,
+        q_offset,
     }
 }
 
@@ -151,7 +158,14 @@ pub fn flash_attention_backward_with(
         return (p, p, p);
     };
     let ctx = Ctx::new(q, k, v, &x, options, d);
-    let g = backward(&ctx, &BandLayout::new(options, &d), out, lse, dout, dlse);
+    let g = backward(
+        &ctx,
+        &BandLayout::new(options, &d, false),
+        out,
+        lse,
+        dout,
+        dlse,
+    );
     (g.dq, g.dk, g.dv)
 }
 

@@ -234,6 +234,15 @@ pub fn block_sparse_attention_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
     const OP: &str = "block_sparse_attention";
+    if let Some(off) = extras.q_offset {
+        tessel::report::fail(
+            OP,
+            &[q, off],
+            "block-sparse layouts are static: a traced q_offset is taken by flash_attention and \
+             attention_reference (or give the offset in FlashOptions::q_offset)",
+        );
+        return poisoned(q);
+    }
     let Some(d) = check_static(OP, q, k, v, extras, options) else {
         return poisoned(q);
     };
@@ -407,6 +416,15 @@ pub fn block_sparse_attention_dynamic_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
     const OP: &str = "block_sparse_attention_dynamic";
+    if let Some(off) = extras.q_offset {
+        tessel::report::fail(
+            OP,
+            &[q, off],
+            "block-sparse layouts are static: a traced q_offset is taken by flash_attention and \
+             attention_reference (or give the offset in FlashOptions::q_offset)",
+        );
+        return poisoned(q);
+    }
     let Some(d) = check(OP, q, k, v, extras, options) else {
         return poisoned(q);
     };

@@ -22,37 +22,13 @@ use tessel::ops::DotDims;
 use tessel::prelude::*;
 use tessel::report;
 
+pub use super::extras::AttentionExtras;
 use super::options::{Band, FlashOptions};
 pub(crate) use super::tiles::{after, dropout_keep, per_head_5d, row_reduce, tile, Idx, Pos};
 
 /// The initial running maximum: finite, so that a row whose keys are all
 /// masked (logits `-inf`) never computes `-inf - (-inf)`.
 pub(crate) const MASK_VALUE: f64 = -0.7 * f32::MAX as f64;
-
-/// Optional inputs of an attention computation, as traced tensors (for
-/// calling the kernels inside another kernel; from the host, use
-/// [`AttentionInputs`](super::AttentionInputs)).
-///
-/// Shapes, with `q: [B, Hq, Sq, D]` and `k, v: [B, Hkv, Skv, D]`:
-///
-/// * `bias`: float `[B or 1, Hq or 1, Sq, Skv]`, added to the scaled (and
-///   soft-capped) logits;
-/// * `mask`: `pred` of the same shapes as `bias`; `false` hides a key;
-/// * `segment_ids`: integer `([B, Sq], [B, Skv])`; a query sees only keys of
-///   its own segment;
-/// * `dropout_seed`: an integer scalar, required when
-///   [`FlashOptions::dropout_rate`] is positive.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AttentionExtras {
-    /// Additive logit bias.
-    pub bias: Option<Tensor>,
-    /// Boolean mask (`true`: visible).
-    pub mask: Option<Tensor>,
-    /// Query and key segment ids.
-    pub segment_ids: Option<(Tensor, Tensor)>,
-    /// The dropout seed.
-    pub dropout_seed: Option<Tensor>,
-}
 
 /// The extents of one call, checked.
 #[derive(Clone, Copy, Debug)]
@@ -247,6 +223,20 @@ pub(crate) fn check(
         }
         _ => {}
     }
+    if let Some(off) = x.q_offset {
+        let s = off.shape();
+        if !off.dtype().is_integer() || !(s.is_empty() || s == [b]) {
+            report::fail(
+                op,
+                &[q, off],
+                format!(
+                    "q_offset must be an integer scalar or [{b}], got {}",
+                    off.spec()
+                ),
+            );
+            return None;
+        }
+    }
     Some(dims)
 }
 
@@ -321,6 +311,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) mask5: Option<Tensor>,
     pub(crate) segment_ids: Option<(Tensor, Tensor)>,
     pub(crate) seed: Option<Tensor>,
+    /// The traced offset of the queries' positions, s32 `[B or 1, 1, 1, 1, 1]`.
+    pub(crate) q_offset: Option<Tensor>,
 }
 
 /// One block of query rows: its queries, where it starts, how many rows it
@@ -362,6 +354,7 @@ impl<'a> Ctx<'a> {
             mask5: x.mask.map(|t| per_head_5d(t, &d)),
             segment_ids: x.segment_ids,
             seed: x.dropout_seed.filter(|_| o.dropout_rate > 0.0),
+            q_offset: x.q_offset.map(|t| t.cast(S32).reshape(&[-1, 1, 1, 1, 1])),
         }
     }
 
@@ -578,7 +571,10 @@ impl<'a> Ctx<'a> {
             Pos::Static(0) => t,
             p => t + p.tensor(),
         };
-        let q_pos = off(q0, Tensor::iota([1, 1, 1, r, 1], 3, S32));
+        let mut q_pos = off(q0, Tensor::iota([1, 1, 1, r, 1], 3, S32));
+        if let Some(t) = self.q_offset {
+            q_pos = q_pos + t;
+        }
         let k_pos = off(k0, Tensor::iota([1, 1, 1, 1, c], 4, S32));
         band.element_mask(q_pos, k_pos)
     }

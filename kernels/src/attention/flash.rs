@@ -155,12 +155,16 @@ pub(crate) struct BandLayout {
     bk: usize,
     sq: usize,
     skv: usize,
+    /// The queries' positions have a traced offset: the band's place is
+    /// unknown while tracing, so every block is partial.
+    traced: bool,
 }
 
 impl BandLayout {
     /// The band of `options` over the extents `d`.
-    pub(crate) fn new(options: &FlashOptions, d: &super::core::Dims) -> BandLayout {
+    pub(crate) fn new(options: &FlashOptions, d: &super::core::Dims, traced: bool) -> BandLayout {
         BandLayout {
+            traced: traced && options.has_band(),
             band: Band::of(options),
             bq: options.block_q,
             bk: options.block_kv,
@@ -172,6 +176,9 @@ impl BandLayout {
 
 impl Layout for BandLayout {
     fn cover(&self, i: usize, j: usize) -> Cover {
+        if self.traced {
+            return Cover::Partial;
+        }
         let (q0, k0) = (i * self.bq, j * self.bk);
         self.band.cover(
             q0,
@@ -227,5 +234,6 @@ pub fn flash_attention_with(
     let Some(d) = check_static("flash_attention", q, k, v, extras, options) else {
         return poisoned(q);
     };
-    differentiable(q, k, v, extras, options, d, BandLayout::new(options, &d))
+    let layout = BandLayout::new(options, &d, extras.q_offset.is_some());
+    differentiable(q, k, v, extras, options, d, layout)
 }

@@ -42,6 +42,9 @@ pub struct AttentionInputs<'a> {
     pub segment_ids: Option<(&'a HostTensor, &'a HostTensor)>,
     /// The dropout seed (passed as an input: a new seed does not recompile).
     pub dropout_seed: Option<u32>,
+    /// A traced offset of the queries' positions: an integer scalar or
+    /// `[B]` (see [`AttentionExtras`]).
+    pub q_offset: Option<&'a HostTensor>,
 }
 
 impl<'a> AttentionInputs<'a> {
@@ -71,6 +74,13 @@ impl<'a> AttentionInputs<'a> {
     /// With a dropout seed.
     pub fn dropout_seed(mut self, seed: u32) -> Self {
         self.dropout_seed = Some(seed);
+        self
+    }
+
+    /// The queries' position offset as an input (one program for every
+    /// offset; see [`AttentionExtras`]).
+    pub fn q_offset(mut self, offset: &'a HostTensor) -> Self {
+        self.q_offset = Some(offset);
         self
     }
 }
@@ -146,11 +156,16 @@ impl Attention {
             args.push(s);
             names.push("dropout_seed");
         }
+        if let Some(o) = inputs.q_offset {
+            args.push(o);
+            names.push("q_offset");
+        }
         let has = (
             inputs.bias.is_some(),
             inputs.mask.is_some(),
             inputs.segment_ids.is_some(),
             seed.is_some(),
+            inputs.q_offset.is_some(),
         );
         let body = |a: &[Tensor]| {
             let mut rest = a.iter().skip(3).copied();
@@ -159,11 +174,13 @@ impl Attention {
             let mask = next(has.1);
             let segment_ids = next(has.2).zip(next(has.2));
             let dropout_seed = next(has.3);
+            let q_offset = next(has.4);
             let extras = AttentionExtras {
                 bias,
                 mask,
                 segment_ids,
                 dropout_seed,
+                q_offset,
             };
             let (q, k, v) = (a[0], a[1], a[2]);
             match self {
@@ -179,7 +196,7 @@ impl Attention {
             .config(super::flash_attention::CONFIG)
             .statics(self.clone())
             .statics(options.clone())
-            .statics([has.0, has.1, has.2, has.3])
+            .statics([has.0, has.1, has.2, has.3, has.4])
             .cache_key(format!("{}::Attention::{}", module_path!(), self.name()));
         let outs = kernel.run(device, &args)?;
         let got = outs.len();

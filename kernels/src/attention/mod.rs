@@ -19,6 +19,7 @@
 mod backward;
 mod block_sparse;
 mod core;
+mod extras;
 mod flash;
 mod inputs;
 mod options;

@@ -59,7 +59,11 @@ pub fn attention_reference_with(
     if lo.is_some() || hi.is_some() {
         let qi = Tensor::iota([sq, 1], 0, S32);
         let ki = Tensor::iota([1, skv], 1, S32);
-        let diff = ki - qi;
+        let mut diff = ki - qi;
+        if let Some(off) = extras.q_offset {
+            let off = off.cast(S32).reshape(&[-1, 1, 1, 1]);
+            diff = diff - off;
+        }
         let fit = |x: i64| x.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         if let Some(lo) = lo {
             and(diff.ge(fit(lo)));

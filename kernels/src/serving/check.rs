@@ -161,7 +161,7 @@ pub(crate) fn check_paged(
             format!("the head dimension of q ({q_dim}) and the pages ({d}) must match"),
         );
     }
-    if q_heads % hkv != 0 {
+    if !q_heads.is_multiple_of(hkv) {
         return fail(
             &[q, kp],
             format!(

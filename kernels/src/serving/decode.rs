@@ -70,7 +70,7 @@ pub fn decode_attention_with(
         )
         .unwrap_or(q);
     }
-    if hkv == 0 || hq % hkv != 0 {
+    if hkv == 0 || !hq.is_multiple_of(hkv) {
         return fail(
             op,
             &[q, k_cache],
