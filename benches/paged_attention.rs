@@ -4,13 +4,14 @@
 //! divided by this machine's copy bandwidth measured in the same run.
 //!
 //! ```text
-//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N]
+//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N --memory]
 //! ```
 //!
 //! B=8 sequences, Hq=32, Hkv=8, D=128, f32, every sequence `--context`
 //! tokens long, pages handed out round-robin (no sequence's pages are
 //! contiguous). Times are the minimum of `--runs` runs on device-resident
-//! arguments.
+//! arguments. `--keys=N` gathers about N keys' pages per step instead of
+//! one page; `--memory` prints the compiled step's temporaries.
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]
@@ -138,6 +139,26 @@ fn main() -> tessel::Result<()> {
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
         let args = [&q, &kp, &vp, &tables, &lens];
+        if std::env::args().any(|a| a == "--memory") {
+            let h = |b: &DeviceBuffer| b.to_host();
+            let prof = paged_attention::profile(
+                &dev,
+                tessel::profile::ProfileOptions { warmup: 0, runs: 1 },
+                &h(&q)?,
+                &h(&kp)?,
+                &h(&vp)?,
+                &h(&tables)?,
+                &h(&lens)?,
+                ServeOptions::new(),
+            )?;
+            if let Some(m) = &prof.memory {
+                println!(
+                    "page {page}: temporaries {:.1} MiB, peak {:.1} MiB",
+                    m.temp_bytes as f64 / (1 << 20) as f64,
+                    m.peak_bytes as f64 / (1 << 20) as f64
+                );
+            }
+        }
         let t_paged = min_time(runs, || common::time(&paged, &args))?;
         let t_dense = min_time(runs, || common::time(&dense, &args[..4]))?;
         println!(
