@@ -290,6 +290,9 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         o.clone(),
     ));
     assert!(e.to_string().contains("lengths must be s32 [2]"), "{e}");
+    // The error points at the line that called the kernel function, not
+    // into the checks.
+    assert!(e.to_string().contains("serving/mod.rs"), "{e}");
     // A soft-cap of 0.
     let e = kernel_error(paged_attention::run(
         &dev(),
@@ -313,4 +316,5 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         &f(&[2], S32),
     ));
     assert!(e.to_string().contains("kv_cache_update"), "{e}");
+    assert!(e.to_string().contains("serving/mod.rs"), "{e}");
 }

@@ -83,22 +83,21 @@ pub(crate) fn check_paged(
     lens_name: &str,
     opts: &ServeOptions,
 ) -> Option<PagedDims> {
-    let fail = |operands: &[Tensor], m: String| {
-        report::fail(op, operands, m);
-        None
-    };
     if let Some(m) = opts.problem() {
-        return fail(&[q], m);
+        return fail(op, &[q], m);
     }
     let (kp, vp) = (kv.k_pages, kv.v_pages);
     let io = q.dtype();
     if !io.is_float() {
-        return fail(&[q], format!("q must be a float tensor, got {}", spec(q)));
+        return fail(
+            op,
+            &[q],
+            format!("q must be a float tensor, got {}", spec(q)),
+        );
     }
     let (ks, vs) = (kp.shape(), vp.shape());
     if ks.len() != 4 || vs.len() != 4 || ks[..3] != vs[..3] {
-        return fail(
-            &[kp, vp],
+        return fail(op, &[kp, vp],
             format!(
                 "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three \
                  extents, got {} and {}",
@@ -111,6 +110,7 @@ pub(crate) fn check_paged(
     match kv.scales {
         None if kp.dtype() != io || vp.dtype() != io => {
             return fail(
+                op,
                 &[q, kp, vp],
                 format!(
                     "float pages must have the queries' dtype {io}, got {} and {}; int8/fp8 pages \
@@ -123,6 +123,7 @@ pub(crate) fn check_paged(
         Some((kscale, vscale)) => {
             if !is_quantized(kp.dtype()) || vp.dtype() != kp.dtype() {
                 return fail(
+                    op,
                     &[kp, vp],
                     format!(
                         "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype), got {} and {}",
@@ -135,6 +136,7 @@ pub(crate) fn check_paged(
             for (name, s) in [("k_scales", kscale), ("v_scales", vscale)] {
                 if s.dtype() != F32 || s.shape() != want {
                     return fail(
+                        op,
                         &[kp, s],
                         format!(
                             "{name} must be f32 {want:?} (one scale per token and head), got {}",
@@ -148,6 +150,7 @@ pub(crate) fn check_paged(
     }
     if page == 0 || hkv == 0 {
         return fail(
+            op,
             &[kp],
             format!(
                 "pages need at least one token and one head, got {}",
@@ -157,13 +160,13 @@ pub(crate) fn check_paged(
     }
     if q_dim != d {
         return fail(
+            op,
             &[q, kp],
             format!("the head dimension of q ({q_dim}) and the pages ({d}) must match"),
         );
     }
     if !q_heads.is_multiple_of(hkv) {
-        return fail(
-            &[q, kp],
+        return fail(op, &[q, kp],
             format!(
                 "the query heads ({q_heads}) must be a multiple of the pages' key/value heads ({hkv})"
             ),
@@ -172,6 +175,7 @@ pub(crate) fn check_paged(
     let bt = block_tables.shape();
     if block_tables.dtype() != S32 || bt.len() != 2 {
         return fail(
+            op,
             &[block_tables],
             format!(
                 "block_tables must be s32 [B, max_pages], got {}",
@@ -182,6 +186,7 @@ pub(crate) fn check_paged(
     let b = bt[0];
     if lens.dtype() != S32 || lens.shape() != [b] {
         return fail(
+            op,
             &[block_tables, lens],
             format!(
                 "{lens_name} must be s32 [{b}] (one per sequence), got {}",
@@ -190,7 +195,7 @@ pub(crate) fn check_paged(
         );
     }
     if num_pages == 0 && bt[1] > 0 {
-        return fail(&[kp], "the page pool is empty".to_string());
+        return fail(op, &[kp], "the page pool is empty".to_string());
     }
     Some(PagedDims {
         b,

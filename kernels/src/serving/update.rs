@@ -79,6 +79,14 @@ fn scatter_rows(pages: Tensor, slots: Tensor, x: Tensor) -> Tensor {
         .reshape(&shape)
 }
 
+/// Records `message` for `op` over the cache and the new tokens, and
+/// returns the cache unchanged.
+#[track_caller]
+fn bad(op: &str, kv: &PagedKv, k: Tensor, v: Tensor, message: String) -> PagedKv {
+    fail::<()>(op, &[kv.k_pages, k, v], message);
+    *kv
+}
+
 /// Writes the new tokens' keys `k: [T, Hkv, D]` and values `v` (packed as
 /// the queries of [`ragged_paged_attention_with`](super::ragged_paged_attention_with):
 /// sequence `b`'s rows `cu_q_lens[b] .. cu_q_lens[b + 1]`, the last at
@@ -98,12 +106,8 @@ pub fn kv_cache_update_with(
     let (kp, vp) = (kv.k_pages, kv.v_pages);
     let (ps, vps) = (kp.shape(), vp.shape());
     let (ks, vs) = (k.shape(), v.shape());
-    let bad = |m: String| -> PagedKv {
-        fail::<()>(op, &[kp, k, v], m);
-        *kv
-    };
     if ps.len() != 4 || vps.len() != 4 || ps[..3] != vps[..3] {
-        return bad(format!(
+        return bad(op, kv, k, v, format!(
             "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three extents, \
              got {} and {}",
             kp.spec(),
@@ -112,7 +116,7 @@ pub fn kv_cache_update_with(
     }
     if ks.len() != 3 || vs.len() != 3 || ks[0] != vs[0] || ks[1..] != ps[2..] || vs[1..] != vps[2..]
     {
-        return bad(format!(
+        return bad(op, kv, k, v, format!(
             "k and v must be [T, Hkv, D] matching the pages' [.., {}, {}] and [.., {}, {}], got {} and {}",
             ps[2],
             ps[3],
@@ -123,15 +127,21 @@ pub fn kv_cache_update_with(
         ));
     }
     if !k.dtype().is_float() || v.dtype() != k.dtype() {
-        return bad(format!(
-            "k and v must have one float dtype, got {} and {}",
-            k.dtype(),
-            v.dtype()
-        ));
+        return bad(
+            op,
+            kv,
+            k,
+            v,
+            format!(
+                "k and v must have one float dtype, got {} and {}",
+                k.dtype(),
+                v.dtype()
+            ),
+        );
     }
     match kv.scales {
         None if kp.dtype() != k.dtype() || vp.dtype() != k.dtype() => {
-            return bad(format!(
+            return bad(op, kv, k, v, format!(
                 "float pages must have the new tokens' dtype {}, got {} and {}; int8/fp8 pages take scales",
                 k.dtype(),
                 kp.dtype(),
@@ -147,7 +157,7 @@ pub fn kv_cache_update_with(
                 || kscale.shape() != want
                 || vscale.shape() != want
             {
-                return bad(format!(
+                return bad(op, kv, k, v, format!(
                     "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype) with f32 scales {want:?}, \
                      got {}, {}, {} and {}",
                     kp.spec(),
@@ -161,10 +171,16 @@ pub fn kv_cache_update_with(
     }
     let bt = block_tables.shape();
     if block_tables.dtype() != S32 || bt.len() != 2 {
-        return bad(format!(
-            "block_tables must be s32 [B, max_pages], got {}",
-            block_tables.spec()
-        ));
+        return bad(
+            op,
+            kv,
+            k,
+            v,
+            format!(
+                "block_tables must be s32 [B, max_pages], got {}",
+                block_tables.spec()
+            ),
+        );
     }
     let b = bt[0];
     if kv_lens.dtype() != S32
@@ -172,18 +188,30 @@ pub fn kv_cache_update_with(
         || cu_q_lens.dtype() != S32
         || cu_q_lens.shape() != [b + 1]
     {
-        return bad(format!(
-            "kv_lens must be s32 [{b}] and cu_q_lens s32 [{}], got {} and {}",
-            b + 1,
-            kv_lens.spec(),
-            cu_q_lens.spec()
-        ));
+        return bad(
+            op,
+            kv,
+            k,
+            v,
+            format!(
+                "kv_lens must be s32 [{b}] and cu_q_lens s32 [{}], got {} and {}",
+                b + 1,
+                kv_lens.spec(),
+                cu_q_lens.spec()
+            ),
+        );
     }
     if ps[0].saturating_mul(ps[1]) >= i32::MAX as usize {
-        return bad(format!(
-            "the pool's {} × {} slots do not fit s32 slot numbers",
-            ps[0], ps[1]
-        ));
+        return bad(
+            op,
+            kv,
+            k,
+            v,
+            format!(
+                "the pool's {} × {} slots do not fit s32 slot numbers",
+                ps[0], ps[1]
+            ),
+        );
     }
     let slots = token_slots(block_tables, kv_lens, cu_q_lens, ks[0], ps[1], ps[0]);
     match kv.scales {
