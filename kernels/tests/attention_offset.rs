@@ -156,3 +156,24 @@ fn block_sparse_attention_refuses_a_traced_offset() {
         "{text}"
     );
 }
+
+#[test]
+fn a_bad_offset_is_a_kernel_error_at_the_callers_line() {
+    let spec = |s: &[usize], dt: DType| TensorSpec::new(s.to_vec(), dt);
+    let e = Kernel::new("bad_offset", |a: &[Tensor]| {
+        let x = AttentionExtras {
+            q_offset: Some(a[1]),
+            ..AttentionExtras::default()
+        };
+        flash_attention_with(a[0], a[0], a[0], &x, &options(true, None, 0)).0
+    })
+    .compile(&dev(), &[spec(&[2, 1, 8, 8], F32), spec(&[3], S32)])
+    .map(|_| ())
+    .expect_err("a kernel error");
+    let text = e.to_string();
+    assert!(
+        text.contains("q_offset must be an integer scalar or [2]"),
+        "{text}"
+    );
+    assert!(text.contains("attention_offset.rs"), "{text}");
+}

@@ -62,76 +62,110 @@ pub(crate) fn check(
     x: &AttentionExtras,
     o: &FlashOptions,
 ) -> Option<Dims> {
-    let fail = |m: String| {
-        report::fail(op, &[q, k, v], m);
+    // A function, not a closure: `#[track_caller]` carries the caller's
+    // line only through functions.
+    #[track_caller]
+    fn fail_qkv(op: &str, qkv: [Tensor; 3], m: String) -> Option<Dims> {
+        report::fail(op, &qkv, m);
         None
-    };
+    }
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
-        return fail(format!(
-            "q, k and v must be rank-4 [batch, heads, seq, head_dim], got shapes {}, {} and {}",
-            shape_str(&qs),
-            shape_str(&ks),
-            shape_str(&vs)
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!(
+                "q, k and v must be rank-4 [batch, heads, seq, head_dim], got shapes {}, {} and {}",
+                shape_str(&qs),
+                shape_str(&ks),
+                shape_str(&vs)
+            ),
+        );
     }
     let io = q.dtype();
     if !io.is_float() || k.dtype() != io || v.dtype() != io {
-        return fail(format!(
-            "q, k and v must have one float dtype, got {}, {} and {}",
-            io,
-            k.dtype(),
-            v.dtype()
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!(
+                "q, k and v must have one float dtype, got {}, {} and {}",
+                io,
+                k.dtype(),
+                v.dtype()
+            ),
+        );
     }
     let (b, hq, sq, d) = (qs[0], qs[1], qs[2], qs[3]);
     let (hkv, skv) = (ks[1], ks[2]);
     if ks[0] != b || vs[0] != b {
-        return fail(format!(
-            "batch sizes differ: q has {b}, k {}, v {}",
-            ks[0], vs[0]
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!("batch sizes differ: q has {b}, k {}, v {}", ks[0], vs[0]),
+        );
     }
     if ks[3] != d {
-        return fail(format!(
-            "the head dimension of q ({d}) and k ({}) must match",
-            ks[3]
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!("the head dimension of q ({d}) and k ({}) must match", ks[3]),
+        );
     }
     if vs[1] != hkv || vs[2] != skv {
-        return fail(format!(
-            "k and v must have the same heads and length, got {} and {}",
-            shape_str(&ks),
-            shape_str(&vs)
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!(
+                "k and v must have the same heads and length, got {} and {}",
+                shape_str(&ks),
+                shape_str(&vs)
+            ),
+        );
     }
     if hkv == 0 || hq % hkv != 0 {
-        return fail(format!(
-            "the query heads ({hq}) must be a multiple of the key/value heads ({hkv}) \
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!(
+                "the query heads ({hq}) must be a multiple of the key/value heads ({hkv}) \
              (grouped-query attention)"
-        ));
+            ),
+        );
     }
     let tile = |b: usize| b > 0 && b.is_multiple_of(8);
     if !tile(o.block_q) || !tile(o.block_kv) {
-        return fail(format!(
-            "block sizes must be positive multiples of 8 (the sublane tile), got {} x {}",
-            o.block_q, o.block_kv
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!(
+                "block sizes must be positive multiples of 8 (the sublane tile), got {} x {}",
+                o.block_q, o.block_kv
+            ),
+        );
     }
     if !(0.0..1.0).contains(&o.dropout_rate) {
-        return fail(format!(
-            "the dropout rate must be in [0, 1), got {}",
-            o.dropout_rate
-        ));
+        return fail_qkv(
+            op,
+            [q, k, v],
+            format!("the dropout rate must be in [0, 1), got {}", o.dropout_rate),
+        );
     }
     if let Some(cap) = o.soft_cap {
         if !(cap.is_finite() && cap > 0.0) {
-            return fail(format!("the soft-cap must be positive, got {cap}"));
+            return fail_qkv(
+                op,
+                [q, k, v],
+                format!("the soft-cap must be positive, got {cap}"),
+            );
         }
     }
     if let Some(s) = o.sm_scale {
         if !s.is_finite() {
-            return fail(format!("the logit scale must be finite, got {s}"));
+            return fail_qkv(
+                op,
+                [q, k, v],
+                format!("the logit scale must be finite, got {s}"),
+            );
         }
     }
     let dims = Dims {
@@ -215,11 +249,15 @@ pub(crate) fn check(
             return None;
         }
         None if o.dropout_rate > 0.0 => {
-            return fail(format!(
-                "dropout (rate {}) needs a seed: pass one with AttentionInputs::dropout_seed \
+            return fail_qkv(
+                op,
+                [q, k, v],
+                format!(
+                    "dropout (rate {}) needs a seed: pass one with AttentionInputs::dropout_seed \
                  (or AttentionExtras::dropout_seed inside a kernel)",
-                o.dropout_rate
-            ));
+                    o.dropout_rate
+                ),
+            );
         }
         _ => {}
     }
