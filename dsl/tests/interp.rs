@@ -1,115 +1,19 @@
 //! The host interpreter (`interp::evaluate`) against the XLA CPU plugin:
 //! every op family traced once, evaluated by both and compared element by
-//! element with the tolerances of [`tolerance`]; then the checks (NaN
+//! element with the tolerances of `interp_common::tolerance`; then the checks (NaN
 //! from finite operands, clamped indices) and the errors.
 
 mod common;
+mod interp_common;
 
 use common::*;
-use tessel_dsl::interp::{evaluate, Checks, Evaluation, FindingKind};
-use tessel_dsl::kernel::Kernel;
+use interp_common::{both, both_n};
+use tessel_dsl::interp::FindingKind;
 use tessel_dsl::ops::{GatherDims, ScatterCombine, ScatterDims};
-use tessel_dsl::trace::Outputs;
 use tessel_dsl::{
-    concat, cond, fori_loop, optimization_barrier, while_loop, DType, DotDims, Error, HostTensor,
-    InterpError, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8,
-    U32, U8,
+    concat, cond, fori_loop, optimization_barrier, while_loop, DType, DotDims, Tensor, BF16, F16,
+    F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8,
 };
-
-/// How far the interpreter may be from the plugin, per dtype: `(ulps,
-/// floor)`: `|got - want| <= ulps * terms * ulp(dtype, |want|) + floor`,
-/// where `terms` is 1 for elementwise ops and the number of accumulated
-/// terms for sums and dots. Integers and pred are exact. f32 and f64 allow
-/// a few ulps because XLA's transcendental functions are its own
-/// approximations; the narrow floats allow one ulp of the dtype, a
-/// rounding of an f32 result that lands on the other side of a midpoint.
-fn tolerance(dtype: DType) -> (f64, f64) {
-    match dtype {
-        DType::F64 => (4.0, 1e-300),
-        DType::F32 => (4.0, 1e-37),
-        DType::F16 | DType::BF16 | DType::F8E4M3FN | DType::F8E5M2 => (1.0, 0.0),
-        _ => (0.0, 0.0),
-    }
-}
-
-/// The distance between `x` and the next value of `dtype` away from zero.
-fn ulp(dtype: DType, x: f64) -> f64 {
-    let (mantissa, min_exp) = match dtype {
-        DType::F64 => (52, -1022),
-        DType::F32 => (23, -126),
-        DType::F16 => (10, -14),
-        DType::BF16 => (7, -126),
-        DType::F8E4M3FN => (3, -6),
-        DType::F8E5M2 => (2, -14),
-        _ => return 0.0,
-    };
-    let e = if x == 0.0 {
-        min_exp
-    } else {
-        (x.abs().log2().floor() as i32).max(min_exp)
-    };
-    2f64.powi(e - mantissa)
-}
-
-/// Asserts the interpreter's `got` matches the plugin's `want`.
-#[track_caller]
-fn assert_same(got: &HostTensor, want: &HostTensor, terms: usize, what: &str) {
-    assert_eq!(got.spec(), want.spec(), "{what}: type");
-    let d = want.dtype();
-    let (ulps, floor) = tolerance(d);
-    let bad: Vec<String> = got
-        .to_f64_vec()
-        .iter()
-        .zip(want.to_f64_vec())
-        .enumerate()
-        .filter(|&(_, (&g, w))| {
-            let ok = if g.is_nan() || w.is_nan() {
-                g.is_nan() && w.is_nan()
-            } else if g.is_infinite() || w.is_infinite() || !d.is_float() {
-                g == w
-            } else {
-                (g - w).abs() <= ulps * terms as f64 * ulp(d, w.abs().max(g.abs())) + floor
-            };
-            !ok
-        })
-        .take(6)
-        .map(|(i, (g, w))| format!("[{i}] interp {g:e}, xla {w:e}"))
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{what} ({}): {}",
-        want.spec(),
-        bad.join("; ")
-    );
-}
-
-/// Traces `body` for `args`, evaluates it with the interpreter and runs it
-/// on the CPU plugin, compares every output (sums of up to `terms` terms)
-/// and returns the evaluation.
-#[track_caller]
-fn both_n<O: Outputs>(
-    body: impl Fn(&[Tensor]) -> O,
-    args: &[HostTensor],
-    terms: usize,
-) -> Evaluation {
-    let k = Kernel::new(fresh_name("interp"), body);
-    let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-    let g = k.trace(&specs).expect("the kernel traces");
-    let e = evaluate(&g, args, Checks::default()).expect("the interpreter evaluates");
-    let refs: Vec<&HostTensor> = args.iter().collect();
-    let xla = k.run(&device(), &refs).expect("the plugin runs");
-    assert_eq!(e.outputs.len(), xla.len(), "output count");
-    for (i, (a, b)) in e.outputs.iter().zip(&xla).enumerate() {
-        assert_same(a, b, terms, &format!("output {i}"));
-    }
-    e
-}
-
-/// [`both_n`] for elementwise results.
-#[track_caller]
-fn both<O: Outputs>(body: impl Fn(&[Tensor]) -> O, args: &[HostTensor]) -> Evaluation {
-    both_n(body, args, 1)
-}
 
 const ODD_SHAPES: &[&[usize]] = &[&[], &[1], &[7], &[3, 5], &[2, 0, 3], &[2, 1, 9]];
 
@@ -429,38 +333,6 @@ fn shape_ops_on_odd_and_empty_shapes() {
 }
 
 #[test]
-fn dynamic_slices_clamp_and_are_reported() {
-    let x = tensor(&(0..30).map(f64::from).collect::<Vec<_>>(), &[5, 6], F32);
-    let u = tensor(&[-1.0, -2.0, -3.0, -4.0], &[2, 2], F32);
-    for (i, j) in [(0, 0), (3, 4), (4, 5), (-2, 1), (100, -100)] {
-        let e = both(
-            |t| {
-                let ds = t[0].dynamic_slice(&[t[2], t[3]], &[2, 3]);
-                let dus = t[0].dynamic_update_slice(t[1], &[t[2], t[3]]);
-                vec![ds, dus]
-            },
-            &[x.clone(), u.clone(), s32(i), s32(j)],
-        );
-        // The slice is 2x3 and the update 2x2 of 5x6.
-        let slice_clamped = !(0..=3).contains(&i) || !(0..=3).contains(&j);
-        let update_clamped = !(0..=3).contains(&i) || !(0..=4).contains(&j);
-        let ops: Vec<&str> = e.findings.iter().map(|f| f.op).collect();
-        assert_eq!(
-            ops.contains(&"dynamic_slice"),
-            slice_clamped,
-            "{:?}",
-            e.findings
-        );
-        assert_eq!(
-            ops.contains(&"dynamic_update_slice"),
-            update_clamped,
-            "{:?}",
-            e.findings
-        );
-    }
-}
-
-#[test]
 fn gather_and_scatter_with_out_of_range_indices() {
     let mut rng = Rng::new(5);
     for dtype in [F32, S32, BF16] {
@@ -657,89 +529,4 @@ fn while_loops_and_conditionals() {
             &[x.clone(), s32(n)],
         );
     }
-}
-
-#[test]
-fn a_nan_from_finite_operands_is_reported_with_op_and_line() {
-    let x = tensor(&[1.0, 0.0, -2.0], &[3], F32);
-    let y = tensor(&[1.0, 0.0, 4.0], &[3], F32);
-    let line = line!() + 1;
-    let k = Kernel::new("nan_source", |a: &[Tensor]| (a[0] / a[1]).sqrt());
-    let g = k.trace(&[x.spec().clone(), y.spec().clone()]).unwrap();
-    let e = evaluate(&g, &[x.clone(), y.clone()], Checks::default()).unwrap();
-    assert_eq!(
-        e.findings.len(),
-        1,
-        "only the division makes the NaN: {:?}",
-        e.findings
-    );
-    let f = &e.findings[0];
-    assert_eq!((f.op, f.kernel.as_str()), ("divide", "nan_source"));
-    assert_eq!(f.location.line, line);
-    assert!(f.location.file.ends_with("interp.rs"), "{}", f.location);
-    assert!(
-        matches!(&f.kind, FindingKind::NonFinite { index, value, .. } if index == &[1] && value.is_nan())
-    );
-    assert!(f.to_string().contains("divide"), "{f}");
-    let quiet = evaluate(&g, &[x, y], Checks::NONE).unwrap();
-    assert!(quiet.findings.is_empty());
-}
-
-#[test]
-fn an_out_of_range_dynamic_slice_start_is_reported() {
-    let x = tensor(&[1.0, 2.0, 3.0, 4.0, 5.0], &[5], F32);
-    let line = line!() + 1;
-    let k = Kernel::new("window", |a: &[Tensor]| a[0].dynamic_slice(&[a[1]], &[3]));
-    let g = k
-        .trace(&[x.spec().clone(), TensorSpec::scalar(S32)])
-        .unwrap();
-    let e = evaluate(&g, &[x, s32(4)], Checks::default()).unwrap();
-    assert_eq!(e.outputs[0].to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
-    let f = &e.findings[0];
-    assert_eq!((f.op, f.location.line), ("dynamic_slice", line));
-    assert_eq!(
-        f.kind,
-        FindingKind::ClampedIndex {
-            axis: 0,
-            start: 4,
-            clamped: 2
-        }
-    );
-}
-
-#[test]
-fn wrong_arguments_are_errors_not_panics() {
-    let k = Kernel::new("args", |a: &[Tensor]| a[0] + 1.0);
-    let g = k.trace(&[TensorSpec::new([2], F32)]).unwrap();
-    let bad = [
-        vec![],
-        vec![tensor(&[1.0, 2.0, 3.0], &[3], F32)],
-        vec![tensor(&[1.0, 2.0], &[2], S32)],
-    ];
-    for args in bad {
-        match evaluate(&g, &args, Checks::default()) {
-            Err(Error::Interp(e)) => assert!(matches!(*e, InterpError::Arguments { .. }), "{e}"),
-            other => panic!("expected an argument error, got {other:?}"),
-        }
-    }
-}
-
-#[test]
-fn a_long_loop_costs_its_iterations_not_their_square() {
-    // 20000 iterations over a 4096-element carry, each writing one element.
-    let n = 20_000;
-    let x = tensor(&vec![0.0; 4096], &[4096], F32);
-    let k = Kernel::new("long", move |a: &[Tensor]| {
-        fori_loop(0, n, a[0], |i, c| {
-            let at = i % 4096;
-            let v = c.dynamic_slice(&[at], &[1]) + 1.0;
-            c.dynamic_update_slice(v, &[at])
-        })
-    });
-    let g = k.trace(&[x.spec().clone()]).unwrap();
-    let t = std::time::Instant::now();
-    let e = evaluate(&g, &[x], Checks::default()).unwrap();
-    let v = e.outputs[0].to_f64_vec();
-    assert_eq!(v.iter().sum::<f64>(), f64::from(n));
-    assert!(t.elapsed().as_secs_f64() < 20.0, "{:?}", t.elapsed());
 }

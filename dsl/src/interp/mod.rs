@@ -171,6 +171,7 @@ fn run(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation>
     let mut it = Interp {
         g: graph,
         env: vec![None; graph.values.len()],
+        active: vec![false; graph.regions.len()],
         checks,
         rec: Recorder::default(),
     };
@@ -191,6 +192,8 @@ fn run(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation>
 pub(crate) struct Interp<'g> {
     g: &'g Graph,
     env: Vec<Option<Rc<Val>>>,
+    /// The regions being evaluated (a region may not run inside itself).
+    active: Vec<bool>,
     checks: Checks,
     rec: Recorder,
 }
@@ -264,9 +267,12 @@ impl<'g> Interp<'g> {
             }
             self.env[v] = Some(a.clone());
         }
-        for &n in &r.nodes {
-            self.node(n)?;
+        if std::mem::replace(&mut self.active[region], true) {
+            return Err(self.fail(owner, format!("region {region} runs inside itself")));
         }
+        let ran = r.nodes.iter().try_for_each(|&n| self.node(n));
+        self.active[region] = false;
+        ran?;
         r.results.iter().map(|&v| self.get(v, owner)).collect()
     }
 

@@ -38,7 +38,11 @@ pub(crate) fn iota(spec: &TensorSpec, dim: usize) -> R<Val> {
 /// Broadcast: operand axis `i` becomes result axis `dims[i]`.
 pub(crate) fn broadcast_in_dim(x: &Val, dims: &[usize], spec: &TensorSpec) -> R<Val> {
     let out = &spec.shape;
+    let mut seen = vec![false; out.len()];
     if dims.len() != x.shape.len()
+        || dims
+            .iter()
+            .any(|&d| d >= out.len() || std::mem::replace(&mut seen[d], true))
         || dims
             .iter()
             .zip(&x.shape)
@@ -195,9 +199,9 @@ pub(crate) fn pad(x: &Val, value: &Val, low: &[i64], high: &[i64], interior: &[i
         let mut inside = true;
         for a in 0..r {
             // Position in the dilated operand.
-            let q = c.idx[a] as i64 - low[a];
-            let step = interior[a] + 1;
-            if q < 0 || q % step != 0 || (q / step) as usize >= x.shape[a] {
+            let q = c.idx[a] as i128 - i128::from(low[a]);
+            let step = i128::from(interior[a]) + 1;
+            if q < 0 || q % step != 0 || q / step >= x.shape[a] as i128 {
                 inside = false;
                 break;
             }
