@@ -23,10 +23,14 @@
 //!   dtype (round to nearest, ties to even). f16 and bf16 round through
 //!   f32, as XLA computes them in f32; an f64 result converted to bf16 or
 //!   f16 is thus rounded twice. f8e4m3fn overflows to NaN (it has no
-//!   infinity) and f8e5m2 to infinity. XLA may skip the rounding of a
-//!   narrow intermediate that only feeds a conversion to a wider type
-//!   (`(a * b).cast(F16)` on f8 operands keeps the f32 product); the
-//!   interpreter always rounds, as the program says.
+//!   infinity) and f8e5m2 to infinity. XLA, which allows excess precision
+//!   by default, may skip the rounding of a narrow intermediate that feeds
+//!   a conversion to a wider float (`(a * b).cast(F32)` on bf16 operands
+//!   can keep the f32 product); the interpreter always rounds, as the
+//!   program says, so such results may differ by one ulp of the narrow
+//!   type. XLA also divides by a constant as a product with the
+//!   constant's reciprocal, which may be one ulp from the quotient the
+//!   interpreter computes.
 //! * **Transcendental functions** (`exp`, `log`, `tanh`, `erf`, `pow`, ...)
 //!   are Rust's `f64` functions (and a series/continued-fraction `erf`)
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
