@@ -341,48 +341,64 @@ fn body(seed: u64, terms: &RefCell<Vec<usize>>) -> impl Fn(&[Tensor]) -> Vec<Ten
     }
 }
 
+/// Builds graph `seed`, evaluates it both ways and compares (`show`: print
+/// its StableHLO first).
+fn check_seed(seed: u64, show: bool) {
+    let mut rng = Rng::new(seed);
+    let s1 = random_shape(&mut rng);
+    let mut specs = vec![
+        TensorSpec::new(s1.clone(), pick(&mut rng, &DTYPES)),
+        TensorSpec::new(s1, pick(&mut rng, &DTYPES)),
+        TensorSpec::new(random_shape(&mut rng), pick(&mut rng, &DTYPES)),
+    ];
+    specs.push(TensorSpec::scalar(S32));
+    let mut args: Vec<HostTensor> = specs.iter().map(|s| random_arg(&mut rng, s)).collect();
+    args[3] = HostTensor::scalar(rng.int(-4, 6) as i32);
+    let terms = RefCell::new(Vec::new());
+    let k = Kernel::new(format!("fuzz_{seed}"), body(seed, &terms));
+    let g = k
+        .trace(&specs)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    if show {
+        eprintln!("{}", tessel_dsl::lower::lower(&g));
+    }
+    let e = evaluate(&g, &args, Checks::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let refs: Vec<&HostTensor> = args.iter().collect();
+    let xla = k
+        .run(&device(), &refs)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let terms = terms.borrow();
+    assert_eq!(e.outputs.len(), xla.len());
+    for (i, (a, b)) in e.outputs.iter().zip(&xla).enumerate() {
+        assert_same(
+            a,
+            b,
+            terms[i],
+            &format!("seed {seed}, output {i}, args {args:?}"),
+        );
+    }
+}
+
 #[test]
 fn random_graphs_agree_with_the_cpu_plugin() {
-    let t = std::time::Instant::now();
     // INTERP_FUZZ_SEED=n runs graph n alone and prints its StableHLO.
-    let only: Option<u64> = std::env::var("INTERP_FUZZ_SEED")
+    if let Some(seed) = std::env::var("INTERP_FUZZ_SEED")
         .ok()
-        .and_then(|s| s.parse().ok());
-    for seed in only.map_or(0..GRAPHS, |s| s..s + 1) {
-        let mut rng = Rng::new(seed);
-        let s1 = random_shape(&mut rng);
-        let mut specs = vec![
-            TensorSpec::new(s1.clone(), pick(&mut rng, &DTYPES)),
-            TensorSpec::new(s1, pick(&mut rng, &DTYPES)),
-            TensorSpec::new(random_shape(&mut rng), pick(&mut rng, &DTYPES)),
-        ];
-        specs.push(TensorSpec::scalar(S32));
-        let mut args: Vec<HostTensor> = specs.iter().map(|s| random_arg(&mut rng, s)).collect();
-        args[3] = HostTensor::scalar(rng.int(-4, 6) as i32);
-        let terms = RefCell::new(Vec::new());
-        let k = Kernel::new(format!("fuzz_{seed}"), body(seed, &terms));
-        let g = k
-            .trace(&specs)
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        if only.is_some() {
-            eprintln!("{}", tessel_dsl::lower::lower(&g));
-        }
-        let e =
-            evaluate(&g, &args, Checks::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let refs: Vec<&HostTensor> = args.iter().collect();
-        let xla = k
-            .run(&device(), &refs)
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let terms = terms.borrow();
-        assert_eq!(e.outputs.len(), xla.len());
-        for (i, (a, b)) in e.outputs.iter().zip(&xla).enumerate() {
-            assert_same(
-                a,
-                b,
-                terms[i],
-                &format!("seed {seed}, output {i}, args {args:?}"),
-            );
-        }
+        .and_then(|s| s.parse().ok())
+    {
+        return check_seed(seed, true);
     }
+    let t = std::time::Instant::now();
+    // Two workers: most of the time is XLA compiling each graph.
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|w| scope.spawn(move || (w..GRAPHS).step_by(2).for_each(|s| check_seed(s, false))))
+            .collect();
+        for worker in workers {
+            if let Err(e) = worker.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
+    });
     eprintln!("{GRAPHS} graphs in {:?}", t.elapsed());
 }
