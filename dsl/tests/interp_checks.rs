@@ -8,8 +8,13 @@ mod interp_common;
 use common::*;
 use interp_common::both;
 use tessel_dsl::interp::{evaluate, Checks, FindingKind};
+use tessel_dsl::ir::{
+    BinaryOp, DotDims, GatherDims, Graph, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
+};
 use tessel_dsl::kernel::Kernel;
-use tessel_dsl::{fori_loop, Error, InterpError, Tensor, TensorSpec, F32, S32};
+use tessel_dsl::{
+    cond, fori_loop, Error, HostTensor, InterpError, Location, Tensor, TensorSpec, F32, S32,
+};
 
 #[test]
 fn dynamic_slices_clamp_and_are_reported() {
@@ -130,4 +135,329 @@ fn a_long_loop_costs_its_iterations_not_their_square() {
     let v = e.outputs[0].to_f64_vec();
     assert_eq!(v.iter().sum::<f64>(), f64::from(n));
     assert!(t.elapsed().as_secs_f64() < 20.0, "{:?}", t.elapsed());
+}
+
+/// A graph of parameters `params` and one node `op` on `operands` declaring
+/// `results`; its body returns those results.
+fn one_node(
+    params: &[TensorSpec],
+    op: Op,
+    operands: Vec<usize>,
+    results: Vec<TensorSpec>,
+    regions: Vec<usize>,
+) -> Graph {
+    let named: Vec<(String, TensorSpec)> = params
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("p{i}"), s.clone()))
+        .collect();
+    let mut g = Graph::new("malformed", &named);
+    let outs = g.add_node(0, op, operands, results, regions, Location::caller());
+    g.regions[0].results = outs;
+    g
+}
+
+#[track_caller]
+fn assert_op_error(g: &Graph, args: &[HostTensor], what: &str) {
+    match evaluate(g, args, Checks::default()) {
+        Err(Error::Interp(e)) => assert!(matches!(*e, InterpError::Op { .. }), "{what}: {e}"),
+        other => panic!("{what}: expected an op error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_graphs_are_errors_not_panics() {
+    let v = TensorSpec::new([2, 3], F32);
+    let x = HostTensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+    let i = s32(1);
+    let si = TensorSpec::scalar(S32);
+    let add = Op::Binary(BinaryOp::Add);
+    let cases: Vec<(&str, Graph)> = vec![
+        (
+            "one operand",
+            one_node(&[v.clone()], add.clone(), vec![0], vec![v.clone()], vec![]),
+        ),
+        (
+            "wrong result type",
+            one_node(
+                &[v.clone()],
+                add.clone(),
+                vec![0, 0],
+                vec![TensorSpec::new([3], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "a value not in the graph",
+            one_node(&[v.clone()], add, vec![0, 99], vec![v.clone()], vec![]),
+        ),
+        (
+            "a slice past the end",
+            one_node(
+                &[v.clone()],
+                Op::Slice {
+                    start: vec![0, 2],
+                    limit: vec![2, 1],
+                    strides: vec![1, 1],
+                },
+                vec![0],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a reshape to another count",
+            one_node(
+                &[v.clone()],
+                Op::Reshape,
+                vec![0],
+                vec![TensorSpec::new([7], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "a bad permutation",
+            one_node(
+                &[v.clone()],
+                Op::Transpose { perm: vec![1, 1] },
+                vec![0],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a bad broadcast",
+            one_node(
+                &[v.clone()],
+                Op::BroadcastInDim { dims: vec![0, 0] },
+                vec![0],
+                vec![TensorSpec::new([2, 3, 3], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "padding past i64",
+            one_node(
+                &[v.clone(), TensorSpec::scalar(F32)],
+                Op::Pad {
+                    low: vec![i64::MIN, 0],
+                    high: vec![0, i64::MAX],
+                    interior: vec![0, i64::MAX],
+                },
+                vec![0, 1],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a gather of a missing axis",
+            one_node(
+                &[v.clone(), si.clone()],
+                Op::Gather {
+                    dims: GatherDims {
+                        offset_dims: vec![0],
+                        collapsed_slice_dims: vec![5],
+                        start_index_map: vec![7],
+                        index_vector_dim: 0,
+                    },
+                    slice_sizes: vec![1, 1],
+                },
+                vec![0, 1],
+                vec![TensorSpec::new([1], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "a scatter of windows larger than the operand",
+            one_node(
+                &[v.clone(), si.clone(), TensorSpec::new([4, 4], F32)],
+                Op::Scatter {
+                    dims: ScatterDims {
+                        update_window_dims: vec![0, 1],
+                        inserted_window_dims: vec![],
+                        scatter_dims_to_operand_dims: vec![0],
+                        index_vector_dim: 0,
+                    },
+                    combine: ScatterCombine::Add,
+                },
+                vec![0, 1, 2],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a dynamic slice with one start for two axes",
+            one_node(
+                &[v.clone(), si.clone()],
+                Op::DynamicSlice { sizes: vec![1, 1] },
+                vec![0, 1],
+                vec![TensorSpec::new([1, 1], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "a dot with a repeated axis",
+            one_node(
+                &[v.clone()],
+                Op::DotGeneral {
+                    dims: DotDims {
+                        lhs_batch: vec![0],
+                        rhs_batch: vec![0],
+                        lhs_contract: vec![0],
+                        rhs_contract: vec![1],
+                    },
+                    precision: Default::default(),
+                },
+                vec![0, 0],
+                vec![TensorSpec::new([2], F32)],
+                vec![],
+            ),
+        ),
+        (
+            "a constant of the wrong size",
+            one_node(
+                &[v.clone()],
+                Op::Constant { data: vec![0; 5] },
+                vec![],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "an iota along a missing axis",
+            one_node(
+                &[v.clone()],
+                Op::Iota { dim: 4 },
+                vec![],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a sort along a missing axis",
+            one_node(
+                &[v.clone()],
+                Op::Sort {
+                    dim: 2,
+                    descending: false,
+                },
+                vec![0],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "top_k of too many",
+            one_node(
+                &[v.clone()],
+                Op::TopK { k: 9 },
+                vec![0],
+                vec![TensorSpec::new([2, 9], F32), TensorSpec::new([2, 9], S32)],
+                vec![],
+            ),
+        ),
+        (
+            "a reduce along a missing axis",
+            one_node(
+                &[v.clone(), TensorSpec::scalar(F32)],
+                Op::Reduce {
+                    kind: ReduceKind::Sum,
+                    dims: vec![3],
+                },
+                vec![0, 1],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a while without regions",
+            one_node(
+                &[v.clone()],
+                Op::While { trip_count: None },
+                vec![0],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+        (
+            "a loop whose body is the kernel",
+            one_node(
+                &[v.clone()],
+                Op::While { trip_count: None },
+                vec![0],
+                vec![v.clone()],
+                vec![0, 0],
+            ),
+        ),
+        (
+            "an if on a float",
+            one_node(&[v.clone()], Op::If, vec![0], vec![v.clone()], vec![0, 0]),
+        ),
+        (
+            "a float popcount",
+            one_node(
+                &[v.clone()],
+                Op::Unary(UnaryOp::PopCount),
+                vec![0],
+                vec![v.clone()],
+                vec![],
+            ),
+        ),
+    ];
+    for (what, g) in cases {
+        let n = g.input_specs().len();
+        let mut args = vec![x.clone()];
+        for s in &g.input_specs()[1..] {
+            args.push(if s.dtype == S32 {
+                i.clone()
+            } else {
+                HostTensor::from_fn(s.clone(), |_| 0.5)
+            });
+        }
+        assert_eq!(args.len(), n);
+        assert_op_error(&g, &args, what);
+    }
+    // A value that failed to trace.
+    let mut g = Graph::new("poisoned", &[("x".to_string(), v.clone())]);
+    let p = g.add_poisoned(0, v.clone());
+    let outs = g.add_node(
+        0,
+        Op::Unary(UnaryOp::Neg),
+        vec![p],
+        vec![v],
+        vec![],
+        Location::caller(),
+    );
+    g.regions[0].results = outs;
+    assert_op_error(&g, &[x], "a poisoned operand");
+}
+
+#[test]
+fn deeply_nested_branches_evaluate() {
+    fn nest(x: Tensor, p: Tensor, depth: usize) -> Tensor {
+        if depth == 0 {
+            return x + 1.0;
+        }
+        cond(p, || nest(x, p, depth - 1) * 2.0, || x)
+    }
+    let k = Kernel::new("deep", |a: &[Tensor]| nest(a[0], a[1].gt(0), 80));
+    let g = k
+        .trace(&[TensorSpec::scalar(F32), TensorSpec::scalar(S32)])
+        .unwrap();
+    let e = evaluate(&g, &[HostTensor::scalar(0.0f32), s32(1)], Checks::default()).unwrap();
+    assert_eq!(e.outputs[0].to_vec::<f32>().unwrap(), vec![2f32.powi(80)]);
+}
+
+#[test]
+fn a_nan_in_a_loop_is_reported_once_with_its_count() {
+    let line = line!() + 2;
+    let k = Kernel::new("loop_nan", |a: &[Tensor]| {
+        fori_loop(0, 5, a[0], |_, c| (c - c.abs() - 1.0).sqrt() + c)
+    });
+    let g = k.trace(&[TensorSpec::new([3], F32)]).unwrap();
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]).unwrap();
+    let e = evaluate(&g, &[x], Checks::default()).unwrap();
+    assert_eq!(e.findings.len(), 1, "{:?}", e.findings);
+    let f = &e.findings[0];
+    assert_eq!((f.op, f.location.line, f.count), ("sqrt", line, 3));
 }
