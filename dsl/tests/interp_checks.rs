@@ -171,16 +171,17 @@ fn malformed_graphs_are_errors_not_panics() {
     let x = HostTensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
     let i = s32(1);
     let si = TensorSpec::scalar(S32);
+    let pv = [v.clone()];
     let add = Op::Binary(BinaryOp::Add);
     let cases: Vec<(&str, Graph)> = vec![
         (
             "one operand",
-            one_node(&[v.clone()], add.clone(), vec![0], vec![v.clone()], vec![]),
+            one_node(&pv, add.clone(), vec![0], vec![v.clone()], vec![]),
         ),
         (
             "wrong result type",
             one_node(
-                &[v.clone()],
+                &pv,
                 add.clone(),
                 vec![0, 0],
                 vec![TensorSpec::new([3], F32)],
@@ -189,12 +190,12 @@ fn malformed_graphs_are_errors_not_panics() {
         ),
         (
             "a value not in the graph",
-            one_node(&[v.clone()], add, vec![0, 99], vec![v.clone()], vec![]),
+            one_node(&pv, add, vec![0, 99], vec![v.clone()], vec![]),
         ),
         (
             "a slice past the end",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Slice {
                     start: vec![0, 2],
                     limit: vec![2, 1],
@@ -208,7 +209,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a reshape to another count",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Reshape,
                 vec![0],
                 vec![TensorSpec::new([7], F32)],
@@ -218,7 +219,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a bad permutation",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Transpose { perm: vec![1, 1] },
                 vec![0],
                 vec![v.clone()],
@@ -228,7 +229,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a bad broadcast",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::BroadcastInDim { dims: vec![0, 0] },
                 vec![0],
                 vec![TensorSpec::new([2, 3, 3], F32)],
@@ -298,7 +299,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a dot with a repeated axis",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::DotGeneral {
                     dims: DotDims {
                         lhs_batch: vec![0],
@@ -316,7 +317,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a constant of the wrong size",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Constant { data: vec![0; 5] },
                 vec![],
                 vec![v.clone()],
@@ -325,18 +326,12 @@ fn malformed_graphs_are_errors_not_panics() {
         ),
         (
             "an iota along a missing axis",
-            one_node(
-                &[v.clone()],
-                Op::Iota { dim: 4 },
-                vec![],
-                vec![v.clone()],
-                vec![],
-            ),
+            one_node(&pv, Op::Iota { dim: 4 }, vec![], vec![v.clone()], vec![]),
         ),
         (
             "a sort along a missing axis",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Sort {
                     dim: 2,
                     descending: false,
@@ -349,7 +344,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "top_k of too many",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::TopK { k: 9 },
                 vec![0],
                 vec![TensorSpec::new([2, 9], F32), TensorSpec::new([2, 9], S32)],
@@ -372,7 +367,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a while without regions",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::While { trip_count: None },
                 vec![0],
                 vec![v.clone()],
@@ -382,7 +377,7 @@ fn malformed_graphs_are_errors_not_panics() {
         (
             "a loop whose body is the kernel",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::While { trip_count: None },
                 vec![0],
                 vec![v.clone()],
@@ -391,12 +386,12 @@ fn malformed_graphs_are_errors_not_panics() {
         ),
         (
             "an if on a float",
-            one_node(&[v.clone()], Op::If, vec![0], vec![v.clone()], vec![0, 0]),
+            one_node(&pv, Op::If, vec![0], vec![v.clone()], vec![0, 0]),
         ),
         (
             "a float popcount",
             one_node(
-                &[v.clone()],
+                &pv,
                 Op::Unary(UnaryOp::PopCount),
                 vec![0],
                 vec![v.clone()],
