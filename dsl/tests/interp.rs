@@ -530,3 +530,51 @@ fn while_loops_and_conditionals() {
         );
     }
 }
+
+#[test]
+fn subnormals_flush_like_the_cpu_runtime() {
+    let vals = [1e-40, 1e-38, -1e-39, 3e-8, 1e-310, 0.0, -0.0, 2.0];
+    for dtype in [F32, F64, BF16, F16] {
+        let x = tensor(&vals, &[vals.len()], dtype);
+        both(
+            |t| {
+                let x = t[0];
+                let mut out = vec![
+                    x * 0.01,
+                    x + x,
+                    x * 1e-30,
+                    x.eq(x * 0.0),
+                    x.lt(x.abs()),
+                    x.abs().sqrt(),
+                    x.cast(F16),
+                    x.cast(F64).cast(F32),
+                    x.sum(&[0]),
+                ];
+                if dtype != BF16 {
+                    out.push(x.maximum(-x));
+                    out.push(x.minimum(-x));
+                }
+                out
+            },
+            &[x],
+        );
+    }
+    // maximum and minimum order -0 below +0.
+    let z = tensor(&[-0.0, 0.0, -0.0, 0.0], &[2, 2], F32);
+    let e = both(
+        |t| {
+            let (a, b) = (t[0], t[0].transpose(&[1, 0]));
+            vec![a.maximum(b), a.minimum(b), a.max(&[1]), a.min(&[0])]
+        },
+        &[z],
+    );
+    let signs = |i: usize| -> Vec<bool> {
+        e.outputs[i]
+            .to_f64_vec()
+            .iter()
+            .map(|v| v.is_sign_negative())
+            .collect()
+    };
+    assert_eq!(signs(0), [true, false, false, false]);
+    assert_eq!(signs(1), [true, true, true, false]);
+}

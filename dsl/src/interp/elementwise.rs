@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::interp::math::{erf, int_pow};
-use crate::interp::value::{bits, round, rounder, wrap, wrapper, Data, Val};
+use crate::interp::value::{bits, daz, round, rounder, wrap, wrapper, Data, Val};
 use crate::ir::{BinaryOp, Comparison, UnaryOp};
 
 type R<T> = Result<T, String>;
@@ -13,21 +13,29 @@ fn not_defined(op: impl std::fmt::Debug, d: DType) -> String {
     format!("{op:?} is not defined for {d} elements")
 }
 
-/// `max` as XLA computes it: a NaN in either operand gives NaN.
-pub(crate) fn fmax(a: f64, b: f64) -> f64 {
-    if a.is_nan() || a >= b {
+/// IEEE `maximum` as XLA computes it: a NaN operand gives NaN, `+0 > -0`;
+/// the operands compare as `z` reads them, the winner keeps its bits.
+pub(crate) fn fmax_with(a: f64, b: f64, z: fn(f64) -> f64) -> f64 {
+    let (x, y) = (z(a), z(b));
+    if x.is_nan() || x > y {
         a
-    } else {
+    } else if y.is_nan() || y > x || x.is_sign_negative() {
         b
+    } else {
+        a
     }
 }
 
-/// `min` as XLA computes it: a NaN in either operand gives NaN.
-pub(crate) fn fmin(a: f64, b: f64) -> f64 {
-    if a.is_nan() || a <= b {
+/// IEEE `minimum` as XLA computes it: a NaN operand gives NaN, `-0 < +0`;
+/// the operands compare as `z` reads them, the winner keeps its bits.
+pub(crate) fn fmin_with(a: f64, b: f64, z: fn(f64) -> f64) -> f64 {
+    let (x, y) = (z(a), z(b));
+    if x.is_nan() || x < y {
         a
-    } else {
+    } else if y.is_nan() || y < x || y.is_sign_negative() {
         b
+    } else {
+        a
     }
 }
 
@@ -70,7 +78,13 @@ pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
                 Not | PopCount | IsFinite => return Err(not_defined(op, d)),
             };
             let r = rounder(d);
-            let out = v.iter().map(|&a| r(f(a))).collect();
+            // Negation and absolute value only move the sign bit.
+            let z = if matches!(op, Neg | Abs) {
+                |a| a
+            } else {
+                daz(d)
+            };
+            let out = v.iter().map(|&a| r(f(z(a)))).collect();
             Val::new(d, x.shape.clone(), Data::F(out))
         }
         Data::I(v) => {
@@ -108,21 +122,24 @@ fn same_shape(a: &Val, b: &Val) -> R<()> {
     Ok(())
 }
 
-/// The float function of a binary op.
-pub(crate) fn float_binary(op: BinaryOp) -> Option<fn(f64, f64) -> f64> {
+/// The float function of a binary op on `dtype`: operands read as the CPU
+/// reads them ([`daz`]), the result rounded to the dtype ([`rounder`]).
+pub(crate) fn float_binary(op: BinaryOp, dtype: DType) -> Option<Box<dyn Fn(f64, f64) -> f64>> {
     use BinaryOp::*;
-    Some(match op {
+    let (z, r) = (daz(dtype), rounder(dtype));
+    let f: fn(f64, f64) -> f64 = match op {
+        Max => return Some(Box::new(move |a, b| fmax_with(a, b, z))),
+        Min => return Some(Box::new(move |a, b| fmin_with(a, b, z))),
         Add => |a, b| a + b,
         Sub => |a, b| a - b,
         Mul => |a, b| a * b,
         Div => |a, b| a / b,
         Rem => |a, b| a % b,
         Pow => f64::powf,
-        Max => fmax,
-        Min => fmin,
         Atan2 => f64::atan2,
         _ => return None,
-    })
+    };
+    Some(Box::new(move |a, b| r(f(z(a), z(b)))))
 }
 
 /// The integer function of a binary op on `dtype`, wrapping at its width.
@@ -190,9 +207,8 @@ pub(crate) fn binary(op: BinaryOp, a: &Val, b: &Val) -> R<Val> {
     let d = a.dtype;
     let data = match (&a.data, &b.data) {
         (Data::F(x), Data::F(y)) => {
-            let f = float_binary(op).ok_or_else(|| not_defined(op, d))?;
-            let r = rounder(d);
-            Data::F(x.iter().zip(y).map(|(&p, &q)| r(f(p, q))).collect())
+            let f = float_binary(op, d).ok_or_else(|| not_defined(op, d))?;
+            Data::F(x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect())
         }
         (Data::I(x), Data::I(y)) => {
             let f = int_binary(op, d).ok_or_else(|| not_defined(op, d))?;
@@ -219,11 +235,13 @@ pub(crate) fn compare(dir: Comparison, a: &Val, b: &Val) -> R<Val> {
         })
     };
     let out = match (&a.data, &b.data) {
-        (Data::F(x), Data::F(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(p, q)| test(p.partial_cmp(q)))
-            .collect(),
+        (Data::F(x), Data::F(y)) => {
+            let z = daz(a.dtype);
+            x.iter()
+                .zip(y)
+                .map(|(&p, &q)| test(z(p).partial_cmp(&z(q))))
+                .collect()
+        }
         (Data::I(x), Data::I(y)) => x.iter().zip(y).map(|(p, q)| test(Some(p.cmp(q)))).collect(),
         _ => return Err("compare operands differ in kind".into()),
     };
@@ -278,11 +296,14 @@ pub(crate) fn clamp(lo: &Val, x: &Val, hi: &Val) -> R<Val> {
     }
     let n = x.len();
     let data = match (&lo.data, &x.data, &hi.data) {
-        (Data::F(l), Data::F(v), Data::F(h)) => Data::F(
-            (0..n)
-                .map(|i| fmin(fmax(v[i], l[at(lo, i)]), h[at(hi, i)]))
-                .collect(),
-        ),
+        (Data::F(l), Data::F(v), Data::F(h)) => {
+            let z = daz(x.dtype);
+            Data::F(
+                (0..n)
+                    .map(|i| fmin_with(fmax_with(v[i], l[at(lo, i)], z), h[at(hi, i)], z))
+                    .collect(),
+            )
+        }
         (Data::I(l), Data::I(v), Data::I(h)) => Data::I(
             (0..n)
                 .map(|i| v[i].max(l[at(lo, i)]).min(h[at(hi, i)]))
@@ -310,8 +331,18 @@ fn float_to_int(to: DType, a: f64) -> i64 {
 pub(crate) fn convert(x: &Val, to: DType) -> R<Val> {
     let data = match &x.data {
         Data::F(v) if to.is_float() => {
-            let r = rounder(to);
-            Data::F(v.iter().map(|&a| r(a)).collect())
+            // Conversions between f64 and f32 (or bf16, through f32) run on
+            // the CPU's float unit, which flushes subnormals; the others
+            // are bit manipulations that keep them.
+            let fpu = |d: DType| matches!(d, DType::F32 | DType::F64 | DType::BF16);
+            let wide = |d: DType| d == DType::F64;
+            let (z, r): (fn(f64) -> f64, fn(f64) -> f64) =
+                if fpu(x.dtype) && fpu(to) && (wide(x.dtype) != wide(to)) {
+                    (daz(x.dtype), rounder(to))
+                } else {
+                    (|a| a, |a| a)
+                };
+            Data::F(v.iter().map(|&a| round(to, r(z(a)))).collect())
         }
         Data::F(v) => Data::I(v.iter().map(|&a| float_to_int(to, a)).collect()),
         Data::I(v) if to.is_float() => Data::F(

@@ -4,7 +4,7 @@
 
 use crate::interp::checks::IndexNotes;
 use crate::interp::elementwise::{float_binary, int_binary};
-use crate::interp::value::{num_elements, rounder, strides, Counter, Data, Val};
+use crate::interp::value::{num_elements, strides, Counter, Data, Val};
 use crate::ir::{BinaryOp, GatherDims, ScatterCombine, ScatterDims};
 use crate::shape::TensorSpec;
 
@@ -264,11 +264,10 @@ pub(crate) fn scatter(
                 ScatterCombine::Max => BinaryOp::Max,
                 _ => BinaryOp::Min,
             };
-            let fl = float_binary(op).ok_or("no combiner")?;
-            let round = rounder(x.dtype);
+            let fl = float_binary(op, x.dtype).ok_or("no combiner")?;
             let int = int_binary(op, x.dtype).ok_or("no integer combiner")?;
             Box::new(move |d: &mut Data, p, u: &Data, i| match (d, u) {
-                (Data::F(a), Data::F(b)) => a[p] = round(fl(a[p], b[i])),
+                (Data::F(a), Data::F(b)) => a[p] = fl(a[p], b[i]),
                 (Data::I(a), Data::I(b)) => a[p] = int(a[p], b[i]),
                 _ => {}
             })

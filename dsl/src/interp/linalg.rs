@@ -2,7 +2,7 @@
 //! (floats, rounded once to the result dtype) or in wrapping 64-bit
 //! integers (wrapped once to the result width).
 
-use crate::interp::value::{num_elements, round, strides, wrap, Counter, Data, Val};
+use crate::interp::value::{daz, num_elements, rounder, strides, wrap, Counter, Data, Val};
 use crate::ir::DotDims;
 use crate::shape::TensorSpec;
 
@@ -73,15 +73,16 @@ pub(crate) fn dot_general(a: &Val, b: &Val, d: &DotDims, spec: &TensorSpec) -> R
     let out = spec.dtype;
     let data = if out.is_float() {
         let mut res = Vec::with_capacity(n);
+        let (za, zb, r) = (daz(a.dtype), daz(b.dtype), rounder(out));
         for (&pa, &pb) in ba.iter().zip(&bb) {
             for &qa in &ia {
                 for &qb in &ib {
                     let s: f64 = ca
                         .iter()
                         .zip(&cb)
-                        .map(|(&x, &y)| a.f64_at(pa + qa + x) * b.f64_at(pb + qb + y))
+                        .map(|(&x, &y)| za(a.f64_at(pa + qa + x)) * zb(b.f64_at(pb + qb + y)))
                         .sum();
-                    res.push(round(out, s));
+                    res.push(r(s));
                 }
             }
         }

@@ -36,8 +36,21 @@
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
 //!   may differ from the plugin's by a few ulps. `logistic` is
 //!   `1 / (1 + exp(-x))`.
-//! * **`maximum`/`minimum`** propagate NaN; on a tie (`-0` vs `+0`) they
-//!   return the first operand. `clamp(lo, x, hi)` is `min(max(x, lo), hi)`.
+//! * **Subnormals**: the XLA CPU runtime computes with flush-to-zero and
+//!   denormals-are-zero, so arithmetic (unary math, binary ops,
+//!   comparisons, reductions, dots, scatter combiners, and conversions
+//!   between f64 and f32 or bf16) reads a subnormal f32, bf16 or f64
+//!   operand as a zero of its sign and flushes a subnormal result to zero.
+//!   f16 and fp8 keep their subnormals (they are normal numbers in the f32
+//!   the CPU computes them in), and so do ops that only move bits
+//!   (negation, `abs`, selects, slices, gathers, bf16 to f32). XLA's
+//!   simplifier removes some arithmetic outright (`x * 1`), which then
+//!   keeps a subnormal the interpreter flushes; and bf16 `maximum` of
+//!   subnormals may give zero there, where the interpreter returns the
+//!   winner's bits.
+//! * **`maximum`/`minimum`** propagate NaN and order `-0` below `+0`
+//!   (IEEE 754-2019 `maximum`/`minimum`); operands compare as read above,
+//!   the winner keeps its bits. `clamp(lo, x, hi)` is `min(max(x, lo), hi)`.
 //! * **Integers** wrap at their width. `x / 0` is -1 for signed types and
 //!   all ones for unsigned; `x % 0` is `x`; `MIN / -1` is `MIN` and
 //!   `MIN % -1` is 0. A shift by the bit width or more gives 0 (left,

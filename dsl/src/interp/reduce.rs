@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use crate::dtype::DType;
 use crate::interp::elementwise::{float_binary, int_binary};
-use crate::interp::value::{num_elements, rounder, strides, Counter, Data, Val};
+use crate::interp::value::{num_elements, strides, Counter, Data, Val};
 use crate::ir::{BinaryOp, ReduceKind};
 
 type R<T> = Result<T, String>;
@@ -63,13 +63,12 @@ pub(crate) fn reduce(x: &Val, init: &Val, kind: ReduceKind, dims: &[usize]) -> R
     };
     let data = match (&x.data, &init.data) {
         (Data::F(v), Data::F(i)) => {
-            let f = float_binary(op)
+            let f = float_binary(op, x.dtype)
                 .ok_or_else(|| format!("{kind:?} is not defined for {}", x.dtype))?;
-            let r = rounder(x.dtype);
             let mut acc = vec![i[0]; n_out];
             for &e in v {
                 let t = target();
-                acc[t] = r(f(acc[t], e));
+                acc[t] = f(acc[t], e);
             }
             Data::F(acc)
         }

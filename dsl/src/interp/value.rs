@@ -248,15 +248,49 @@ pub(crate) fn round(dtype: DType, x: f64) -> f64 {
     }
 }
 
-/// The rounding function of `dtype`, for use in loops.
+/// The smallest normal f32, below which the CPU flushes f32 (and bf16) values.
+const MIN_NORMAL_F32: f64 = 1.175_494_350_822_287_5e-38;
+
+fn flush32(x: f64) -> f64 {
+    if x.abs() < MIN_NORMAL_F32 {
+        0.0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
+fn flush64(x: f64) -> f64 {
+    if x.abs() < f64::MIN_POSITIVE {
+        0.0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// The rounding of an arithmetic result of `dtype`, for use in loops:
+/// [`round`], then a subnormal f32, bf16 or f64 result flushed to a zero of
+/// its sign, as the XLA CPU runtime computes (flush-to-zero). f16 and fp8
+/// keep their subnormals (they are normal numbers in the f32 the CPU
+/// computes them in).
 pub(crate) fn rounder(dtype: DType) -> fn(f64) -> f64 {
     match dtype {
-        DType::F64 => |x| x,
-        DType::F32 => |x| x as f32 as f64,
+        DType::F64 => flush64,
+        DType::F32 => |x| flush32(x as f32 as f64),
         DType::F16 => |x| round(DType::F16, x),
-        DType::BF16 => |x| round(DType::BF16, x),
+        DType::BF16 => |x| round(DType::BF16, flush32(x as f32 as f64)),
         DType::F8E4M3FN => |x| round(DType::F8E4M3FN, x),
         DType::F8E5M2 => |x| round(DType::F8E5M2, x),
+        _ => |x| x,
+    }
+}
+
+/// How an arithmetic op reads an operand of `dtype`, for use in loops: a
+/// subnormal f32, bf16 or f64 reads as a zero of its sign, as the XLA CPU
+/// runtime computes (denormals-are-zero); other values are unchanged.
+pub(crate) fn daz(dtype: DType) -> fn(f64) -> f64 {
+    match dtype {
+        DType::F64 => flush64,
+        DType::F32 | DType::BF16 => flush32,
         _ => |x| x,
     }
 }
