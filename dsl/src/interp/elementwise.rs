@@ -9,6 +9,9 @@ use crate::ir::{BinaryOp, Comparison, UnaryOp};
 
 type R<T> = Result<T, String>;
 
+/// A function of one float element.
+type FloatFn = fn(f64) -> f64;
+
 fn not_defined(op: impl std::fmt::Debug, d: DType) -> String {
     format!("{op:?} is not defined for {d} elements")
 }
@@ -336,7 +339,7 @@ pub(crate) fn convert(x: &Val, to: DType) -> R<Val> {
             // are bit manipulations that keep them.
             let fpu = |d: DType| matches!(d, DType::F32 | DType::F64 | DType::BF16);
             let wide = |d: DType| d == DType::F64;
-            let (z, r): (fn(f64) -> f64, fn(f64) -> f64) =
+            let (z, r): (FloatFn, FloatFn) =
                 if fpu(x.dtype) && fpu(to) && (wide(x.dtype) != wide(to)) {
                     (daz(x.dtype), rounder(to))
                 } else {
