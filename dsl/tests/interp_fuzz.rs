@@ -15,6 +15,7 @@ mod common;
 mod interp_common;
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
 use interp_common::assert_same;
@@ -29,6 +30,9 @@ const EXTENTS: [usize; 6] = [0, 1, 1, 2, 3, 5];
 const MAX_ELEMENTS: usize = 256;
 const GRAPHS: u64 = 300;
 const OPS: usize = 8;
+
+/// Time spent in the interpreter, for the report at the end.
+static INTERP_NANOS: AtomicU64 = AtomicU64::new(0);
 
 fn pick<T: Copy>(rng: &mut Rng, items: &[T]) -> T {
     items[rng.int(0, items.len() as i64 - 1) as usize]
@@ -362,7 +366,9 @@ fn check_seed(seed: u64, show: bool) {
     if show {
         eprintln!("{}", tessel_dsl::lower::lower(&g));
     }
+    let t = std::time::Instant::now();
     let e = evaluate(&g, &args, Checks::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    INTERP_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     let refs: Vec<&HostTensor> = args.iter().collect();
     let xla = k
         .run(&device(), &refs)
@@ -400,5 +406,9 @@ fn random_graphs_agree_with_the_cpu_plugin() {
             }
         }
     });
-    eprintln!("{GRAPHS} graphs in {:?}", t.elapsed());
+    let interp = std::time::Duration::from_nanos(INTERP_NANOS.load(Ordering::Relaxed));
+    eprintln!(
+        "{GRAPHS} graphs in {:?} ({interp:?} interpreting)",
+        t.elapsed()
+    );
 }
