@@ -34,7 +34,8 @@
 //! * **Transcendental functions** (`exp`, `log`, `tanh`, `erf`, `pow`, ...)
 //!   are Rust's `f64` functions (and a series/continued-fraction `erf`)
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
-//!   may differ from the plugin's by a few ulps. `logistic` is
+//!   may differ from the plugin's by a few ulps (its f32 `cbrt`, by several
+//!   at large magnitudes). `logistic` is
 //!   `1 / (1 + exp(-x))`.
 //! * **Subnormals**: the XLA CPU runtime computes with flush-to-zero and
 //!   denormals-are-zero, so arithmetic (unary math, binary ops,
