@@ -1,6 +1,7 @@
 //! A differential fuzzer of the host interpreter: random well-typed graphs
-//! (elementwise ops, casts, broadcasts, transposes, slices, reductions,
-//! dynamic slices and updates, gathers, loops and conditionals over f32,
+//! (elementwise ops, casts, broadcasts, transposes, slices, pads,
+//! concatenations, reductions, sorts, dynamic slices and updates, gathers,
+//! scatters, loops and conditionals over f32,
 //! s32, pred and bf16 tensors with extents 0, 1 and odd sizes) from a fixed
 //! seed, evaluated by the interpreter and run on the CPU plugin.
 //!
@@ -21,8 +22,10 @@ use common::*;
 use interp_common::assert_same;
 use tessel_dsl::interp::{evaluate, Checks};
 use tessel_dsl::kernel::Kernel;
+use tessel_dsl::ops::ScatterCombine;
 use tessel_dsl::{
-    cond, fori_loop, while_loop, DType, HostTensor, Tensor, TensorSpec, BF16, F32, PRED, S32,
+    concat, cond, fori_loop, while_loop, DType, HostTensor, Tensor, TensorSpec, BF16, F32, PRED,
+    S32,
 };
 
 const DTYPES: [DType; 4] = [F32, S32, PRED, BF16];
@@ -33,6 +36,14 @@ const OPS: usize = 8;
 
 /// Time spent in the interpreter, for the report at the end.
 static INTERP_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The identity of a traced tensor (its handle's hash).
+fn id(t: Tensor) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    t.hash(&mut h);
+    h.finish()
+}
 
 fn pick<T: Copy>(rng: &mut Rng, items: &[T]) -> T {
     items[rng.int(0, items.len() as i64 - 1) as usize]
@@ -135,8 +146,12 @@ impl Gen {
                 0 => x + y,
                 1 => x - y,
                 2 => x * y,
-                3 => x / y,
-                4 => x % y,
+                // Never by zero: XLA folds an integer division or remainder
+                // of known zeros (`(a - a) % (a - a)`) on the host, where it
+                // traps and kills the process. The interpreter's x / 0 and
+                // x % 0 are tested against the plugin with runtime zeros.
+                3 => x / y.or(1),
+                4 => x % y.or(1),
                 5 => x.maximum(y),
                 6 => x.shift_right_arithmetic(y),
                 7 => x.shift_left(y).xor(y),
@@ -183,7 +198,7 @@ impl Gen {
         let x = self.any();
         let shape = x.shape();
         let rank = shape.len();
-        match self.rng.int(0, 12) {
+        match self.rng.int(0, 14) {
             0..=2 => match self.elementwise(x) {
                 (t, true) => self.keep(t),
                 (t, false) => self.outs.push((t, 1)),
@@ -274,6 +289,37 @@ impl Gen {
                 if shape[axis] > 0 && !ints.is_empty() {
                     let idx = pick(&mut self.rng, &ints);
                     self.keep(x.take(idx, axis as isize));
+                    if id(idx) == id(x) {
+                        // XLA scatters in place into a buffer it also reads
+                        // the indices from, so an update can move a later
+                        // index; the interpreter reads the indices as given.
+                        return;
+                    }
+                    // The same indices scatter a window of updates back.
+                    let mut upd: Vec<usize> = shape[..axis].to_vec();
+                    upd.extend(idx.shape());
+                    upd.extend(&shape[axis + 1..]);
+                    let u = if x.dtype() == PRED || upd.is_empty() {
+                        Tensor::full(upd, 1.0, x.dtype())
+                    } else {
+                        let last = upd.len() - 1;
+                        Tensor::iota(upd, last, x.dtype()) - 3
+                    };
+                    let combine = if x.dtype() == PRED {
+                        ScatterCombine::Set
+                    } else {
+                        pick(
+                            &mut self.rng,
+                            &[
+                                ScatterCombine::Set,
+                                ScatterCombine::Add,
+                                ScatterCombine::Max,
+                                ScatterCombine::Min,
+                                ScatterCombine::Mul,
+                            ],
+                        )
+                    };
+                    self.keep(x.index_update(axis as isize, idx, u, combine));
                 }
             }
             10 => {
@@ -308,6 +354,34 @@ impl Gen {
                 let p = self.index.gt(pick(&mut self.rng, &[-1, 0, 3]));
                 let r = cond(p, || self.elementwise_fixed(x, y), || y);
                 self.keep(r);
+            }
+            12 => {
+                let y = self.partner(x);
+                if rank > 0 {
+                    let axis = self.rng.int(0, rank as i64 - 1) as isize;
+                    self.keep(concat(&[x, y, x], axis));
+                }
+                let (mut low, mut high, mut interior) = (Vec::new(), Vec::new(), Vec::new());
+                for &e in &shape {
+                    let (l, h, i) = (self.rng.int(-1, 2), self.rng.int(-1, 2), self.rng.int(0, 2));
+                    let dilated = if e == 0 {
+                        0
+                    } else {
+                        e as i64 + (e as i64 - 1) * i
+                    };
+                    let ok = dilated + l + h >= 0;
+                    low.push(if ok { l } else { 0 });
+                    high.push(if ok { h } else { 0 });
+                    interior.push(if ok { i } else { 0 });
+                }
+                let v = if x.dtype() == PRED { 1.0 } else { -7.0 };
+                self.keep(x.pad(Tensor::scalar(v, x.dtype()), &low, &high, &interior));
+            }
+            13 if rank > 0 && x.dtype() != PRED => {
+                let axis = self.rng.int(0, rank as i64 - 1) as isize;
+                let descending = self.rng.int(0, 1) == 1;
+                self.keep(x.sort(axis, descending));
+                self.keep(x.argsort(axis, descending));
             }
             _ => self.inexact(x),
         }
@@ -348,6 +422,9 @@ fn body(seed: u64, terms: &RefCell<Vec<usize>>) -> impl Fn(&[Tensor]) -> Vec<Ten
 /// Builds graph `seed`, evaluates it both ways and compares (`show`: print
 /// its StableHLO first).
 fn check_seed(seed: u64, show: bool) {
+    if std::env::var_os("INTERP_FUZZ_TRACE").is_some() {
+        eprintln!("seed {seed}");
+    }
     let mut rng = Rng::new(seed);
     let s1 = random_shape(&mut rng);
     let mut specs = vec![
