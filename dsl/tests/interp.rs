@@ -549,6 +549,9 @@ fn subnormals_flush_like_the_cpu_runtime() {
                     x.cast(F16),
                     x.cast(F64).cast(F32),
                     x.sum(&[0]),
+                    x.cast(PRED),
+                    x.argmax(0),
+                    x.argmin(0),
                 ];
                 if dtype != BF16 {
                     out.push(x.maximum(-x));

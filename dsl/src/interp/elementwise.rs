@@ -347,7 +347,10 @@ pub(crate) fn convert(x: &Val, to: DType) -> R<Val> {
                 };
             Data::F(v.iter().map(|&a| round(to, r(z(a)))).collect())
         }
-        Data::F(v) => Data::I(v.iter().map(|&a| float_to_int(to, a)).collect()),
+        Data::F(v) => {
+            let z = daz(x.dtype);
+            Data::I(v.iter().map(|&a| float_to_int(to, z(a))).collect())
+        }
         Data::I(v) if to.is_float() => Data::F(
             v.iter()
                 .map(|&a| {

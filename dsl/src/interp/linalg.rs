@@ -73,15 +73,15 @@ pub(crate) fn dot_general(a: &Val, b: &Val, d: &DotDims, spec: &TensorSpec) -> R
     let out = spec.dtype;
     let data = if out.is_float() {
         let mut res = Vec::with_capacity(n);
+        // Operands as the CPU reads them, converted once.
         let (za, zb, r) = (daz(a.dtype), daz(b.dtype), rounder(out));
+        let av: Vec<f64> = (0..a.len()).map(|i| za(a.f64_at(i))).collect();
+        let bv: Vec<f64> = (0..b.len()).map(|i| zb(b.f64_at(i))).collect();
         for (&pa, &pb) in ba.iter().zip(&bb) {
             for &qa in &ia {
+                let (la, lb) = (&av[pa + qa..], &bv[pb..]);
                 for &qb in &ib {
-                    let s: f64 = ca
-                        .iter()
-                        .zip(&cb)
-                        .map(|(&x, &y)| za(a.f64_at(pa + qa + x)) * zb(b.f64_at(pb + qb + y)))
-                        .sum();
+                    let s: f64 = ca.iter().zip(&cb).map(|(&x, &y)| la[x] * lb[qb + y]).sum();
                     res.push(r(s));
                 }
             }

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use crate::dtype::DType;
 use crate::interp::elementwise::{float_binary, int_binary};
-use crate::interp::value::{num_elements, strides, Counter, Data, Val};
+use crate::interp::value::{daz, num_elements, strides, Counter, Data, Val};
 use crate::ir::{BinaryOp, ReduceKind};
 
 type R<T> = Result<T, String>;
@@ -118,8 +118,11 @@ pub(crate) fn arg_reduce(
             v,
             i[0],
             idx,
-            max,
-            f64::is_nan,
+            Selector {
+                max,
+                is_nan: f64::is_nan,
+                read: daz(x.dtype),
+            },
             targets(),
             &mut acc_i,
         )),
@@ -127,8 +130,11 @@ pub(crate) fn arg_reduce(
             v,
             i[0],
             idx,
-            max,
-            |_| false,
+            Selector {
+                max,
+                is_nan: |_| false,
+                read: |a| a,
+            },
             targets(),
             &mut acc_i,
         )),
@@ -140,24 +146,35 @@ pub(crate) fn arg_reduce(
     ])
 }
 
+/// How the argmax/argmin selector compares values of one element kind.
+struct Selector<T> {
+    /// argmax (`true`) or argmin.
+    max: bool,
+    /// Whether a value is a NaN.
+    is_nan: fn(T) -> bool,
+    /// The value as the CPU reads it (subnormals as zero).
+    read: fn(T) -> T,
+}
+
 /// Folds `v` into one (value, index) accumulator per target with the
 /// argmax/argmin selector of the lowering.
 fn select_args<T: Copy + PartialOrd>(
     v: &[T],
     init: T,
     idx: &Val,
-    max: bool,
-    is_nan: fn(T) -> bool,
+    sel: Selector<T>,
     targets: impl Iterator<Item = usize>,
     acc_i: &mut [i64],
 ) -> Vec<T> {
     let mut acc_v = vec![init; acc_i.len()];
-    // The region's selector: does (a, ai) win over (b, bi)?
+    // The region's selector: does (a, ai) win over (b, bi)? Values compare
+    // as the CPU reads them, and keep their bits.
     let take_a = |a: T, ai: i64, b: T, bi: i64| {
-        let better = if max { a > b } else { a < b };
+        let (a, b) = ((sel.read)(a), (sel.read)(b));
+        let better = if sel.max { a > b } else { a < b };
         let mut take = better || (a == b && ai < bi);
-        if is_nan(a) {
-            take |= !is_nan(b) || ai < bi;
+        if (sel.is_nan)(a) {
+            take |= !(sel.is_nan)(b) || ai < bi;
         }
         take
     };
