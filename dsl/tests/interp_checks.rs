@@ -425,6 +425,13 @@ fn malformed_graphs_are_errors_not_panics() {
     );
     g.regions[0].results = outs;
     assert_op_error(&g, &[x], "a poisoned operand");
+    // No body at all.
+    let mut empty = Graph::new("empty", &[]);
+    empty.regions.clear();
+    match evaluate(&empty, &[], Checks::default()) {
+        Err(Error::Interp(e)) => assert!(matches!(*e, InterpError::Arguments { .. }), "{e}"),
+        other => panic!("expected an argument error, got {other:?}"),
+    }
 }
 
 #[test]

@@ -145,7 +145,6 @@ const DEEP_STACK: usize = 1 << 30;
 /// parameters, [`InterpError::Op`] for an op the graph holds that cannot be
 /// evaluated (a malformed graph or one with an op that failed to trace).
 pub fn evaluate(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation> {
-    let specs = graph.input_specs();
     let bad = |message: String| -> crate::Error {
         InterpError::Arguments {
             kernel: graph.name.clone(),
@@ -153,6 +152,15 @@ pub fn evaluate(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Ev
         }
         .into()
     };
+    if graph.regions.is_empty() {
+        return Err(bad("the graph has no body".into()));
+    }
+    let specs: Vec<_> = graph.regions[0]
+        .args
+        .iter()
+        .map(|&v| graph.values.get(v).map(|x| x.spec.clone()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("a parameter is not in the graph".into()))?;
     if args.len() != specs.len() {
         return Err(bad(format!(
             "the graph takes {} arguments, got {}",
