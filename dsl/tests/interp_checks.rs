@@ -389,6 +389,24 @@ fn malformed_graphs_are_errors_not_panics() {
             one_node(&pv, Op::If, vec![0], vec![v.clone()], vec![0, 0]),
         ),
         (
+            "a gather mapping one axis twice",
+            one_node(
+                &[v.clone(), TensorSpec::new([2], S32)],
+                Op::Gather {
+                    dims: GatherDims {
+                        offset_dims: vec![0, 1],
+                        collapsed_slice_dims: vec![],
+                        start_index_map: vec![0, 0],
+                        index_vector_dim: 0,
+                    },
+                    slice_sizes: vec![1, 3],
+                },
+                vec![0, 1],
+                vec![TensorSpec::new([1, 3], F32)],
+                vec![],
+            ),
+        ),
+        (
             "a float popcount",
             one_node(
                 &pv,
@@ -401,9 +419,14 @@ fn malformed_graphs_are_errors_not_panics() {
     ];
     for (what, g) in cases {
         let n = g.input_specs().len();
-        let mut args = vec![x.clone()];
+        let first = &g.input_specs()[0];
+        let mut args = vec![if first == x.spec() {
+            x.clone()
+        } else {
+            HostTensor::from_fn(first.clone(), |_| 0.5)
+        }];
         for s in &g.input_specs()[1..] {
-            args.push(if s.dtype == S32 {
+            args.push(if s.dtype == S32 && s.rank() == 0 {
                 i.clone()
             } else {
                 HostTensor::from_fn(s.clone(), |_| 0.5)
@@ -425,6 +448,28 @@ fn malformed_graphs_are_errors_not_panics() {
     );
     g.regions[0].results = outs;
     assert_op_error(&g, &[x], "a poisoned operand");
+    // A contraction over an empty axis is zeros (not an out-of-range read).
+    let e03 = TensorSpec::new([0, 3], F32);
+    let dims = DotDims {
+        lhs_batch: vec![],
+        rhs_batch: vec![],
+        lhs_contract: vec![0],
+        rhs_contract: vec![0],
+    };
+    let dot = Op::DotGeneral {
+        dims,
+        precision: Default::default(),
+    };
+    let g = one_node(
+        std::slice::from_ref(&e03),
+        dot,
+        vec![0, 0],
+        vec![TensorSpec::new([3, 3], F32)],
+        vec![],
+    );
+    let empty_arg = HostTensor::from_fn(e03, |_| 0.0);
+    let out = evaluate(&g, &[empty_arg], Checks::default()).unwrap();
+    assert_eq!(out.outputs[0].to_vec::<f32>().unwrap(), vec![0.0; 9]);
     // No body at all.
     let mut empty = Graph::new("empty", &[]);
     empty.regions.clear();

@@ -13,6 +13,13 @@ type R<T> = Result<T, String>;
 /// Combines element `i` of the updates into element `p` of the result.
 type Combiner = dyn Fn(&mut Data, usize, &Data, usize);
 
+/// Whether no axis is listed twice.
+fn distinct(axes: &[usize]) -> bool {
+    let mut v = axes.to_vec();
+    v.sort_unstable();
+    v.windows(2).all(|w| w[0] != w[1])
+}
+
 /// Start indices of a window of `sizes` into `shape`, clamped into range.
 fn clamped_starts(
     shape: &[usize],
@@ -136,7 +143,8 @@ pub(crate) fn gather(
 ) -> R<Val> {
     let r = x.shape.len();
     let map = &dims.start_index_map;
-    let bad = slice_sizes.len() != r
+    let bad = !distinct(map)
+        || slice_sizes.len() != r
         || slice_sizes.iter().zip(&x.shape).any(|(s, e)| s > e)
         || map.iter().any(|&d| d >= r)
         || dims
@@ -228,6 +236,8 @@ pub(crate) fn scatter(
     let scatter_axes: Vec<usize> = (0..us.len()).filter(|a| !uw.contains(a)).collect();
     let (batch, vecs) = index_vectors(indices, dims.index_vector_dim, map.len())?;
     let fits = updates.dtype == x.dtype
+        && distinct(map)
+        && distinct(uw)
         && map.iter().all(|&d| d < r)
         && uw.len() == win_axes.len()
         && uw.iter().all(|&a| a < us.len())

@@ -79,7 +79,9 @@ pub(crate) fn dot_general(a: &Val, b: &Val, d: &DotDims, spec: &TensorSpec) -> R
         let bv: Vec<f64> = (0..b.len()).map(|i| zb(b.f64_at(i))).collect();
         for (&pa, &pb) in ba.iter().zip(&bb) {
             for &qa in &ia {
-                let (la, lb) = (&av[pa + qa..], &bv[pb..]);
+                // (An empty operand has an empty contraction.)
+                let la = av.get(pa + qa..).unwrap_or(&[]);
+                let lb = bv.get(pb..).unwrap_or(&[]);
                 for &qb in &ib {
                     let s: f64 = ca.iter().zip(&cb).map(|(&x, &y)| la[x] * lb[qb + y]).sum();
                     res.push(r(s));
