@@ -508,3 +508,24 @@ fn a_nan_in_a_loop_is_reported_once_with_its_count() {
     let f = &e.findings[0];
     assert_eq!((f.op, f.location.line, f.count), ("sqrt", line, 3));
 }
+
+#[test]
+fn a_loop_limit_stops_a_loop_that_never_ends() {
+    let k = Kernel::new("forever", |a: &[Tensor]| {
+        tessel_dsl::while_loop(a[0], |x| x.ge(0.0), |x| x + 1.0)
+    });
+    let g = k.trace(&[TensorSpec::scalar(F32)]).unwrap();
+    let checks = Checks {
+        max_loop_iterations: Some(10_000),
+        ..Checks::default()
+    };
+    match evaluate(&g, &[HostTensor::scalar(0.0f32)], checks) {
+        Err(Error::Interp(e)) => {
+            assert!(e.to_string().contains("more than 10000 iterations"), "{e}")
+        }
+        other => panic!("expected the loop limit, got {other:?}"),
+    }
+    // Within the limit, it does not interfere.
+    let e = evaluate(&g, &[HostTensor::scalar(-3.0f32)], checks).unwrap();
+    assert_eq!(e.outputs[0].to_vec::<f32>().unwrap(), vec![-3.0]);
+}

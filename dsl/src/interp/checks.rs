@@ -10,7 +10,8 @@ use std::fmt;
 use crate::error::Location;
 use crate::ir::NodeId;
 
-/// Which checks run during [`evaluate`](super::evaluate). All are on by default.
+/// Which checks run during [`evaluate`](super::evaluate). The findings are
+/// on by default; the loop limit is off.
 ///
 /// ```
 /// use tessel_dsl::interp::Checks;
@@ -25,6 +26,10 @@ pub struct Checks {
     /// Report start indices of `dynamic_slice`, `dynamic_update_slice` and
     /// `gather` that XLA clamps into range, and `scatter` windows it drops.
     pub clamped_indices: bool,
+    /// Stop with an error when one run of a `while` exceeds this many
+    /// iterations (`None`: no limit, as on a device, where a loop that
+    /// never ends hangs).
+    pub max_loop_iterations: Option<u64>,
 }
 
 impl Checks {
@@ -32,11 +37,13 @@ impl Checks {
     pub const ALL: Checks = Checks {
         non_finite: true,
         clamped_indices: true,
+        max_loop_iterations: None,
     };
     /// No check: evaluation only.
     pub const NONE: Checks = Checks {
         non_finite: false,
         clamped_indices: false,
+        max_loop_iterations: None,
     };
 }
 

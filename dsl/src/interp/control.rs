@@ -34,11 +34,21 @@ impl Interp<'_> {
     pub(crate) fn while_loop(&mut self, id: NodeId, init: Vec<Rc<Val>>) -> Result<Vec<Rc<Val>>> {
         let rs = self.regions_of(id, 2)?;
         let mut carry = init;
+        let mut iterations = 0u64;
         loop {
             let c = self.region(rs[0], &carry, Some(id))?;
             if !self.predicate(id, c.first())? {
                 return Ok(carry);
             }
+            if let Some(max) = self.checks.max_loop_iterations {
+                if iterations >= max {
+                    let m = format!(
+                        "the loop ran more than {max} iterations (Checks::max_loop_iterations)"
+                    );
+                    return Err(self.fail(Some(id), m));
+                }
+            }
+            iterations += 1;
             carry = self.region(rs[1], &carry, Some(id))?;
         }
     }

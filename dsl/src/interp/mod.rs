@@ -82,8 +82,8 @@
 //!   descending order.
 //! * **argmax/argmin** follow the lowering's selector: the extreme wins,
 //!   ties go to the smaller index, the first NaN wins.
-//! * **`while`** runs until its condition is false (there is no iteration
-//!   limit); carried values are shared, not copied, between iterations, so
+//! * **`while`** runs until its condition is false (no iteration limit
+//!   unless [`Checks::max_loop_iterations`] sets one); carried values are shared, not copied, between iterations, so
 //!   a loop costs what its body's ops cost. **`if`** runs one branch.
 //!   `optimization_barrier` is the identity.
 //!
