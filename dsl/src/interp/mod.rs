@@ -15,7 +15,7 @@
 //!
 //! # Semantics
 //!
-//! Every op of [`Op`](crate::ir::Op) and every [`DType`] is
+//! Every op of [`Op`] and every [`DType`](crate::DType) is
 //! evaluated. Where XLA leaves the result open or the interpreter had to
 //! choose, this is what it does:
 //!
