@@ -86,7 +86,8 @@ fn an_out_of_range_dynamic_slice_start_is_reported() {
     let g = k
         .trace(&[x.spec().clone(), TensorSpec::scalar(S32)])
         .unwrap();
-    let e = evaluate(&g, &[x, s32(4)], Checks::default()).unwrap();
+    let i = s32(4);
+    let e = evaluate(&g, &[&x, &i], Checks::default()).unwrap();
     assert_eq!(e.outputs[0].to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
     let f = &e.findings[0];
     assert_eq!((f.op, f.location.line), ("dynamic_slice", line));
@@ -473,7 +474,7 @@ fn malformed_graphs_are_errors_not_panics() {
     // No body at all.
     let mut empty = Graph::new("empty", &[]);
     empty.regions.clear();
-    match evaluate(&empty, &[], Checks::default()) {
+    match evaluate::<HostTensor>(&empty, &[], Checks::default()) {
         Err(Error::Interp(e)) => assert!(matches!(*e, InterpError::Arguments { .. }), "{e}"),
         other => panic!("expected an argument error, got {other:?}"),
     }

@@ -114,6 +114,7 @@ mod value;
 
 pub use checks::{Checks, Finding, FindingKind};
 
+use std::borrow::Borrow;
 use std::rc::Rc;
 
 use crate::error::{InterpError, Location, Result};
@@ -138,13 +139,17 @@ const SHALLOW: usize = 64;
 /// The stack of the evaluating thread for deeper programs.
 const DEEP_STACK: usize = 1 << 30;
 
-/// Runs `graph` on `args` (one host tensor per parameter, of its type) and
-/// returns its outputs and the findings of `checks`.
+/// Runs `graph` on `args` (one host tensor per parameter, of its type, given
+/// as `&[HostTensor]` or `&[&HostTensor]`) and returns its outputs and the
+/// findings of `checks`.
 ///
 /// Errors: [`InterpError::Arguments`] when the arguments do not match the
 /// parameters, [`InterpError::Op`] for an op the graph holds that cannot be
 /// evaluated (a malformed graph or one with an op that failed to trace).
-pub fn evaluate(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation> {
+pub fn evaluate<A>(graph: &Graph, args: &[A], checks: Checks) -> Result<Evaluation>
+where
+    A: Borrow<HostTensor> + Sync,
+{
     let bad = |message: String| -> crate::Error {
         InterpError::Arguments {
             kernel: graph.name.clone(),
@@ -169,6 +174,7 @@ pub fn evaluate(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Ev
         )));
     }
     for (i, (a, s)) in args.iter().zip(&specs).enumerate() {
+        let a: &HostTensor = a.borrow();
         if a.spec() != s {
             let name = graph.param_names.get(i).cloned().unwrap_or_default();
             return Err(bad(format!(
@@ -193,7 +199,7 @@ pub fn evaluate(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Ev
     })
 }
 
-fn run(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation> {
+fn run<A: Borrow<HostTensor>>(graph: &Graph, args: &[A], checks: Checks) -> Result<Evaluation> {
     let mut it = Interp {
         g: graph,
         env: vec![None; graph.values.len()],
@@ -201,7 +207,10 @@ fn run(graph: &Graph, args: &[HostTensor], checks: Checks) -> Result<Evaluation>
         checks,
         rec: Recorder::default(),
     };
-    let vals: Vec<Rc<Val>> = args.iter().map(|a| Rc::new(Val::from_host(a))).collect();
+    let vals: Vec<Rc<Val>> = args
+        .iter()
+        .map(|a| Rc::new(Val::from_host(a.borrow())))
+        .collect();
     let outs = it.region(0, &vals, None)?;
     let outputs = outs
         .iter()
