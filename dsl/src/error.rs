@@ -483,6 +483,28 @@ mod tests {
                 .into(),
                 "option seed: takes an integer, got `x`",
             ),
+            (
+                InterpError::Arguments {
+                    kernel: "k".into(),
+                    message: "the graph takes 2 arguments, got 1".into(),
+                }
+                .into(),
+                "bad arguments for `k`: the graph takes 2 arguments, got 1",
+            ),
+            (
+                InterpError::Op {
+                    kernel: "k".into(),
+                    op: "while".into(),
+                    location: Location {
+                        file: "src/k.rs".into(),
+                        line: 3,
+                        column: 9,
+                    },
+                    message: "needs 2 regions, has 1".into(),
+                }
+                .into(),
+                "kernel `k`: while at src/k.rs:3:9: needs 2 regions, has 1",
+            ),
         ];
         for (error, expected) in cases {
             let text = error.to_string();

@@ -13,7 +13,7 @@ impl Interp<'_> {
     fn regions_of(&self, id: NodeId, n: usize) -> Result<Vec<usize>> {
         let rs = &self.g.nodes[id].regions;
         if rs.len() != n {
-            return Err(self.fail(Some(id), format!("has {} regions, {n} expected", rs.len())));
+            return Err(self.fail(Some(id), format!("needs {n} regions, has {}", rs.len())));
         }
         Ok(rs.clone())
     }
