@@ -7,7 +7,7 @@ mod common;
 mod interp_common;
 
 use common::*;
-use interp_common::both;
+use interp_common::{both, both_n};
 use tessel_dsl::ops::{GatherDims, ScatterCombine};
 use tessel_dsl::{
     fori_loop, while_loop, DType, HostTensor, Tensor, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, S32,
@@ -256,5 +256,25 @@ fn pads_of_integers_and_bf16_crop_and_dilate() {
             },
             &[x],
         );
+    }
+}
+
+#[test]
+fn long_narrow_sums_do_not_stall() {
+    // One bf16 or f16 accumulator would stop at 256 or 2048; XLA sums in
+    // f32, and the interpreter in f64.
+    let mut rng = Rng::new(11);
+    for dtype in [BF16, F16] {
+        let ones = tensor(&[1.0; 3000], &[3000], dtype);
+        let mixed = random(&mut rng, &[3, 1000], dtype, -1.0, 2.0);
+        // XLA splits long reductions into pieces whose partial sums it
+        // rounds to the dtype: a few ulps apart on mixed values.
+        let e = both_n(
+            |t| vec![t[0].sum(&[0]), t[1].sum(&[1]), t[1].sum(&[0, 1])],
+            &[ones, mixed],
+            4,
+        );
+        let want = if dtype == BF16 { 3008.0 } else { 3000.0 };
+        assert_eq!(e.outputs[0].to_f64_vec(), vec![want]);
     }
 }

@@ -63,10 +63,15 @@
 //!   the target's range, NaN giving 0 (XLA's CPU behaviour); integer to
 //!   integer wraps; to `pred` is `!= 0`; integer to a narrow float rounds
 //!   through f32.
-//! * **`reduce`** combines in row-major order from the init value,
-//!   rounding each step to the dtype (the combiner is an op of that
-//!   dtype); XLA may associate differently, so float sums differ within
-//!   the usual accumulation error.
+//! * **`reduce`** combines in row-major order from the init value. Float
+//!   sums and products accumulate in `f64` and round once to the dtype:
+//!   XLA's CPU backend sums bf16 and f16 in f32 and f32 in several partial
+//!   sums, so a long sum does not stall as one accumulator of the dtype
+//!   would (twenty million f32 ones sum to twenty million); XLA also splits
+//!   long reductions into pieces whose partial sums it rounds to the
+//!   dtype, so results agree within the accumulation error of the order
+//!   it picks (a few ulps of bf16 over thousands of terms). A partial sum that
+//!   overflows f32 on the device while the total does not stays finite here.
 //! * **`dot_general`** accumulates floats in `f64` and rounds once to the
 //!   result dtype (XLA accumulates in the operand precision, in an order of
 //!   its choosing); integers accumulate in wrapping 64-bit arithmetic and

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use crate::dtype::DType;
 use crate::interp::elementwise::{float_binary, int_binary};
-use crate::interp::value::{daz, num_elements, strides, Counter, Data, Val};
+use crate::interp::value::{daz, num_elements, rounder, strides, Counter, Data, Val};
 use crate::ir::{BinaryOp, ReduceKind};
 
 type R<T> = Result<T, String>;
@@ -35,8 +35,8 @@ fn kept(shape: &[usize], dims: &[usize]) -> R<(Vec<usize>, Vec<usize>)> {
 }
 
 /// `reduce(x, init)` over `dims`: every result element starts at `init` and
-/// combines the operand's elements in row-major order, rounding each step
-/// to the dtype (the combiner is an op of that dtype).
+/// combines the operand's elements in row-major order; float sums and
+/// products accumulate in `f64` and round once to the dtype.
 pub(crate) fn reduce(x: &Val, init: &Val, kind: ReduceKind, dims: &[usize]) -> R<Val> {
     if init.len() != 1 || init.dtype != x.dtype {
         return Err(format!(
@@ -62,6 +62,19 @@ pub(crate) fn reduce(x: &Val, init: &Val, kind: ReduceKind, dims: &[usize]) -> R
         t
     };
     let data = match (&x.data, &init.data) {
+        (Data::F(v), Data::F(i)) if matches!(kind, ReduceKind::Sum | ReduceKind::Prod) => {
+            // Accumulated in f64, rounded once: XLA sums narrow floats in
+            // f32 and f32 in several partial sums, so that a long sum does
+            // not stall where one accumulator of the dtype would.
+            let (z, r) = (daz(x.dtype), rounder(x.dtype));
+            let sum = kind == ReduceKind::Sum;
+            let mut acc = vec![z(i[0]); n_out];
+            for &e in v {
+                let t = target();
+                acc[t] = if sum { acc[t] + z(e) } else { acc[t] * z(e) };
+            }
+            Data::F(acc.into_iter().map(r).collect())
+        }
         (Data::F(v), Data::F(i)) => {
             let f = float_binary(op, x.dtype)
                 .ok_or_else(|| format!("{kind:?} is not defined for {}", x.dtype))?;
