@@ -12,6 +12,10 @@ type R<T> = Result<T, String>;
 /// A function of one float element.
 type FloatFn = fn(f64) -> f64;
 
+fn identity(a: f64) -> f64 {
+    a
+}
+
 fn not_defined(op: impl std::fmt::Debug, d: DType) -> String {
     format!("{op:?} is not defined for {d} elements")
 }
@@ -80,12 +84,12 @@ pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
                 Erf => erf,
                 Not | PopCount | IsFinite => return Err(not_defined(op, d)),
             };
-            let r = rounder(d);
-            // Negation and absolute value only move the sign bit.
-            let z = if matches!(op, Neg | Abs) {
-                |a| a
+            // Negation and absolute value only move the sign bit: they keep
+            // subnormals, which arithmetic reads as zero and flushes.
+            let (z, r) = if matches!(op, Neg | Abs) {
+                (identity as FloatFn, identity as FloatFn)
             } else {
-                daz(d)
+                (daz(d), rounder(d))
             };
             let out = v.iter().map(|&a| r(f(z(a)))).collect();
             Val::new(d, x.shape.clone(), Data::F(out))

@@ -45,7 +45,8 @@
 //!   f16 and fp8 keep their subnormals (they are normal numbers in the f32
 //!   the CPU computes them in), and so do ops that only move bits
 //!   (negation, `abs`, selects, slices, gathers, bf16 to f32). XLA's
-//!   simplifier removes some arithmetic outright (`x * 1`), which then
+//!   simplifier removes some arithmetic outright (`x * 1`, a conversion
+//!   to f64 and back), which then
 //!   keeps a subnormal the interpreter flushes; and bf16 `maximum` of
 //!   subnormals may give zero there, where the interpreter returns the
 //!   winner's bits.
