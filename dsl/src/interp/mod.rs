@@ -34,9 +34,8 @@
 //! * **Transcendental functions** (`exp`, `log`, `tanh`, `erf`, `pow`, ...)
 //!   are Rust's `f64` functions (and a series/continued-fraction `erf`)
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
-//!   may differ from the plugin's by a few ulps (its f32 `cbrt`, by several
-//!   at large magnitudes). `logistic` is
-//!   `1 / (1 + exp(-x))`.
+//!   may differ from the plugin's by a few ulps (its f32 `cbrt`, by
+//!   several at large magnitudes). `logistic` is `1 / (1 + exp(-x))`.
 //! * **Subnormals**: the XLA CPU runtime computes with flush-to-zero and
 //!   denormals-are-zero, so arithmetic (unary math, binary ops,
 //!   comparisons, reductions, dots, scatter combiners, and conversions
@@ -46,10 +45,9 @@
 //!   the CPU computes them in), and so do ops that only move bits
 //!   (negation, `abs`, selects, slices, gathers, bf16 to f32). XLA's
 //!   simplifier removes some arithmetic outright (`x * 1`, a conversion
-//!   to f64 and back), which then
-//!   keeps a subnormal the interpreter flushes; and bf16 `maximum` of
-//!   subnormals may give zero there, where the interpreter returns the
-//!   winner's bits.
+//!   to f64 and back), which then keeps a subnormal the interpreter
+//!   flushes; and bf16 `maximum` of subnormals may give zero there, where
+//!   the interpreter returns the winner's bits.
 //! * **`maximum`/`minimum`** propagate NaN and order `-0` below `+0`
 //!   (IEEE 754-2019 `maximum`/`minimum`); operands compare as read above,
 //!   the winner keeps its bits. `clamp(lo, x, hi)` is `min(max(x, lo), hi)`.
@@ -71,8 +69,9 @@
 //!   would (twenty million f32 ones sum to twenty million); XLA also splits
 //!   long reductions into pieces whose partial sums it rounds to the
 //!   dtype, so results agree within the accumulation error of the order
-//!   it picks (a few ulps of bf16 over thousands of terms). A partial sum that
-//!   overflows f32 on the device while the total does not stays finite here.
+//!   it picks (a few ulps of bf16 over thousands of terms). A partial sum
+//!   that overflows f32 on the device while the total does not stays
+//!   finite here.
 //! * **`dot_general`** accumulates floats in `f64` and rounds once to the
 //!   result dtype (XLA accumulates in the operand precision, in an order of
 //!   its choosing); integers accumulate in wrapping 64-bit arithmetic and
@@ -89,9 +88,11 @@
 //! * **argmax/argmin** follow the lowering's selector: the extreme wins,
 //!   ties go to the smaller index, the first NaN wins.
 //! * **`while`** runs until its condition is false (no iteration limit
-//!   unless [`Checks::max_loop_iterations`] sets one); carried values are shared, not copied, between iterations, so
-//!   a loop costs what its body's ops cost. **`if`** runs one branch.
-//!   `optimization_barrier` is the identity.
+//!   unless [`Checks::max_loop_iterations`] sets one). Carried values are
+//!   shared, not copied, between iterations, so a loop costs what its
+//!   body's ops cost: N iterations over a carry of C elements cost at most
+//!   O(N·C) (a `dynamic_update_slice` of a carried tensor copies it).
+//!   **`if`** runs one branch. `optimization_barrier` is the identity.
 //!
 //! # Checks
 //!
@@ -105,6 +106,14 @@
 //! at most one finding of each kind per evaluation, holding the first
 //! occurrence and the number of occurrences; findings are in the order
 //! they were first seen.
+//!
+//! # Errors
+//!
+//! Nothing panics: arguments that do not match the parameters are an
+//! [`InterpError::Arguments`], and an op the graph holds that cannot be
+//! evaluated (malformed, or one that failed to trace) an
+//! [`InterpError::Op`] naming it and its source line. Memory is not
+//! limited: a graph whose tensors do not fit fails as any allocation does.
 
 mod checks;
 mod control;
