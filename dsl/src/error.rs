@@ -291,6 +291,36 @@ pub enum HostError {
     },
 }
 
+/// An error while interpreting a traced graph on the host
+/// ([`interp::evaluate`](crate::interp::evaluate)): arguments that do not
+/// match the graph's parameters, or an op it cannot evaluate.
+///
+/// New variants may be added; match with a wildcard arm.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InterpError {
+    /// The arguments do not match the graph's parameters.
+    #[error("bad arguments for `{kernel}`: {message}")]
+    Arguments {
+        /// The kernel.
+        kernel: String,
+        /// Which argument and why.
+        message: String,
+    },
+    /// An op the interpreter cannot evaluate: unsupported, or malformed.
+    #[error("kernel `{kernel}`: {op} at {location}: {message}")]
+    Op {
+        /// The kernel.
+        kernel: String,
+        /// The op, by its StableHLO name.
+        op: String,
+        /// Where in the user's code the op was made.
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
+}
+
 /// Every error tessel returns.
 ///
 /// New variants may be added; match with a wildcard arm.
@@ -306,6 +336,9 @@ pub enum Error {
     /// In host data.
     #[error(transparent)]
     Host(#[from] HostError),
+    /// While interpreting a graph on the host.
+    #[error(transparent)]
+    Interp(Box<InterpError>),
     /// An I/O error, with the path involved.
     #[error("{path}: {source}")]
     Io {
@@ -319,6 +352,12 @@ pub enum Error {
 impl From<KernelError> for Error {
     fn from(e: KernelError) -> Self {
         Error::Kernel(Box::new(e))
+    }
+}
+
+impl From<InterpError> for Error {
+    fn from(e: InterpError) -> Self {
+        Error::Interp(Box::new(e))
     }
 }
 
@@ -443,6 +482,28 @@ mod tests {
                 }
                 .into(),
                 "option seed: takes an integer, got `x`",
+            ),
+            (
+                InterpError::Arguments {
+                    kernel: "k".into(),
+                    message: "the graph takes 2 arguments, got 1".into(),
+                }
+                .into(),
+                "bad arguments for `k`: the graph takes 2 arguments, got 1",
+            ),
+            (
+                InterpError::Op {
+                    kernel: "k".into(),
+                    op: "while".into(),
+                    location: Location {
+                        file: "src/k.rs".into(),
+                        line: 3,
+                        column: 9,
+                    },
+                    message: "needs 2 regions, has 1".into(),
+                }
+                .into(),
+                "kernel `k`: while at src/k.rs:3:9: needs 2 regions, has 1",
             ),
         ];
         for (error, expected) in cases {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod dtype;
 pub mod error;
 pub mod host;
+pub mod interp;
 pub mod ir;
 pub mod kernel;
 pub mod lang;
@@ -39,7 +40,7 @@ pub mod __private;
 pub use dtype::{
     DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8,
 };
-pub use error::{DeviceError, Error, HostError, KernelError, Location, Result};
+pub use error::{DeviceError, Error, HostError, InterpError, KernelError, Location, Result};
 pub use host::HostTensor;
 pub use ir::Graph;
 pub use kernel::moe;

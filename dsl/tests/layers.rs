@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// before it and from none after it.
 const LAYERS: &[&str] = &[
     "dtype", "error", "shape", "host", "config", "ir", "trace", "report", "ops", "autodiff",
-    "lang", "tile", "lower", "runtime", "shard", "kernel", "profile", "private",
+    "lang", "tile", "lower", "interp", "runtime", "shard", "kernel", "profile", "private",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
