@@ -213,6 +213,13 @@ fn argmax(row: &[f32]) -> i32 {
     best as i32
 }
 
+/// The three results of a step: the logits and the two pools.
+fn three(out: Vec<DeviceBuffer>) -> tessel::Result<[DeviceBuffer; 3]> {
+    let got = out.len();
+    out.try_into()
+        .map_err(|_| tessel::DeviceError::OutputCount { expected: 3, got }.into())
+}
+
 fn s32(v: Vec<i32>) -> tessel::Result<HostTensor> {
     let n = v.len();
     HostTensor::from_vec(v, [n])
@@ -323,12 +330,7 @@ fn main() -> tessel::Result<()> {
         &k_pool,
         &v_pool,
     )?;
-    let [logits, k2, v2]: [DeviceBuffer; 3] =
-        out.try_into()
-            .map_err(|_| tessel::HostError::InvalidInput {
-                what: "prefill",
-                message: "expected three results".into(),
-            })?;
+    let [logits, k2, v2] = three(out)?;
     (k_pool, v_pool) = (k2, v2);
     let logits = logits.to_host()?.to_vec::<f32>()?;
     let mut cached: Vec<Vec<Vec<f32>>> = vec![Vec::new(); b];
@@ -362,10 +364,7 @@ fn main() -> tessel::Result<()> {
             &k_pool,
             &v_pool,
         )?;
-        let mut out = out.into_iter();
-        let (Some(logits), Some(k2), Some(v2)) = (out.next(), out.next(), out.next()) else {
-            unreachable!("the decode step returns three results")
-        };
+        let [logits, k2, v2] = three(out)?;
         (k_pool, v_pool) = (k2, v2);
         let logits = logits.to_host()?.to_vec::<f32>()?;
         for s in 0..b {

@@ -219,6 +219,22 @@ fn layout_for(
     Ok((heads, layout))
 }
 
+/// Records a kernel error under `op` if `extras` has a traced query
+/// offset, which the static block layouts cannot take.
+#[track_caller]
+fn refuses_offset(op: &str, q: Tensor, extras: &AttentionExtras) -> bool {
+    let Some(off) = extras.q_offset else {
+        return false;
+    };
+    report::fail(
+        op,
+        &[q, off],
+        "block-sparse layouts are static: a traced q_offset is taken by flash_attention and \
+         attention_reference (or give the offset in FlashOptions::q_offset)",
+    );
+    true
+}
+
 /// Block-sparse attention inside a kernel with a static block layout, with
 /// the optional inputs: the output `[B, Hq, Sq, Dv]` and logsumexp
 /// `[B, Hq, Sq]`. The mask must be `Sq × Skv` (and have `Hq` heads if per
@@ -234,13 +250,7 @@ pub fn block_sparse_attention_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
     const OP: &str = "block_sparse_attention";
-    if let Some(off) = extras.q_offset {
-        tessel::report::fail(
-            OP,
-            &[q, off],
-            "block-sparse layouts are static: a traced q_offset is taken by flash_attention and \
-             attention_reference (or give the offset in FlashOptions::q_offset)",
-        );
+    if refuses_offset(OP, q, extras) {
         return poisoned(q);
     }
     let Some(d) = check_static(OP, q, k, v, extras, options) else {
@@ -416,13 +426,7 @@ pub fn block_sparse_attention_dynamic_with(
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
     const OP: &str = "block_sparse_attention_dynamic";
-    if let Some(off) = extras.q_offset {
-        tessel::report::fail(
-            OP,
-            &[q, off],
-            "block-sparse layouts are static: a traced q_offset is taken by flash_attention and \
-             attention_reference (or give the offset in FlashOptions::q_offset)",
-        );
+    if refuses_offset(OP, q, extras) {
         return poisoned(q);
     }
     let Some(d) = check(OP, q, k, v, extras, options) else {

@@ -66,17 +66,15 @@ fn spec(t: Tensor) -> String {
     t.spec().to_string()
 }
 
-/// Checks the query heads and dtype against the pages, the block tables
-/// `s32 [B, M]` and the per-sequence lengths `s32 [B]` (named `lens_name`).
-/// `q_heads` and `q_dim` are the query's head count and head dimension,
-/// `batch` the batch size the tables must have.
+/// Checks the queries (rank 3, `[.., Hq, D]`, described by `q_form` in
+/// the message) against the pages, the block tables `s32 [B, M]` and the
+/// per-sequence lengths `s32 [B]` (named `lens_name`).
 #[track_caller]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_paged(
     op: &str,
     q: Tensor,
-    q_heads: usize,
-    q_dim: usize,
+    q_form: &str,
     kv: &PagedKv,
     block_tables: Tensor,
     lens: Tensor,
@@ -86,6 +84,11 @@ pub(crate) fn check_paged(
     if let Some(m) = opts.problem() {
         return fail(op, &[q], m);
     }
+    let qs = q.shape();
+    if qs.len() != 3 {
+        return fail(op, &[q], format!("q must be {q_form}, got {}", q.spec()));
+    }
+    let (q_heads, q_dim) = (qs[1], qs[2]);
     let (kp, vp) = (kv.k_pages, kv.v_pages);
     let io = q.dtype();
     if !io.is_float() {

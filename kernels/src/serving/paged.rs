@@ -100,31 +100,11 @@ pub fn paged_attention_with(
     opts: &ServeOptions,
 ) -> Tensor {
     let op = "paged_attention";
-    let qs = q.shape();
-    if qs.len() != 3 {
-        return fail(
-            op,
-            &[q],
-            format!(
-                "q must be [B, Hq, D] (one query per sequence), got {}",
-                q.spec()
-            ),
-        )
-        .unwrap_or(q);
-    }
-    let Some(dims) = check_paged(
-        op,
-        q,
-        qs[1],
-        qs[2],
-        kv,
-        block_tables,
-        lengths,
-        "lengths",
-        opts,
-    ) else {
+    let form = "[B, Hq, D] (one query per sequence)";
+    let Some(dims) = check_paged(op, q, form, kv, block_tables, lengths, "lengths", opts) else {
         return q;
     };
+    let qs = q.shape();
     if qs[0] != dims.b {
         return fail(
             op,
@@ -176,31 +156,11 @@ pub fn ragged_paged_attention_with(
     opts: &ServeOptions,
 ) -> Tensor {
     let op = "ragged_paged_attention";
-    let qs = q.shape();
-    if qs.len() != 3 {
-        return fail(
-            op,
-            &[q],
-            format!(
-                "q must be [T, Hq, D] (the packed queries), got {}",
-                q.spec()
-            ),
-        )
-        .unwrap_or(q);
-    }
-    let Some(dims) = check_paged(
-        op,
-        q,
-        qs[1],
-        qs[2],
-        kv,
-        block_tables,
-        kv_lens,
-        "kv_lens",
-        opts,
-    ) else {
+    let form = "[T, Hq, D] (the packed queries)";
+    let Some(dims) = check_paged(op, q, form, kv, block_tables, kv_lens, "kv_lens", opts) else {
         return q;
     };
+    let qs = q.shape();
     if cu_q_lens.dtype() != S32 || cu_q_lens.shape() != [dims.b + 1] {
         return fail(
             op,
