@@ -86,6 +86,9 @@ fn activate(y: Tensor, act: Activation) -> Tensor {
     }
 }
 
+/// The most K blocks `block_k` may make (they are unrolled while tracing).
+pub const MAX_K_BLOCKS: usize = 4096;
+
 /// The product in the accumulation dtype, before the epilogue.
 fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
     let a = if opts.transpose_a { a.t() } else { a };
@@ -98,6 +101,20 @@ fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
         None => dot(a, b),
         Some(bk) => {
             let k = a.dim(-1);
+            // The K blocks are unrolled while tracing: bound their count
+            // before building anything.
+            let count = if bk == 0 { usize::MAX } else { k.div_ceil(bk) };
+            if count > MAX_K_BLOCKS {
+                return tessel::tensor::trace_error(
+                    "gemm",
+                    &[a, b],
+                    format!(
+                        "block_k = {bk} over K = {k} makes {count} blocks, unrolled while tracing: block_k must \
+                         be at least 1 and K / block_k at most {MAX_K_BLOCKS}; raise block_k or leave it unset \
+                         (one dot over K)"
+                    ),
+                );
+            }
             let mut out_shape = a.shape();
             let last = out_shape.len() - 1;
             out_shape[last] = b.dim(-1);

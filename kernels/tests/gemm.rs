@@ -199,6 +199,26 @@ fn gemm_bias_and_activation_epilogues() {
 }
 
 #[test]
+fn gemm_with_too_many_k_blocks_is_an_error_before_any_work() {
+    // K = 2^40 in blocks of 8 would unroll 2^37 products while tracing.
+    let k = 1usize << 40;
+    let spec = |s: &[usize]| TensorSpec::new(s.to_vec(), F32);
+    for bk in [8, 0] {
+        let opts = GemmOptions {
+            block_k: Some(bk),
+            ..GemmOptions::default()
+        };
+        let t = std::time::Instant::now();
+        let err = gemm::lower(&spec(&[1, k]), &spec(&[k, 1]), opts).unwrap_err();
+        assert!(
+            err.to_string().contains("K / block_k at most 4096"),
+            "{err}"
+        );
+        assert!(t.elapsed().as_secs() < 10);
+    }
+}
+
+#[test]
 fn gemm_bad_shapes_are_kernel_errors() {
     let d = dev();
     let err = gemm::run(
