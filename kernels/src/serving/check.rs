@@ -58,12 +58,68 @@ pub(crate) struct PagedDims {
 }
 
 /// The dtypes quantized pages may have.
-pub(crate) fn is_quantized(dtype: DType) -> bool {
+fn is_quantized(dtype: DType) -> bool {
     matches!(dtype, DType::S8 | DType::F8E4M3FN | DType::F8E5M2)
 }
 
 fn spec(t: Tensor) -> String {
     t.spec().to_string()
+}
+
+/// What is wrong with the pages of `kv`, if anything (the operands to
+/// name and the message): both `[num_pages, page_size, Hkv, D]` with the
+/// same first three extents; float pages of dtype `io` (`whose` dtype, for
+/// the message), or int8/fp8 pages of one dtype with f32 scales
+/// `[num_pages, page_size, Hkv]`.
+pub(crate) fn pages_problem(kv: &PagedKv, io: DType, whose: &str) -> Option<(Vec<Tensor>, String)> {
+    let (kp, vp) = (kv.k_pages, kv.v_pages);
+    let (ks, vs) = (kp.shape(), vp.shape());
+    if ks.len() != 4 || vs.len() != 4 || ks[..3] != vs[..3] {
+        return Some((
+            vec![kp, vp],
+            format!(
+                "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three \
+                 extents, got {} and {}",
+                spec(kp),
+                spec(vp)
+            ),
+        ));
+    }
+    match kv.scales {
+        None if kp.dtype() != io || vp.dtype() != io => Some((
+            vec![kp, vp],
+            format!(
+                "float pages must have {whose} dtype {io}, got {} and {}; int8/fp8 pages take scales \
+                 (the *_quantized kernels)",
+                kp.dtype(),
+                vp.dtype()
+            ),
+        )),
+        None => None,
+        Some(_) if !is_quantized(kp.dtype()) || vp.dtype() != kp.dtype() => Some((
+            vec![kp, vp],
+            format!(
+                "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype), got {} and {}",
+                kp.dtype(),
+                vp.dtype()
+            ),
+        )),
+        Some((kscale, vscale)) => {
+            let want = [ks[0], ks[1], ks[2]];
+            [("k_scales", kscale), ("v_scales", vscale)]
+                .into_iter()
+                .find(|(_, s)| s.dtype() != F32 || s.shape() != want)
+                .map(|(name, s)| {
+                    (
+                        vec![kp, s],
+                        format!(
+                            "{name} must be f32 {want:?} (one scale per token and head), got {}",
+                            spec(s)
+                        ),
+                    )
+                })
+        }
+    }
 }
 
 /// Checks the queries (rank 3, `[.., Hq, D]`, described by `q_form` in
@@ -98,59 +154,11 @@ pub(crate) fn check_paged(
             format!("q must be a float tensor, got {}", spec(q)),
         );
     }
+    if let Some((operands, m)) = pages_problem(kv, io, "the queries'") {
+        return fail(op, &operands, m);
+    }
     let (ks, vs) = (kp.shape(), vp.shape());
-    if ks.len() != 4 || vs.len() != 4 || ks[..3] != vs[..3] {
-        return fail(op, &[kp, vp],
-            format!(
-                "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three \
-                 extents, got {} and {}",
-                spec(kp),
-                spec(vp)
-            ),
-        );
-    }
     let (num_pages, page, hkv, d) = (ks[0], ks[1], ks[2], ks[3]);
-    match kv.scales {
-        None if kp.dtype() != io || vp.dtype() != io => {
-            return fail(
-                op,
-                &[q, kp, vp],
-                format!(
-                    "float pages must have the queries' dtype {io}, got {} and {}; int8/fp8 pages \
-                     take scales (the *_quantized kernels)",
-                    kp.dtype(),
-                    vp.dtype()
-                ),
-            );
-        }
-        Some((kscale, vscale)) => {
-            if !is_quantized(kp.dtype()) || vp.dtype() != kp.dtype() {
-                return fail(
-                    op,
-                    &[kp, vp],
-                    format!(
-                        "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype), got {} and {}",
-                        kp.dtype(),
-                        vp.dtype()
-                    ),
-                );
-            }
-            let want = [num_pages, page, hkv];
-            for (name, s) in [("k_scales", kscale), ("v_scales", vscale)] {
-                if s.dtype() != F32 || s.shape() != want {
-                    return fail(
-                        op,
-                        &[kp, s],
-                        format!(
-                            "{name} must be f32 {want:?} (one scale per token and head), got {}",
-                            spec(s)
-                        ),
-                    );
-                }
-            }
-        }
-        None => {}
-    }
     if page == 0 || hkv == 0 {
         return fail(
             op,

@@ -61,7 +61,6 @@ pub(crate) enum Source {
         /// Quantized pages' scales `[P, page, Hkv]` (f32).
         scales: Option<(Tensor, Tensor)>,
         table: Tensor,
-        page: usize,
         pages: usize,
     },
     /// A contiguous cache `[B, Hkv, S, D]`, sequence `b`.
@@ -77,7 +76,7 @@ impl Source {
     /// Keys per block.
     pub(crate) fn block(&self) -> usize {
         match self {
-            Source::Paged { page, pages, .. } => page * pages,
+            Source::Paged { k_pages, pages, .. } => k_pages.dim(1) * pages,
             Source::Contiguous { block, .. } => *block,
         }
     }
@@ -97,28 +96,25 @@ impl Source {
                 ..
             } => {
                 let ids = table.dynamic_slice(&[j * *pages as i32], &[*pages]);
-                let s = k_pages.shape();
-                let (hkv, d, dv) = (s[2], s[3], v_pages.dim(3));
-                let read = |x: Tensor, width: usize| {
-                    if *pages == 1 {
-                        let id = ids.reshape(&[]);
+                let hkv = k_pages.dim(2);
+                // The block's pages `[pages, page, ..]` as `[keys, ..]`.
+                let read = |x: Tensor| {
+                    let block = if *pages == 1 {
                         let mut starts = vec![zero; x.rank()];
-                        starts[0] = id;
+                        starts[0] = ids.reshape(&[]);
                         let mut sizes = x.shape();
                         sizes[0] = 1;
                         x.dynamic_slice(&starts, &sizes)
                     } else {
                         x.take(ids, 0)
-                    }
-                    .reshape(&if width == 0 {
-                        vec![blk as isize, hkv as isize]
-                    } else {
-                        vec![blk as isize, hkv as isize, width as isize]
-                    })
+                    };
+                    let mut shape = vec![blk as isize];
+                    shape.extend(x.shape()[2..].iter().map(|&e| e as isize));
+                    block.reshape(&shape)
                 };
                 let scales = scales.map(|(ks, vs)| {
                     let per_head = |t: Tensor| {
-                        read(t, 0)
+                        read(t)
                             .transpose(&[1, 0])
                             .reshape(&[hkv as isize, 1, blk as isize])
                     };
@@ -126,26 +122,26 @@ impl Source {
                 });
                 KvBlock {
                     layout: Layout::TokenMajor,
-                    k: read(*k_pages, d),
-                    v: read(*v_pages, dv),
+                    k: read(*k_pages),
+                    v: read(*v_pages),
                     scales,
                     start,
                     fresh_from: None,
                 }
             }
             Source::Contiguous { k, v, b, .. } => {
-                let s = k.shape();
-                let (hkv, len, d, dv) = (s[1], s[2], s[3], v.dim(3));
+                let (hkv, len) = (k.dim(1), k.dim(2));
                 // The last block is read shifted back to stay in range.
                 let at = start.minimum((len - blk) as i32);
-                let read = |x: Tensor, width: usize| {
+                let read = |x: Tensor| {
+                    let width = x.dim(3);
                     x.dynamic_slice(&[*b, zero, at, zero], &[1, hkv, blk, width])
                         .reshape(&[hkv as isize, blk as isize, width as isize])
                 };
                 KvBlock {
                     layout: Layout::HeadMajor,
-                    k: read(*k, d),
-                    v: read(*v, dv),
+                    k: read(*k),
+                    v: read(*v),
                     scales: None,
                     start: at,
                     fresh_from: (len % blk != 0).then_some(start),

@@ -63,7 +63,6 @@ impl<'a> Paged<'a> {
             v_pages: self.kv.v_pages,
             scales: self.kv.scales,
             table,
-            page: self.dims.page,
             pages: self.pages,
         };
         (src, len)

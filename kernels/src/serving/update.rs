@@ -11,7 +11,7 @@
 use tessel::ops::{ScatterCombine, ScatterDims};
 use tessel::prelude::*;
 
-use super::check::{fail, is_quantized, PagedKv};
+use super::check::{fail, pages_problem, PagedKv};
 use crate::quantized::qmax;
 
 /// The slot (`page_id · page_size + offset`) of each of the `t` packed
@@ -106,26 +106,6 @@ pub fn kv_cache_update_with(
     let (kp, vp) = (kv.k_pages, kv.v_pages);
     let (ps, vps) = (kp.shape(), vp.shape());
     let (ks, vs) = (k.shape(), v.shape());
-    if ps.len() != 4 || vps.len() != 4 || ps[..3] != vps[..3] {
-        return bad(op, kv, k, v, format!(
-            "k_pages and v_pages must be [num_pages, page_size, Hkv, D] with the same first three extents, \
-             got {} and {}",
-            kp.spec(),
-            vp.spec()
-        ));
-    }
-    if ks.len() != 3 || vs.len() != 3 || ks[0] != vs[0] || ks[1..] != ps[2..] || vs[1..] != vps[2..]
-    {
-        return bad(op, kv, k, v, format!(
-            "k and v must be [T, Hkv, D] matching the pages' [.., {}, {}] and [.., {}, {}], got {} and {}",
-            ps[2],
-            ps[3],
-            vps[2],
-            vps[3],
-            k.spec(),
-            v.spec()
-        ));
-    }
     if !k.dtype().is_float() || v.dtype() != k.dtype() {
         return bad(
             op,
@@ -139,35 +119,21 @@ pub fn kv_cache_update_with(
             ),
         );
     }
-    match kv.scales {
-        None if kp.dtype() != k.dtype() || vp.dtype() != k.dtype() => {
-            return bad(op, kv, k, v, format!(
-                "float pages must have the new tokens' dtype {}, got {} and {}; int8/fp8 pages take scales",
-                k.dtype(),
-                kp.dtype(),
-                vp.dtype()
-            ));
-        }
-        Some((kscale, vscale)) => {
-            let want = [ps[0], ps[1], ps[2]];
-            if !is_quantized(kp.dtype())
-                || vp.dtype() != kp.dtype()
-                || kscale.dtype() != F32
-                || vscale.dtype() != F32
-                || kscale.shape() != want
-                || vscale.shape() != want
-            {
-                return bad(op, kv, k, v, format!(
-                    "quantized pages must be s8, f8e4m3fn or f8e5m2 (one dtype) with f32 scales {want:?}, \
-                     got {}, {}, {} and {}",
-                    kp.spec(),
-                    vp.spec(),
-                    kscale.spec(),
-                    vscale.spec()
-                ));
-            }
-        }
-        None => {}
+    if let Some((operands, m)) = pages_problem(kv, k.dtype(), "the new tokens'") {
+        fail::<()>(op, &operands, m);
+        return *kv;
+    }
+    if ks.len() != 3 || vs.len() != 3 || ks[0] != vs[0] || ks[1..] != ps[2..] || vs[1..] != vps[2..]
+    {
+        return bad(op, kv, k, v, format!(
+            "k and v must be [T, Hkv, D] matching the pages' [.., {}, {}] and [.., {}, {}], got {} and {}",
+            ps[2],
+            ps[3],
+            vps[2],
+            vps[3],
+            k.spec(),
+            v.spec()
+        ));
     }
     let bt = block_tables.shape();
     if block_tables.dtype() != S32 || bt.len() != 2 {
