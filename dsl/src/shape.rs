@@ -8,6 +8,14 @@ use crate::error::{HostError, Result};
 /// The static shape of a tensor: one extent per axis, row-major.
 pub type Shape = Vec<usize>;
 
+/// Whether `axes` are distinct and each below `rank` (a permutation of
+/// `0..rank` when there are `rank` of them).
+pub(crate) fn distinct_axes(axes: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    axes.iter()
+        .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
+}
+
 /// The largest extent of one axis: `isize::MAX` (`i64::MAX` on the 64-bit
 /// hosts tessel runs on), the widest extent XLA and PJRT represent (they
 /// take extents as int64).

@@ -2,6 +2,7 @@
 //! and errors name it.
 
 use crate::ir::{BinaryOp, Op, UnaryOp};
+use crate::lower::{binary_name, unary_name};
 
 /// The name of `op`: `add`, `dynamic_slice`, `while`, ...
 pub(crate) fn op_name(op: &Op) -> &'static str {
@@ -34,51 +35,16 @@ pub(crate) fn op_name(op: &Op) -> &'static str {
     }
 }
 
+/// An op's name as lowering prints it, without the dialect prefix
+/// (`stablehlo.add` is `add`, `chlo.erf` is `erf`).
+fn bare(name: &'static str) -> &'static str {
+    name.split_once('.').map_or(name, |(_, op)| op)
+}
+
 fn unary(op: UnaryOp) -> &'static str {
-    use UnaryOp::*;
-    match op {
-        Neg => "negate",
-        Abs => "abs",
-        Exp => "exponential",
-        Expm1 => "exponential_minus_one",
-        Log => "log",
-        Log1p => "log_plus_one",
-        Sqrt => "sqrt",
-        Rsqrt => "rsqrt",
-        Cbrt => "cbrt",
-        Tanh => "tanh",
-        Logistic => "logistic",
-        Sin => "sine",
-        Cos => "cosine",
-        Tan => "tan",
-        Floor => "floor",
-        Ceil => "ceil",
-        Round => "round_nearest_even",
-        Sign => "sign",
-        Erf => "erf",
-        Not => "not",
-        IsFinite => "is_finite",
-        PopCount => "popcnt",
-    }
+    bare(unary_name(op))
 }
 
 fn binary(op: BinaryOp) -> &'static str {
-    use BinaryOp::*;
-    match op {
-        Add => "add",
-        Sub => "subtract",
-        Mul => "multiply",
-        Div => "divide",
-        Rem => "remainder",
-        Pow => "power",
-        Max => "maximum",
-        Min => "minimum",
-        Atan2 => "atan2",
-        And => "and",
-        Or => "or",
-        Xor => "xor",
-        ShiftLeft => "shift_left",
-        ShiftRightLogical => "shift_right_logical",
-        ShiftRightArithmetic => "shift_right_arithmetic",
-    }
+    bare(binary_name(op))
 }

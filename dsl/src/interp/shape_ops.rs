@@ -3,7 +3,7 @@
 //! `pad`.
 
 use crate::interp::value::{decode, num_elements, round, strides, wrap, Counter, Data, Val};
-use crate::shape::TensorSpec;
+use crate::shape::{distinct_axes, TensorSpec};
 
 type R<T> = Result<T, String>;
 
@@ -38,11 +38,8 @@ pub(crate) fn iota(spec: &TensorSpec, dim: usize) -> R<Val> {
 /// Broadcast: operand axis `i` becomes result axis `dims[i]`.
 pub(crate) fn broadcast_in_dim(x: &Val, dims: &[usize], spec: &TensorSpec) -> R<Val> {
     let out = &spec.shape;
-    let mut seen = vec![false; out.len()];
     if dims.len() != x.shape.len()
-        || dims
-            .iter()
-            .any(|&d| d >= out.len() || std::mem::replace(&mut seen[d], true))
+        || !distinct_axes(dims, out.len())
         || dims
             .iter()
             .zip(&x.shape)
@@ -79,12 +76,7 @@ pub(crate) fn reshape(x: &Val, spec: &TensorSpec) -> R<Val> {
 /// Result axis `i` is operand axis `perm[i]`.
 pub(crate) fn transpose(x: &Val, perm: &[usize]) -> R<Val> {
     let r = x.shape.len();
-    let mut seen = vec![false; r];
-    if perm.len() != r
-        || perm
-            .iter()
-            .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
-    {
+    if perm.len() != r || !distinct_axes(perm, r) {
         return Err(format!(
             "{perm:?} is not a permutation of the axes of {}",
             x.spec()

@@ -12,6 +12,8 @@ mod regions;
 
 pub use hints::{compile_hints, CompileHints};
 
+pub(crate) use attrs::{binary_name, unary_name};
+
 use std::fmt::Write;
 
 use crate::ir::{Def, Graph, NodeId, RegionId, ValueId};

@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::error::Location;
 use crate::ops::elementwise::{broadcast_to_at, Operand};
 use crate::ops::Op;
-use crate::shape::{Shape, TensorSpec};
+use crate::shape::{distinct_axes, Shape, TensorSpec};
 use crate::trace::build;
 use crate::trace::tensor::{normalize_axis, Tensor};
 
@@ -101,12 +101,7 @@ impl Tensor {
         let perm = perm.to_vec();
         build("transpose", &[self], Location::caller(), 1, move |s| {
             let r = s[0].rank();
-            let mut seen = vec![false; r];
-            if perm.len() != r
-                || perm
-                    .iter()
-                    .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
-            {
+            if perm.len() != r || !distinct_axes(&perm, r) {
                 return Err(format!(
                     "{perm:?} is not a permutation of the {r} axes of {}",
                     s[0]
