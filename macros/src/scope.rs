@@ -8,15 +8,15 @@ use proc_macro2::Span;
 use syn::visit::Visit;
 use syn::{Expr, Ident, Pat};
 
-/// The variables a block assigns that it does not declare itself, in order
-/// of first assignment.
+/// The variables a block assigns that are declared outside it, in order
+/// of first assignment. Scoping follows Rust's: a name refers to a local of
+/// the block only after the `let` that declares it and inside that `let`'s
+/// block, so `acc = acc + 1.0; let acc = ..;` and a `let acc` in a nested
+/// block both leave the assignment to the outer `acc`.
 pub fn assigned_outer(block: &syn::Block) -> Vec<Ident> {
     let mut v = Assigned::default();
     v.visit_block(block);
     v.order
-        .into_iter()
-        .filter(|i| !v.declared.contains(&i.to_string()))
-        .collect()
 }
 
 /// The same for an expression (an `else` branch).
@@ -24,24 +24,34 @@ pub fn assigned_outer_expr(e: &Expr) -> Vec<Ident> {
     let mut v = Assigned::default();
     v.visit_expr(e);
     v.order
-        .into_iter()
-        .filter(|i| !v.declared.contains(&i.to_string()))
-        .collect()
 }
 
 #[derive(Default)]
 struct Assigned {
     order: Vec<Ident>,
     seen: BTreeSet<String>,
-    declared: BTreeSet<String>,
+    /// The names declared so far in each open scope, innermost last.
+    scopes: Vec<BTreeSet<String>>,
 }
 
 impl Assigned {
+    fn declared(&self, name: &str) -> bool {
+        self.scopes.iter().any(|s| s.contains(name))
+    }
+
+    /// Runs `f` in a new scope.
+    fn scoped(&mut self, f: impl FnOnce(&mut Self)) {
+        self.scopes.push(BTreeSet::new());
+        f(self);
+        self.scopes.pop();
+    }
+
     fn target(&mut self, e: &Expr) {
         match e {
             Expr::Path(p) => {
                 if let Some(id) = p.path.get_ident() {
-                    if self.seen.insert(id.to_string()) {
+                    let name = id.to_string();
+                    if !self.declared(&name) && self.seen.insert(name) {
                         self.order.push(id.clone());
                     }
                 }
@@ -55,10 +65,13 @@ impl Assigned {
         }
     }
 
+    /// Declares the names `p` binds in the innermost scope.
     fn bind(&mut self, p: &Pat) {
         match p {
             Pat::Ident(i) => {
-                self.declared.insert(i.ident.to_string());
+                if let Some(s) = self.scopes.last_mut() {
+                    s.insert(i.ident.to_string());
+                }
                 if let Some((_, sub)) = &i.subpat {
                     self.bind(sub);
                 }
@@ -77,13 +90,20 @@ impl Assigned {
 }
 
 impl<'ast> Visit<'ast> for Assigned {
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        self.scoped(|v| syn::visit::visit_block(v, b));
+    }
+
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        // The value is evaluated before the place is assigned.
+        self.visit_expr(&a.right);
+        self.visit_expr(&a.left);
         self.target(&a.left);
-        syn::visit::visit_expr_assign(self, a);
     }
 
     fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
         use syn::BinOp::*;
+        syn::visit::visit_expr_binary(self, b);
         if matches!(
             b.op,
             AddAssign(_)
@@ -99,17 +119,66 @@ impl<'ast> Visit<'ast> for Assigned {
         ) {
             self.target(&b.left);
         }
-        syn::visit::visit_expr_binary(self, b);
     }
 
     fn visit_local(&mut self, l: &'ast syn::Local) {
+        // `let x = x + 1;` reads the outer `x`: the pattern binds after the
+        // initializer (and its `else`).
+        if let Some(init) = &l.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
         self.bind(&l.pat);
-        syn::visit::visit_local(self, l);
     }
 
-    fn visit_pat(&mut self, p: &'ast Pat) {
-        self.bind(p);
-        syn::visit::visit_pat(self, p);
+    fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+        self.visit_expr(&f.expr);
+        self.scoped(|v| {
+            v.bind(&f.pat);
+            v.visit_block(&f.body);
+        });
+    }
+
+    fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
+        self.scoped(|v| {
+            c.inputs.iter().for_each(|p| v.bind(p));
+            v.visit_expr(&c.body);
+        });
+    }
+
+    fn visit_arm(&mut self, a: &'ast syn::Arm) {
+        self.scoped(|v| {
+            v.bind(&a.pat);
+            if let Some((_, guard)) = &a.guard {
+                v.visit_expr(guard);
+            }
+            v.visit_expr(&a.body);
+        });
+    }
+
+    fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
+        // `if let` binds in the then-branch only.
+        self.scoped(|v| {
+            v.visit_expr(&i.cond);
+            v.visit_block(&i.then_branch);
+        });
+        if let Some((_, e)) = &i.else_branch {
+            self.visit_expr(e);
+        }
+    }
+
+    fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+        self.scoped(|v| {
+            v.visit_expr(&w.cond);
+            v.visit_block(&w.body);
+        });
+    }
+
+    fn visit_expr_let(&mut self, l: &'ast syn::ExprLet) {
+        self.visit_expr(&l.expr);
+        self.bind(&l.pat);
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
