@@ -4,7 +4,7 @@ use tessel::kernels::attention::{attention_reference, flash_attention, FlashOpti
 use tessel::prelude::*;
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let (b, hq, hkv, s, d) = (1, 8, 2, 1000, 64); // 1000 is not a multiple of the block sizes
     let gen = |h: usize, salt: usize| {
         HostTensor::from_fn(TensorSpec::new([b, h, s, d], F32), move |i| {

@@ -24,7 +24,7 @@ fn sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
 }
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let n = 256;
     // A banded matrix: only blocks on and next to the diagonal are non-zero.
     let dense = HostTensor::from_fn(TensorSpec::new([n, n], F32), |i| {

@@ -13,7 +13,7 @@ fn gemm(a: Tensor, b: Tensor) -> Tensor {
 }
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let (m, k, n) = (64, 300, 32); // K = 300 is not a multiple of 128
     let a = HostTensor::from_fn(TensorSpec::new([m, k], F32), |i| {
         ((i % 7) as f64 - 3.0) / 4.0

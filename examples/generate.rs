@@ -233,7 +233,7 @@ fn main() -> tessel::Result<()> {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(64usize);
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let mut rng = Rng(0x5eed);
     let mut params = Vec::new();
     for shape in parameter_shapes() {

@@ -22,7 +22,7 @@ fn dense(
 }
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let (t, d, ff, e) = (64, 16, 32, 4);
     let gen = |shape: Vec<usize>, scale: f64| {
         HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {

@@ -8,7 +8,7 @@ fn dense_softmax(x: Tensor, w: Tensor, b: Tensor) -> Tensor {
 }
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let x = HostTensor::from_vec(vec![0.0f32, 0.1, 0.2, 0.3, 0.4, 0.5], [2, 3])?;
     let w = HostTensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.5, -0.5, 2.0], [3, 2])?;
     let b = HostTensor::from_vec(vec![0.0f32, 0.1], [2])?;

@@ -30,7 +30,7 @@ fn jacobi(a: Tensor, b: Tensor, tol: Tensor, steps: usize, warm_start: bool) -> 
 }
 
 fn main() -> tessel::Result<()> {
-    let dev = Device::cpu()?;
+    let dev = Device::from_env()?;
     let a = HostTensor::from_vec(vec![4.0f32, 1.0, 0.0, 1.0, 5.0, 2.0, 0.0, 2.0, 6.0], [3, 3])?;
     let b = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?;
     let tol = HostTensor::scalar(1e-5f32);

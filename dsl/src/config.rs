@@ -58,6 +58,11 @@ pub struct KernelConfig {
     pub donate: &'static [&'static str],
     /// The kernel's name in programs and messages (`None`: the function's name).
     pub name: Option<&'static str>,
+    /// Run this kernel on the interpreter
+    /// (`Device::interpreter`) whatever device it is given, like Pallas'
+    /// `interpret=True`: arguments are read back to the host, results are
+    /// put on the given device.
+    pub interpret: bool,
 }
 
 impl KernelConfig {
@@ -77,6 +82,7 @@ impl KernelConfig {
             auto_pad: true,
             donate: &[],
             name: None,
+            interpret: false,
         }
     }
 
@@ -95,6 +101,19 @@ impl KernelConfig {
     /// With another matmul compute dtype.
     pub const fn with_dtype(mut self, dtype: Option<DType>) -> Self {
         self.dtype = dtype;
+        self
+    }
+
+    /// Run on the interpreter (`true`) or on the device given (`false`, the
+    /// default); see [`interpret`](KernelConfig#structfield.interpret).
+    ///
+    /// ```
+    /// use tessel_dsl::config::KernelConfig;
+    /// const DEBUG: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu).interpret(true);
+    /// assert!(DEBUG.interpret);
+    /// ```
+    pub const fn interpret(mut self, on: bool) -> Self {
+        self.interpret = on;
         self
     }
 }

@@ -163,6 +163,21 @@ pub enum DeviceError {
         /// The number of devices asked for.
         requested: usize,
     },
+    /// A question only a compiled (PJRT) executable can answer, asked of
+    /// one that runs on the interpreter.
+    #[error("kernel `{kernel}` runs on the interpreter, which compiles nothing: no {what}")]
+    NotCompiled {
+        /// The kernel.
+        kernel: String,
+        /// What was asked (`cost_analysis`, `memory_stats`).
+        what: &'static str,
+    },
+    /// A device name (`TESSEL_DEVICE`, `Device::from_name`) that names no device.
+    #[error("unknown device `{name}`: expected cpu, cpu:N (N devices), gpu, tpu or interpreter")]
+    InvalidDevice {
+        /// The name given.
+        name: String,
+    },
     /// A tensor extent too large for PJRT, which describes shapes in `i64`.
     #[error("extent {extent} of {spec} does not fit in i64")]
     ExtentTooLarge {
@@ -296,7 +311,7 @@ pub enum HostError {
 /// match the graph's parameters, or an op it cannot evaluate.
 ///
 /// New variants may be added; match with a wildcard arm.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InterpError {
     /// The arguments do not match the graph's parameters.
@@ -318,6 +333,18 @@ pub enum InterpError {
         location: Location,
         /// What is wrong.
         message: String,
+    },
+    /// The checks of an interpreter device that fails on findings
+    /// (`OnFinding::Error`) found something in this run. The findings
+    /// themselves are also kept by the executable
+    /// (`Executable::findings`).
+    #[error("kernel `{kernel}`: the interpreter's checks found {} problem{}: {}", findings.len(), plural(findings.len()), findings.join("; "))]
+    Findings {
+        /// The kernel.
+        kernel: String,
+        /// What was found, in the order first seen, each as one line
+        /// naming the op and the user's source line.
+        findings: Vec<String>,
     },
 }
 

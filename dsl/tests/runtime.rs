@@ -83,8 +83,8 @@ fn cpu_device_describes_itself() {
     let dev = cpu();
     assert_eq!(dev.platform_name(), "cpu");
     assert_eq!(dev.device_count(), 1);
-    assert!(dev.plugin_path().is_file());
-    let (major, minor) = dev.api_version();
+    assert!(dev.plugin_path().unwrap().is_file());
+    let (major, minor) = dev.api_version().unwrap();
     assert_eq!(major, 0);
     assert!(minor >= 1, "PJRT minor version {minor}");
     let stablehlo = dev.stablehlo_version().expect("stablehlo_current_version");
@@ -388,6 +388,7 @@ fn spmd_program_runs_sharded_on_two_devices() {
         num_partitions: 2,
         num_replicas: 1,
         hints: Default::default(),
+        graph: None,
     };
     let exe = dev.compile(&program).unwrap();
     assert_eq!(exe.devices().len(), 2);
@@ -425,7 +426,7 @@ fn cpu_clients_with_several_devices() {
     );
     assert!(none.to_string().ends_with("got 0"), "{none}");
     // A create option of the wrong type: refused before the plugin aborts.
-    let path = cpu().plugin_path().to_path_buf();
+    let path = cpu().plugin_path().unwrap().to_path_buf();
     let bad = Device::from_plugin_with_options(
         &path,
         &[(
@@ -473,7 +474,7 @@ fn cpu_clients_with_several_devices() {
     );
     // The same plugin (loaded once) with its default options: 4 CPU devices.
     assert_eq!(
-        Device::from_plugin(dev.plugin_path())
+        Device::from_plugin(dev.plugin_path().unwrap())
             .unwrap()
             .device_count(),
         4

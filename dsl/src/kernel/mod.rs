@@ -22,7 +22,7 @@ pub use static_key::{StaticArg, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
 use crate::ir::Graph;
-use crate::lower::{compile_hints, lower};
+use crate::lower::lower;
 use crate::runtime::{Device, DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
@@ -210,27 +210,29 @@ where
     }
 
     /// [`compile`](Self::compile), also telling whether the cache had it.
+    /// A kernel configured to [`interpret`](KernelConfig::interpret) is
+    /// compiled for the interpreter whatever `device` is.
     pub(crate) fn compile_at(
         &self,
         device: &Device,
         specs: &[TensorSpec],
         loc: Location,
     ) -> Result<(Arc<Executable>, Lookup)> {
+        let device = &self.target(device);
         let key = self.cache_key_for(specs, None);
         device.cache().get_or_compile(key, || {
-            let graph = self.trace_at(specs, loc)?;
-            let text = lower(&graph);
-            let program = Program {
-                name: self.name().to_string(),
-                mlir: text.clone(),
-                inputs: graph.input_specs(),
-                outputs: graph.output_specs(),
-                num_partitions: 1,
-                num_replicas: 1,
-                hints: compile_hints(&graph),
-            };
-            Ok((text, move || device.compile(&program)))
+            let program = Program::from_graph(self.trace_at(specs, loc)?);
+            Ok((program.mlir.clone(), move || device.compile(&program)))
         })
+    }
+
+    /// The device this kernel runs on when given `device`.
+    pub(crate) fn target(&self, device: &Device) -> Device {
+        if self.config.interpret && !device.is_interpreter() {
+            Device::interpreter()
+        } else {
+            device.clone()
+        }
     }
 
     /// Runs on host tensors: compile (cached), copy in, execute, copy out.
@@ -244,13 +246,27 @@ where
         Ok(out)
     }
 
-    /// Runs on device buffers, leaving the results on the device.
+    /// Runs on device buffers, leaving the results on the device. A kernel
+    /// configured to [`interpret`](KernelConfig::interpret) reads its
+    /// arguments back to the host and puts its results on `device`.
     #[track_caller]
     pub fn call(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
         let (exe, lookup) = self.compile_at(device, &specs, Location::caller())?;
-        let out = exe.execute(args)?;
+        let out = if exe.is_interpreted() && !device.is_interpreter() {
+            let hosts = args
+                .iter()
+                .map(|a| a.to_host())
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&HostTensor> = hosts.iter().collect();
+            exe.run(&refs)?
+                .iter()
+                .map(|h| device.to_device(h))
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            exe.execute(args)?
+        };
         calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok(out)
     }

@@ -6,7 +6,6 @@ use super::{Kernel, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
 use crate::ir::GraphShardings;
-use crate::lower::{compile_hints, lower};
 use crate::runtime::{DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
 use crate::shard::{Layout, Mesh, PartitionSpec, ShardedBuffer, Shardings};
@@ -159,17 +158,11 @@ where
                 inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
                 outputs: out_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
             });
-            let text = lower(&graph);
             let program = Program {
-                name: self.name().to_string(),
-                mlir: text.clone(),
-                inputs: graph.input_specs(),
-                outputs: outs,
                 num_partitions: mesh.size(),
-                num_replicas: 1,
-                hints: compile_hints(&graph),
+                ..Program::from_graph(graph)
             };
-            Ok((text, move || device.compile(&program)))
+            Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         let outs = exe.outputs().to_vec();
         let parts = out_parts(outs.len())?;

@@ -13,7 +13,6 @@ use crate::error::{Location, Result};
 use crate::host::HostTensor;
 use crate::ir::{Graph, Op};
 use crate::kernel::Kernel;
-use crate::lower::{compile_hints, lower};
 use crate::runtime::{Device, MemoryStats, Program};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
@@ -335,18 +334,9 @@ pub fn profile_graph(
     options: ProfileOptions,
 ) -> Result<Profile> {
     let t0 = Instant::now();
-    let graph = trace()?;
-    let text = lower(&graph);
+    let graph = std::sync::Arc::new(trace()?);
+    let program = Program::from_graph(graph.clone());
     let trace_seconds = t0.elapsed().as_secs_f64();
-    let program = Program {
-        name: graph.name.clone(),
-        mlir: text,
-        inputs: graph.input_specs(),
-        outputs: graph.output_specs(),
-        num_partitions: 1,
-        num_replicas: 1,
-        hints: compile_hints(&graph),
-    };
     let t1 = Instant::now();
     let exe = device.compile(&program)?;
     let compile_seconds = t1.elapsed().as_secs_f64();
@@ -413,6 +403,6 @@ where
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
         let loc = Location::caller();
         self.check_arity(specs.len(), loc)?;
-        profile_graph(device, || self.trace(&specs), args, options)
+        profile_graph(&self.target(device), || self.trace(&specs), args, options)
     }
 }

@@ -1,5 +1,6 @@
 //! Device buffers: host → device (`PJRT_Client_BufferFromHostBuffer`),
-//! device → host (`PJRT_Buffer_ToHostBuffer`), and the dtype mapping.
+//! device → host (`PJRT_Buffer_ToHostBuffer`), and the dtype mapping; on
+//! the interpreter, a buffer is a shared host tensor.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use super::args::Args;
 use super::call::pjrt_call;
 use super::client::Client;
 use super::ffi;
+use super::interpreter::Interpreter;
 use super::Device;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
@@ -91,18 +93,29 @@ impl Drop for RawBuffer {
 /// Stays on the device until dropped; pass it to
 /// [`Executable::execute`](super::Executable::execute) to avoid host copies.
 pub struct DeviceBuffer {
-    buffer: RawBuffer,
+    storage: Storage,
     spec: TensorSpec,
     device: usize,
 }
 
+/// Where a buffer's data is.
+enum Storage {
+    /// In a PJRT buffer.
+    Pjrt(RawBuffer),
+    /// In host memory, on the interpreter.
+    Host {
+        data: Arc<HostTensor>,
+        interpreter: Arc<Interpreter>,
+    },
+}
+
 // SAFETY: PJRT buffers may be used and destroyed from any thread (the C API
-// is thread-safe); `DeviceBuffer` has no interior mutability and destroys its
+// is thread-safe); `RawBuffer` has no interior mutability and destroys its
 // buffer only in Drop, when no other reference exists.
-unsafe impl Send for DeviceBuffer {}
-// SAFETY: as above; `&DeviceBuffer` only permits concurrent reads
-// (`to_host`, use as an execute argument), which PJRT allows.
-unsafe impl Sync for DeviceBuffer {}
+unsafe impl Send for RawBuffer {}
+// SAFETY: as above; `&RawBuffer` (through `&DeviceBuffer`) only permits
+// concurrent reads (`to_host`, use as an execute argument), which PJRT allows.
+unsafe impl Sync for RawBuffer {}
 
 impl DeviceBuffer {
     /// Copies `host` to the addressable device `device` of `client`.
@@ -143,10 +156,45 @@ impl DeviceBuffer {
             what: "buffer",
         })?;
         Ok(DeviceBuffer {
-            buffer,
+            storage: Storage::Pjrt(buffer),
             spec: host.spec().clone(),
             device,
         })
+    }
+
+    /// `host` as a buffer of the interpreter (device 0 is its only device).
+    pub(crate) fn on_interpreter(
+        interpreter: &Arc<Interpreter>,
+        host: &HostTensor,
+        device: usize,
+    ) -> Result<DeviceBuffer> {
+        if device != 0 {
+            return Err(DeviceError::DeviceIndex {
+                index: device,
+                platform: "interpreter".into(),
+                count: 1,
+            }
+            .into());
+        }
+        Ok(DeviceBuffer::from_interpreter_result(
+            interpreter,
+            host.clone(),
+        ))
+    }
+
+    /// A result of the interpreter, as its buffer.
+    pub(crate) fn from_interpreter_result(
+        interpreter: &Arc<Interpreter>,
+        host: HostTensor,
+    ) -> DeviceBuffer {
+        DeviceBuffer {
+            spec: host.spec().clone(),
+            storage: Storage::Host {
+                data: Arc::new(host),
+                interpreter: Arc::clone(interpreter),
+            },
+            device: 0,
+        }
     }
 
     /// Takes ownership of a buffer the plugin returned and reads its element
@@ -207,20 +255,27 @@ impl DeviceBuffer {
             })?;
 
         Ok(DeviceBuffer {
-            buffer,
+            storage: Storage::Pjrt(buffer),
             spec: TensorSpec::new(shape, dtype),
             device,
         })
     }
 
-    /// The raw buffer (still owned by `self`).
-    pub(crate) fn raw(&self) -> *mut ffi::PJRT_Buffer {
-        self.buffer.raw
+    /// The PJRT client and raw buffer (still owned by `self`), or `None`
+    /// for an interpreter buffer.
+    pub(crate) fn pjrt(&self) -> Option<(&Arc<Client>, *mut ffi::PJRT_Buffer)> {
+        match &self.storage {
+            Storage::Pjrt(b) => Some((&b.client, b.raw)),
+            Storage::Host { .. } => None,
+        }
     }
 
-    /// The client the buffer lives on.
-    pub(crate) fn client(&self) -> &Arc<Client> {
-        &self.buffer.client
+    /// The data of an interpreter buffer and its interpreter.
+    pub(crate) fn interpreted(&self) -> Option<(&Arc<HostTensor>, &Arc<Interpreter>)> {
+        match &self.storage {
+            Storage::Pjrt(_) => None,
+            Storage::Host { data, interpreter } => Some((data, interpreter)),
+        }
     }
 
     /// Element type and shape.
@@ -235,15 +290,21 @@ impl DeviceBuffer {
 
     /// The [`Device`] (client) this buffer lives on.
     pub fn device(&self) -> Device {
-        Device::from_client(Arc::clone(&self.buffer.client))
+        match &self.storage {
+            Storage::Pjrt(b) => Device::from_client(Arc::clone(&b.client)),
+            Storage::Host { interpreter, .. } => Device::from_interpreter(Arc::clone(interpreter)),
+        }
     }
 
     /// Waits until the computation producing this buffer has finished (for
     /// timing); reports its error if it failed.
     pub fn block_until_ready(&self) -> Result<()> {
-        let api = self.buffer.client.api();
+        let Storage::Pjrt(buffer) = &self.storage else {
+            return Ok(());
+        };
+        let api = buffer.client.api();
         let mut args = ffi::PJRT_Buffer_ReadyEvent_Args::new();
-        args.buffer = self.buffer.raw;
+        args.buffer = buffer.raw;
         // SAFETY: `buffer` is a live buffer owned by `self`; the call only
         // fills `event`.
         unsafe { pjrt_call!(api, PJRT_Buffer_ReadyEvent, &mut args) }?;
@@ -257,7 +318,11 @@ impl DeviceBuffer {
     ///
     /// A failed computation that produced this buffer reports its error here.
     pub fn to_host(&self) -> Result<HostTensor> {
-        let api = self.buffer.client.api();
+        let buffer = match &self.storage {
+            Storage::Pjrt(buffer) => buffer,
+            Storage::Host { data, .. } => return Ok(HostTensor::clone(data)),
+        };
+        let api = buffer.client.api();
         // Ask for dense row-major bytes explicitly: the default is the
         // buffer's device layout, which need not be row-major off CPU.
         let rank = self.spec.rank();
@@ -270,7 +335,7 @@ impl DeviceBuffer {
         layout.__bindgen_anon_1.tiled = tiled;
 
         let mut query = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
-        query.src = self.buffer.raw;
+        query.src = buffer.raw;
         query.host_layout = &mut layout;
         // SAFETY: `src` is a live buffer owned by `self`; `dst` is NULL, so
         // this only reports the size; the layout and its `minor_to_major`
@@ -301,7 +366,7 @@ impl DeviceBuffer {
                 ),
             })?;
         let mut copy = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
-        copy.src = self.buffer.raw;
+        copy.src = buffer.raw;
         copy.host_layout = &mut layout;
         copy.dst = data.as_mut_ptr().cast();
         copy.dst_size = expected;
@@ -327,7 +392,10 @@ impl fmt::Debug for DeviceBuffer {
             f,
             "DeviceBuffer({} on {}:{})",
             self.spec,
-            self.buffer.client.platform_name(),
+            match &self.storage {
+                Storage::Pjrt(b) => b.client.platform_name(),
+                Storage::Host { .. } => "interpreter",
+            },
             self.device
         )
     }

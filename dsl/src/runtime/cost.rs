@@ -6,7 +6,7 @@ use super::args::Args;
 use super::call::pjrt_call;
 use super::ffi;
 use super::Executable;
-use crate::error::Result;
+use crate::error::{DeviceError, Result};
 
 /// XLA's cost analysis of a compiled program (`PJRT_Executable_GetCostAnalysis`).
 ///
@@ -66,11 +66,33 @@ pub struct MemoryStats {
 }
 
 impl Executable {
+    /// The PJRT handles, or [`DeviceError::NotCompiled`] for `call`.
+    fn pjrt_or(
+        &self,
+        call: &'static str,
+    ) -> Result<(
+        &std::sync::Arc<super::client::Client>,
+        *mut ffi::PJRT_Executable,
+        *mut ffi::PJRT_LoadedExecutable,
+    )> {
+        self.pjrt().ok_or_else(|| {
+            DeviceError::NotCompiled {
+                kernel: self.name().to_string(),
+                what: call,
+            }
+            .into()
+        })
+    }
+
     /// XLA's cost analysis: flops, bytes accessed, transcendentals, optimal seconds.
+    ///
+    /// On the interpreter, which compiles nothing, this is
+    /// [`DeviceError::NotCompiled`].
     pub fn cost_analysis(&self) -> Result<CostAnalysis> {
-        let api = self.compiled_client().api();
+        let (client, executable, _) = self.pjrt_or("cost_analysis")?;
+        let api = client.api();
         let mut args = ffi::PJRT_Executable_GetCostAnalysis_Args::new();
-        args.executable = self.raw_executable();
+        args.executable = executable;
         // SAFETY: the executable is live for as long as `self`.
         unsafe { pjrt_call!(api, PJRT_Executable_GetCostAnalysis, &mut args) }?;
         // SAFETY: the properties are owned by the executable, which `self`
@@ -91,10 +113,13 @@ impl Executable {
     }
 
     /// The compiled program's memory needs.
+    ///
+    /// On the interpreter, [`DeviceError::NotCompiled`].
     pub fn memory_stats(&self) -> Result<MemoryStats> {
-        let api = self.compiled_client().api();
+        let (client, executable, _) = self.pjrt_or("memory_stats")?;
+        let api = client.api();
         let mut a = ffi::PJRT_Executable_GetCompiledMemoryStats_Args::new();
-        a.executable = self.raw_executable();
+        a.executable = executable;
         // SAFETY: the executable is live for as long as `self`.
         unsafe { pjrt_call!(api, PJRT_Executable_GetCompiledMemoryStats, &mut a) }?;
         Ok(MemoryStats {
@@ -113,11 +138,13 @@ impl Executable {
     }
 
     /// A fingerprint of the compiled program (same inputs and compiler give
-    /// the same fingerprint), if the plugin provides one.
+    /// the same fingerprint), if the plugin provides one (`None` on the
+    /// interpreter).
     pub fn fingerprint(&self) -> Option<String> {
-        let api = self.compiled_client().api();
+        let (client, executable, _) = self.pjrt()?;
+        let api = client.api();
         let mut args = ffi::PJRT_Executable_Fingerprint_Args::new();
-        args.executable = self.raw_executable();
+        args.executable = executable;
         // SAFETY: the executable is live for as long as `self`. A plugin
         // without the function, or a failed call, means no fingerprint.
         unsafe { pjrt_call!(api, PJRT_Executable_Fingerprint, &mut args) }.ok()?;

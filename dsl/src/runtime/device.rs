@@ -4,13 +4,14 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use super::api::{self, AttributeValue};
 use super::attachments::Attachments;
 use super::buffer::DeviceBuffer;
 use super::client::{Client, CreateOption};
 use super::executable::{self, Executable, Program};
+use super::interpreter::{Interpreter, InterpreterOptions};
 use super::plugin;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
@@ -42,31 +43,57 @@ use crate::host::HostTensor;
 /// ```
 #[derive(Clone)]
 pub struct Device {
-    client: Arc<Client>,
+    backend: Backend,
     attachments: Arc<Attachments>,
+}
+
+/// What runs a device's programs.
+#[derive(Clone)]
+enum Backend {
+    /// A PJRT client on a loaded plugin.
+    Pjrt(Arc<Client>),
+    /// tessel's own interpreter, on the host.
+    Interpreter(Arc<Interpreter>),
+}
+
+/// The shared attachments in `slot`, or new ones left in it (weakly).
+fn shared_attachments(slot: &Mutex<Weak<Attachments>>) -> Arc<Attachments> {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    match slot.upgrade() {
+        Some(a) => a,
+        None => {
+            let a = Arc::new(Attachments::default());
+            *slot = Arc::downgrade(&a);
+            a
+        }
+    }
 }
 
 impl Device {
     /// A device over `client`, sharing the attachments (compile caches) of
     /// any other live `Device` over the same client.
     pub(crate) fn from_client(client: Arc<Client>) -> Device {
-        let attachments = {
-            let mut slot = client
-                .attachments
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match slot.upgrade() {
-                Some(a) => a,
-                None => {
-                    let a = Arc::new(Attachments::default());
-                    *slot = Arc::downgrade(&a);
-                    a
-                }
-            }
-        };
+        let attachments = shared_attachments(&client.attachments);
         Device {
-            client,
+            backend: Backend::Pjrt(client),
             attachments,
+        }
+    }
+
+    /// A device over `interpreter`, sharing its attachments likewise.
+    pub(crate) fn from_interpreter(interpreter: Arc<Interpreter>) -> Device {
+        let attachments = shared_attachments(&interpreter.attachments);
+        Device {
+            backend: Backend::Interpreter(interpreter),
+            attachments,
+        }
+    }
+
+    /// The PJRT client (`None` on the interpreter).
+    fn client(&self) -> Option<&Arc<Client>> {
+        match &self.backend {
+            Backend::Pjrt(c) => Some(c),
+            Backend::Interpreter(_) => None,
         }
     }
 
@@ -77,6 +104,82 @@ impl Device {
     /// runtime knowing their types.
     pub fn attachment<T: std::any::Any + Default + Send + Sync>(&self) -> Arc<T> {
         self.attachments.get_or_default::<T>()
+    }
+
+    /// The process-wide interpreter device: tessel's own evaluator of traced
+    /// kernels ([`interp`](crate::interp)), on the host, with every
+    /// [`Checks`](crate::interp::Checks) on and findings printed as
+    /// warnings. No plugin is loaded, fetched or needed; kernels run with
+    /// XLA's semantics, slowly (op by op), and report the first NaN an op
+    /// makes from finite operands and every index XLA would clamp, naming
+    /// the op, the kernel and the source line.
+    ///
+    /// It runs programs traced by tessel (kernels, `Kernel`s, profiles);
+    /// a hand-written [`Program`] (StableHLO text only) is a compile error
+    /// here. One device, one partition, one replica.
+    ///
+    /// ```
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
+    /// let dev = Device::interpreter();
+    /// let k = Kernel::new("axpy", |a: &[Tensor]| a[0] * 2.0 + a[1]);
+    /// let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2])?;
+    /// let y = HostTensor::from_vec(vec![10.0f32, 20.0], [2])?;
+    /// assert_eq!(k.run(&dev, &[&x, &y])?[0].to_vec::<f32>()?, vec![12.0, 24.0]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn interpreter() -> Device {
+        static DEFAULT: OnceLock<Arc<Interpreter>> = OnceLock::new();
+        let interpreter = DEFAULT
+            .get_or_init(|| Arc::new(Interpreter::new(InterpreterOptions::default())))
+            .clone();
+        Device::from_interpreter(interpreter)
+    }
+
+    /// A new interpreter device with its own options (and its own compile
+    /// cache): for example [`OnFinding::Error`](super::OnFinding::Error) to
+    /// fail a run on the first finding, or
+    /// [`Checks::NONE`](crate::interp::Checks::NONE) to run unchecked.
+    pub fn interpreter_with(options: InterpreterOptions) -> Device {
+        Device::from_interpreter(Arc::new(Interpreter::new(options)))
+    }
+
+    /// Whether this device is the interpreter rather than a PJRT plugin.
+    pub fn is_interpreter(&self) -> bool {
+        matches!(self.backend, Backend::Interpreter(_))
+    }
+
+    /// The device named by the `TESSEL_DEVICE` environment variable:
+    /// `cpu` (the default when it is unset or empty), `cpu:N` (a CPU client
+    /// with N devices), `gpu`, `tpu`, or `interpreter`. Anything else is
+    /// [`DeviceError::InvalidDevice`] listing the allowed values.
+    ///
+    /// ```no_run
+    /// // TESSEL_DEVICE=interpreter cargo run --example quickstart
+    /// let dev = tessel_dsl::runtime::Device::from_env()?;
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn from_env() -> Result<Device> {
+        let value = std::env::var("TESSEL_DEVICE").unwrap_or_default();
+        Device::from_name(&value)
+    }
+
+    /// The device a name stands for, as [`from_env`](Self::from_env) reads
+    /// it: `cpu`, `cpu:N`, `gpu`, `tpu` or `interpreter` (`""` is `cpu`).
+    pub fn from_name(name: &str) -> Result<Device> {
+        let name = name.trim();
+        let bad = || DeviceError::InvalidDevice {
+            name: name.to_string(),
+        };
+        match name {
+            "" | "cpu" => Device::cpu(),
+            "gpu" | "cuda" => Device::gpu(),
+            "tpu" => Device::tpu(),
+            "interpreter" | "interpret" => Ok(Device::interpreter()),
+            _ => match name.strip_prefix("cpu:") {
+                Some(n) => Device::cpu_with_devices(n.parse().map_err(|_| bad())?),
+                None => Err(bad().into()),
+            },
+        }
     }
 
     /// The process-wide default CPU device: the XLA CPU plugin (found or
@@ -155,35 +258,41 @@ impl Device {
         Device::from_plugin(plugin::tpu_plugin_path()?)
     }
 
-    /// The platform family of this device's plugin (`None` for a plugin
-    /// whose platform tessel does not know).
+    /// The platform family of this device's plugin (`None` for the
+    /// interpreter and for a plugin whose platform tessel does not know).
     pub fn platform(&self) -> Option<crate::config::Platform> {
-        self.client.platform()
+        self.client()?.platform()
     }
 
-    /// The plugin's platform name (`cpu`, `cuda`, `tpu`, ...).
+    /// The plugin's platform name (`cpu`, `cuda`, `tpu`, ...), or
+    /// `interpreter`.
     pub fn platform_name(&self) -> &str {
-        self.client.platform_name()
+        match &self.backend {
+            Backend::Pjrt(client) => client.platform_name(),
+            Backend::Interpreter(_) => "interpreter",
+        }
     }
 
-    /// Number of addressable devices.
+    /// Number of addressable devices (1 for the interpreter).
     pub fn device_count(&self) -> usize {
-        self.client.devices().len()
+        self.client().map_or(1, |c| c.devices().len())
     }
 
-    /// The plugin file this client runs on (canonical path).
-    pub fn plugin_path(&self) -> &Path {
-        self.client.api().path()
+    /// The plugin file this client runs on (canonical path); `None` for the
+    /// interpreter.
+    pub fn plugin_path(&self) -> Option<&Path> {
+        Some(self.client()?.api().path())
     }
 
-    /// The PJRT C API version the plugin implements: (major, minor).
-    pub fn api_version(&self) -> (i32, i32) {
-        self.client.api().version()
+    /// The PJRT C API version the plugin implements: (major, minor); `None`
+    /// for the interpreter.
+    pub fn api_version(&self) -> Option<(i32, i32)> {
+        Some(self.client()?.api().version())
     }
 
     /// The plugin's `xla_version` attribute (XLA's version counter), if reported.
     pub fn xla_version(&self) -> Option<i64> {
-        match self.client.api().attribute("xla_version")? {
+        match self.client()?.api().attribute("xla_version")? {
             AttributeValue::Int64(v) => Some(*v),
             AttributeValue::String(s) => s.trim().parse().ok(),
             _ => None,
@@ -202,12 +311,16 @@ impl Device {
     }
 
     fn attribute_string(&self, name: &str) -> Option<String> {
-        self.client.api().attribute(name).map(ToString::to_string)
+        self.client()?
+            .api()
+            .attribute(name)
+            .map(ToString::to_string)
     }
 
-    /// Every attribute the plugin reports (`PJRT_Plugin_Attributes`).
+    /// Every attribute the plugin reports (`PJRT_Plugin_Attributes`; none
+    /// for the interpreter).
     pub fn plugin_attributes(&self) -> &[(String, AttributeValue)] {
-        self.client.api().attributes()
+        self.client().map_or(&[], |c| c.api().attributes())
     }
 
     /// Compiles a StableHLO program for this client.
@@ -222,19 +335,29 @@ impl Device {
     /// a thread of its own with a large stack (reserved, touched only as
     /// deep as the program needs); a deeply nested kernel then compiles
     /// instead of overflowing the caller's stack.
+    ///
+    /// On the [interpreter](Self::interpreter) nothing is compiled: the
+    /// program's traced [`graph`](Program::graph) is kept for evaluation,
+    /// and a program without one is a [`DeviceError::Compile`] error.
     pub fn compile(&self, program: &Program) -> Result<Executable> {
         const COMPILE_STACK: usize = 1 << 30;
+        let client = match &self.backend {
+            Backend::Pjrt(client) => client,
+            Backend::Interpreter(interpreter) => {
+                return executable::for_interpreter(interpreter, program)
+            }
+        };
         std::thread::scope(|scope| {
             match std::thread::Builder::new()
                 .name("tessel-compile".into())
                 .stack_size(COMPILE_STACK)
-                .spawn_scoped(scope, || executable::compile(&self.client, program))
+                .spawn_scoped(scope, || executable::compile(client, program))
             {
                 Ok(handle) => handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 // No thread to be had: compile here.
-                Err(_) => executable::compile(&self.client, program),
+                Err(_) => executable::compile(client, program),
             }
         })
     }
@@ -246,13 +369,26 @@ impl Device {
 
     /// Copies a host tensor to addressable device `device`.
     pub fn to_device_on(&self, host: &HostTensor, device: usize) -> Result<DeviceBuffer> {
-        DeviceBuffer::from_host(&self.client, host, device)
+        match &self.backend {
+            Backend::Pjrt(client) => DeviceBuffer::from_host(client, host, device),
+            Backend::Interpreter(interpreter) => {
+                DeviceBuffer::on_interpreter(interpreter, host, device)
+            }
+        }
+    }
+
+    /// The address that identifies this device's client.
+    fn identity(&self) -> *const () {
+        match &self.backend {
+            Backend::Pjrt(c) => Arc::as_ptr(c).cast(),
+            Backend::Interpreter(i) => Arc::as_ptr(i).cast(),
+        }
     }
 }
 
 impl PartialEq for Device {
     fn eq(&self, other: &Device) -> bool {
-        Arc::ptr_eq(&self.client, &other.client)
+        std::ptr::eq(self.identity(), other.identity())
     }
 }
 
@@ -260,20 +396,24 @@ impl Eq for Device {}
 
 impl Hash for Device {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        std::ptr::hash(Arc::as_ptr(&self.client), state);
+        std::ptr::hash(self.identity(), state);
     }
 }
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (major, minor) = self.api_version();
+        let client = match &self.backend {
+            Backend::Pjrt(client) => client,
+            Backend::Interpreter(i) => return write!(f, "Device(interpreter, {:?})", i.options),
+        };
+        let (major, minor) = client.api().version();
+        let count = client.devices().len();
         write!(
             f,
-            "Device({}, {} device{}, PJRT {major}.{minor}, {})",
-            self.platform_name(),
-            self.device_count(),
-            if self.device_count() == 1 { "" } else { "s" },
-            self.plugin_path().display()
+            "Device({}, {count} device{}, PJRT {major}.{minor}, {})",
+            client.platform_name(),
+            if count == 1 { "" } else { "s" },
+            client.api().path().display()
         )
     }
 }

@@ -9,13 +9,18 @@ use super::buffer::{from_pjrt_type, pjrt_type_name};
 use super::call::pjrt_call;
 use super::client::Client;
 use super::ffi;
+use super::interpreter::{InterpProgram, Interpreter};
 use super::options::{compile_options, platform_overrides};
 use crate::error::{DeviceError, Result};
-use crate::lower::CompileHints;
+use crate::interp::Finding;
+use crate::ir::Graph;
+use crate::lower::{compile_hints, lower, CompileHints};
 use crate::shape::TensorSpec;
 
-/// What to compile: a StableHLO module and the types of its `@main`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What to compile: a StableHLO module and the types of its `@main`, and
+/// the traced graph it was lowered from when tessel traced it (what the
+/// [interpreter](super::Device::interpreter) runs).
+#[derive(Clone, Debug)]
 pub struct Program {
     /// The kernel's name, used in error messages.
     pub name: String,
@@ -33,6 +38,28 @@ pub struct Program {
     /// options ([`compile_hints`](crate::lower::compile_hints) of its graph;
     /// the default for hand-written text).
     pub hints: CompileHints,
+    /// The traced graph the text was lowered from (`None` for hand-written
+    /// text). PJRT compiles the text; the interpreter evaluates the graph.
+    pub graph: Option<Arc<Graph>>,
+}
+
+impl PartialEq for Program {
+    /// The same text, types, layout and hints, and the same graph (the same
+    /// allocation, or none on both sides).
+    fn eq(&self, other: &Program) -> bool {
+        self.name == other.name
+            && self.mlir == other.mlir
+            && self.inputs == other.inputs
+            && self.outputs == other.outputs
+            && self.num_partitions == other.num_partitions
+            && self.num_replicas == other.num_replicas
+            && self.hints == other.hints
+            && match (&self.graph, &other.graph) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
 }
 
 impl Program {
@@ -51,6 +78,23 @@ impl Program {
             num_partitions: 1,
             num_replicas: 1,
             hints: CompileHints::default(),
+            graph: None,
+        }
+    }
+
+    /// The single-device program of a traced `graph`: its lowered text,
+    /// its types, its compile hints, and the graph itself.
+    pub fn from_graph(graph: impl Into<Arc<Graph>>) -> Program {
+        let graph: Arc<Graph> = graph.into();
+        Program {
+            name: graph.name.clone(),
+            mlir: lower(&graph),
+            inputs: graph.input_specs(),
+            outputs: graph.output_specs(),
+            num_partitions: 1,
+            num_replicas: 1,
+            hints: compile_hints(&graph),
+            graph: Some(graph),
         }
     }
 }
@@ -82,7 +126,7 @@ impl Drop for Compiled {
 }
 
 struct Inner {
-    compiled: Compiled,
+    backend: Backend,
     name: String,
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
@@ -93,13 +137,21 @@ struct Inner {
     devices: Vec<usize>,
 }
 
+/// What runs an executable.
+enum Backend {
+    /// A PJRT executable.
+    Pjrt(Compiled),
+    /// The interpreter, on the program's graph.
+    Interpreter(InterpProgram),
+}
+
 // SAFETY: PJRT loaded executables may be executed, queried and destroyed from
-// any thread; `Inner` is immutable after compilation and destroys its handles
-// only in Drop, when no other reference exists.
-unsafe impl Send for Inner {}
+// any thread; `Compiled` is immutable after compilation and destroys its
+// handles only in Drop, when no other reference exists.
+unsafe impl Send for Compiled {}
 // SAFETY: as above: shared access only executes and queries, which PJRT
 // allows concurrently.
-unsafe impl Sync for Inner {}
+unsafe impl Sync for Compiled {}
 
 /// A compiled program, ready to run on the device it was compiled for.
 ///
@@ -230,7 +282,7 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         })?;
 
     let inner = Inner {
-        compiled,
+        backend: Backend::Pjrt(compiled),
         name: program.name.clone(),
         inputs: program.inputs.clone(),
         outputs: program.outputs.clone(),
@@ -240,8 +292,67 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         devices,
     };
     if inner.devices.len() == 1 {
-        check_output_types(&inner)?;
+        if let Backend::Pjrt(compiled) = &inner.backend {
+            check_output_types(&inner, compiled)?;
+        }
     }
+    Ok(Executable {
+        inner: Arc::new(inner),
+    })
+}
+
+/// The interpreter's "compilation" of `program`: its graph, checked against
+/// the program's types, kept for evaluation.
+pub(crate) fn for_interpreter(
+    interpreter: &Arc<Interpreter>,
+    program: &Program,
+) -> Result<Executable> {
+    let compile_error = |message: String| -> crate::Error {
+        DeviceError::Compile {
+            kernel: program.name.clone(),
+            message,
+        }
+        .into()
+    };
+    let Some(graph) = &program.graph else {
+        return Err(compile_error(
+            "the interpreter runs programs traced by tessel; this one is StableHLO text only \
+             (build it with Program::from_graph, or run it on a PJRT device)"
+                .into(),
+        ));
+    };
+    if program.num_partitions != 1 || program.num_replicas != 1 {
+        return Err(compile_error(format!(
+            "the interpreter runs single-device programs; this one has {} partitions x {} replicas",
+            program.num_partitions, program.num_replicas
+        )));
+    }
+    for spec in program.inputs.iter().chain(&program.outputs) {
+        spec.check_size()
+            .map_err(|e| compile_error(e.to_string()))?;
+    }
+    if graph.input_specs() != program.inputs || graph.output_specs() != program.outputs {
+        return Err(compile_error(format!(
+            "the program's types ({:?} -> {:?}) are not its graph's ({:?} -> {:?})",
+            program.inputs,
+            program.outputs,
+            graph.input_specs(),
+            graph.output_specs()
+        )));
+    }
+    let inner = Inner {
+        backend: Backend::Interpreter(InterpProgram::new(
+            Arc::clone(graph),
+            Arc::clone(interpreter),
+        )),
+        name: program.name.clone(),
+        inputs: program.inputs.clone(),
+        outputs: program.outputs.clone(),
+        num_outputs: program.outputs.len(),
+        num_partitions: 1,
+        num_replicas: 1,
+        devices: vec![0],
+    };
     Ok(Executable {
         inner: Arc::new(inner),
     })
@@ -249,10 +360,10 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
 
 /// Checks the declared output element types against the compiled ones, so
 /// that [`Executable::outputs`] is truthful. Skipped if the plugin lacks the query.
-fn check_output_types(inner: &Inner) -> Result<()> {
-    let api = inner.compiled.client.api();
+fn check_output_types(inner: &Inner, compiled: &Compiled) -> Result<()> {
+    let api = compiled.client.api();
     let mut args = ffi::PJRT_Executable_OutputElementTypes_Args::new();
-    args.executable = inner.compiled.executable;
+    args.executable = compiled.executable;
     // SAFETY: the executable is live (owned by `inner`).
     let queried = unsafe { pjrt_call!(api, PJRT_Executable_OutputElementTypes, &mut args) };
     if queried.is_err() || args.output_types.is_null() {
@@ -272,14 +383,14 @@ fn check_output_types(inner: &Inner) -> Result<()> {
             .into());
         }
     }
-    check_output_shapes(inner)
+    check_output_shapes(inner, compiled)
 }
 
 /// As [`check_output_types`], for the result shapes.
-fn check_output_shapes(inner: &Inner) -> Result<()> {
-    let api = inner.compiled.client.api();
+fn check_output_shapes(inner: &Inner, compiled: &Compiled) -> Result<()> {
+    let api = compiled.client.api();
     let mut args = ffi::PJRT_Executable_OutputDimensions_Args::new();
-    args.executable = inner.compiled.executable;
+    args.executable = compiled.executable;
     // SAFETY: the executable is live (owned by `inner`).
     let queried = unsafe { pjrt_call!(api, PJRT_Executable_OutputDimensions, &mut args) };
     if queried.is_err() || args.dim_sizes.is_null() || args.num_outputs != inner.outputs.len() {
@@ -319,16 +430,43 @@ fn check_output_shapes(inner: &Inner) -> Result<()> {
 }
 
 impl Executable {
-    pub(crate) fn compiled_client(&self) -> &Arc<Client> {
-        &self.inner.compiled.client
+    /// The PJRT client, executable and loaded executable; `None` on the
+    /// interpreter.
+    pub(crate) fn pjrt(
+        &self,
+    ) -> Option<(
+        &Arc<Client>,
+        *mut ffi::PJRT_Executable,
+        *mut ffi::PJRT_LoadedExecutable,
+    )> {
+        match &self.inner.backend {
+            Backend::Pjrt(c) => Some((&c.client, c.executable, c.loaded)),
+            Backend::Interpreter(_) => None,
+        }
     }
 
-    pub(crate) fn raw_executable(&self) -> *mut ffi::PJRT_Executable {
-        self.inner.compiled.executable
+    /// The interpreter's program; `None` for a PJRT executable.
+    pub(crate) fn interpreted(&self) -> Option<&InterpProgram> {
+        match &self.inner.backend {
+            Backend::Pjrt(_) => None,
+            Backend::Interpreter(p) => Some(p),
+        }
     }
 
-    pub(crate) fn raw_loaded(&self) -> *mut ffi::PJRT_LoadedExecutable {
-        self.inner.compiled.loaded
+    /// Whether this executable runs on the interpreter.
+    pub fn is_interpreted(&self) -> bool {
+        self.interpreted().is_some()
+    }
+
+    /// What the interpreter's checks found over every run of this
+    /// executable so far, one entry per op and kind with the count summed
+    /// (always empty for a PJRT executable). The macros' `compile`
+    /// companion returns the cached executable its `run` uses, so
+    /// `my_kernel::compile(&dev, ..)?.findings()` reads a kernel's findings.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.interpreted()
+            .map(InterpProgram::findings)
+            .unwrap_or_default()
     }
 
     /// Results per device, from `PJRT_Executable_NumOutputs`.

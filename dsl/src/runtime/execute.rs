@@ -59,7 +59,21 @@ impl Executable {
         for (i, arg) in args.iter().enumerate() {
             self.check_placement(i, arg, device)?;
         }
-        let list: Vec<*mut ffi::PJRT_Buffer> = args.iter().map(|a| a.raw()).collect();
+        if let Some(program) = self.interpreted() {
+            let data: Vec<&HostTensor> = args
+                .iter()
+                .filter_map(|a| a.interpreted().map(|(data, _)| &**data))
+                .collect();
+            return Ok(program
+                .run(&data)?
+                .into_iter()
+                .map(|h| DeviceBuffer::from_interpreter_result(&program.interpreter, h))
+                .collect());
+        }
+        let list: Vec<*mut ffi::PJRT_Buffer> = args
+            .iter()
+            .filter_map(|a| a.pjrt().map(|(_, raw)| raw))
+            .collect();
         let mut outs = self.execute_raw(&[list])?;
         Ok(outs.pop().unwrap_or_default())
     }
@@ -79,7 +93,17 @@ impl Executable {
     }
 
     fn check_placement(&self, i: usize, arg: &DeviceBuffer, device: usize) -> Result<()> {
-        if !Arc::ptr_eq(arg.client(), self.compiled_client()) {
+        let same_client = match (
+            self.pjrt(),
+            arg.pjrt(),
+            self.interpreted(),
+            arg.interpreted(),
+        ) {
+            (Some((mine, ..)), Some((theirs, _)), _, _) => Arc::ptr_eq(mine, theirs),
+            (_, _, Some(mine), Some((_, theirs))) => Arc::ptr_eq(&mine.interpreter, theirs),
+            _ => false,
+        };
+        if !same_client {
             return Err(self.arguments_error(format!(
                 "argument {i} ({}) lives on another client (Device) than the one \
                  the kernel was compiled on",
@@ -125,7 +149,15 @@ impl Executable {
                 }
                 self.check_placement(i, arg, *device)?;
             }
-            lists.push(list.iter().map(|a| a.raw()).collect());
+            lists.push(
+                list.iter()
+                    .filter_map(|a| a.pjrt().map(|(_, raw)| raw))
+                    .collect(),
+            );
+        }
+        if self.interpreted().is_some() {
+            // One device: `args` is one list, checked above.
+            return Ok(vec![self.execute(&args[0])?]);
         }
         self.execute_raw(&lists)
     }
@@ -135,7 +167,12 @@ impl Executable {
     pub fn run(&self, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
         let device = self.check_single_device()?;
         self.check_specs(args.iter().map(|a| a.spec()))?;
-        let client = self.compiled_client();
+        if let Some(program) = self.interpreted() {
+            return program.run(args);
+        }
+        let Some((client, ..)) = self.pjrt() else {
+            return Err(self.arguments_error("not a PJRT executable".into()));
+        };
         let buffers = args
             .iter()
             .map(|a| DeviceBuffer::from_host(client, a, device))
@@ -149,7 +186,9 @@ impl Executable {
 
     /// `PJRT_LoadedExecutable_Execute` on checked argument lists (one per device).
     fn execute_raw(&self, lists: &[Vec<*mut ffi::PJRT_Buffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
-        let client = self.compiled_client();
+        let Some((client, _, loaded)) = self.pjrt() else {
+            return Err(self.arguments_error("not a PJRT executable".into()));
+        };
         let api = client.api();
         let num_outputs = self.num_outputs();
         let arg_ptrs: Vec<*const *mut ffi::PJRT_Buffer> =
@@ -162,7 +201,7 @@ impl Executable {
             outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
         let mut options = ffi::PJRT_ExecuteOptions::new();
         let mut args = ffi::PJRT_LoadedExecutable_Execute_Args::new();
-        args.executable = self.raw_loaded();
+        args.executable = loaded;
         args.options = &mut options;
         args.argument_lists = arg_ptrs.as_ptr();
         args.num_devices = lists.len();

@@ -11,12 +11,15 @@
 //!   [`Executable::run`] is the host-in, host-out shortcut.
 //! * [`Executable::cost_analysis`] and [`Executable::memory_stats`] report
 //!   what XLA knows about the compiled program.
+//! * [`Device::interpreter`] is a device without a plugin: programs traced
+//!   by tessel run in its [interpreter](crate::interp), with checks.
+//!   [`Device::from_env`] picks a device by the `TESSEL_DEVICE` variable.
 //!
 //! Everything here is `Send + Sync`; PJRT clients, executables and buffers
 //! may be used from several threads at once. Plugins are loaded once per
 //! process and never unloaded (XLA does not support it).
 //!
-//! Environment variables: `TESSEL_PJRT_PLUGIN` (the CPU plugin),
+//! Environment variables: `TESSEL_DEVICE` (see [`Device::from_env`]), `TESSEL_PJRT_PLUGIN` (the CPU plugin),
 //! `TESSEL_CACHE_DIR` (where the fetched plugin is kept),
 //! `TESSEL_PJRT_GPU_PLUGIN` (the CUDA plugin), `TPU_LIBRARY_PATH` (libtpu),
 //! `TESSEL_PYTHON` (the Python used for discovery and fetching; default `python3`).
@@ -36,6 +39,7 @@ mod error;
 mod executable;
 mod execute;
 mod ffi;
+mod interpreter;
 mod options;
 mod plugin;
 mod plugin_stamp;
@@ -47,6 +51,7 @@ pub use client::CreateOption;
 pub use cost::{CostAnalysis, MemoryStats};
 pub use device::Device;
 pub use executable::{Executable, Program};
+pub use interpreter::{InterpreterOptions, OnFinding};
 pub use plugin::{
     cache_dir, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel, tpu_plugin_path,
 };

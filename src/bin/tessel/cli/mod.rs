@@ -57,11 +57,14 @@ fn info(a: &Args) -> Result<String, String> {
     }
     a.only(&[])?;
     a.at_most(0, "info takes no arguments")?;
-    let d = Device::cpu().map_err(|e| e.to_string())?;
-    let (maj, min) = d.api_version();
+    let d = Device::from_env().map_err(|e| e.to_string())?;
+    let api = d
+        .api_version()
+        .map_or_else(|| "none".to_string(), |(maj, min)| format!("{maj}.{min}"));
     Ok(format!(
-        "plugin:      {}\nplatform:    {}\ndevices:     {}\nPJRT API:    {maj}.{min}\nStableHLO:   {}\nXLA version: {}",
-        d.plugin_path().display(),
+        "plugin:      {}\nplatform:    {}\ndevices:     {}\nPJRT API:    {api}\nStableHLO:   {}\nXLA version: {}",
+        d.plugin_path()
+            .map_or_else(|| "none (interpreter)".to_string(), |p| p.display().to_string()),
         d.platform_name(),
         d.device_count(),
         d.stablehlo_version().unwrap_or_else(|| "unknown".into()),
@@ -155,7 +158,7 @@ fn run(a: &Args) -> Result<String, String> {
     let entry = find(name)?;
     let inputs = named(&entry, pairs(a.all("arg"), "arg")?, "arg", npy)?;
     let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
-    let d = Device::cpu().map_err(|e| e.to_string())?;
+    let d = Device::from_env().map_err(|e| e.to_string())?;
     let refs: Vec<_> = inputs.iter().collect();
     let t0 = Instant::now();
     let outs = (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
@@ -228,7 +231,7 @@ fn bench(a: &Args) -> Result<String, String> {
     };
     let json_out = create("json")?;
     let plot_out = create("plot")?;
-    let d = Device::cpu().map_err(|e| e.to_string())?;
+    let d = Device::from_env().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     let n = chosen.len();
     for (i, w) in chosen.iter().enumerate() {
