@@ -458,3 +458,44 @@ fn a_tensor_if_without_effect_traces_no_conditional() {
     let k = err.as_kernel_error().expect("kernel error");
     assert!(k.message.contains("scalar pred"), "{}", k.message);
 }
+
+/// A labeled `break`/`continue` to a loop inside a traced loop or branch
+/// stays inside it; `#[unroll]` may label its loop.
+#[cpu_kernel]
+fn labeled_exits(x: Tensor, c: Tensor, n: usize) -> Tensor {
+    let mut acc = x.zeros_like();
+    for i in 0..n {
+        #[unroll]
+        'rows: for k in 0..4usize {
+            #[unroll]
+            for j in 0..4usize {
+                if j > k {
+                    continue 'rows;
+                }
+                if k == 3 {
+                    break 'rows;
+                }
+                acc = acc + (k * 10 + j) as f32;
+            }
+        }
+        if c > 0.0 {
+            'twice: for m in [1.0f32, 2.0, 4.0].iter() {
+                if *m > 2.0 {
+                    break 'twice;
+                }
+                acc = acc + i.cast(F32) * *m;
+            }
+        }
+    }
+    acc
+}
+
+#[test]
+fn labeled_exits_inside_traced_code() {
+    let x = host(&[0.0], &[1]);
+    // Per iteration: (0) + (10 + 11) + (20 + 21 + 22) = 84, plus 3i when c > 0.
+    let y = labeled_exits::run(&dev(), &x, &HostTensor::scalar(1.0f32), 3).unwrap();
+    assert_eq!(f32s(&y), vec![3.0 * 84.0 + 3.0 * 3.0]);
+    let y = labeled_exits::run(&dev(), &x, &HostTensor::scalar(0.0f32), 3).unwrap();
+    assert_eq!(f32s(&y), vec![3.0 * 84.0]);
+}

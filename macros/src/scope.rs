@@ -185,7 +185,8 @@ impl<'ast> Visit<'ast> for Assigned {
 }
 
 /// Where a block leaves early, if it does: the first `return`, `?`,
-/// `.await`, or `break`/`continue` that is not inside a loop of its own.
+/// `.await`, or `break`/`continue` that does not stay inside a loop (or
+/// labeled block) of its own.
 pub fn early_exit(block: &syn::Block) -> Option<(Span, &'static str)> {
     let mut v = Exit::default();
     v.visit_block(block);
@@ -203,12 +204,36 @@ pub fn early_exit_expr(e: &Expr) -> Option<(Span, &'static str)> {
 struct Exit {
     found: Option<(Span, &'static str)>,
     loop_depth: usize,
+    /// The labels of the loops and blocks entered inside the analyzed code:
+    /// a `break 'a` to one of them stays inside.
+    labels: Vec<String>,
 }
 
 impl Exit {
     fn hit(&mut self, span: Span, what: &'static str) {
         if self.found.is_none() {
             self.found = Some((span, what));
+        }
+    }
+
+    /// Whether a `break`/`continue` (to `label`, if any) leaves the code.
+    fn leaves(&self, label: Option<&syn::Lifetime>) -> bool {
+        match label {
+            Some(l) => !self.labels.contains(&l.ident.to_string()),
+            None => self.loop_depth == 0,
+        }
+    }
+
+    /// Visits the body of a loop (or labeled block, `is_loop` false).
+    fn inside(&mut self, label: Option<&syn::Label>, is_loop: bool, body: &syn::Block) {
+        if let Some(l) = label {
+            self.labels.push(l.name.ident.to_string());
+        }
+        self.loop_depth += usize::from(is_loop);
+        self.visit_block(body);
+        self.loop_depth -= usize::from(is_loop);
+        if label.is_some() {
+            self.labels.pop();
         }
     }
 }
@@ -225,32 +250,29 @@ impl<'ast> Visit<'ast> for Exit {
         self.hit(a.await_token.span, ".await");
     }
     fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
-        if self.loop_depth == 0 || b.label.is_some() {
+        if self.leaves(b.label.as_ref()) {
             self.hit(b.break_token.span, "break");
         }
         syn::visit::visit_expr_break(self, b);
     }
     fn visit_expr_continue(&mut self, c: &'ast syn::ExprContinue) {
-        if self.loop_depth == 0 || c.label.is_some() {
+        if self.leaves(c.label.as_ref()) {
             self.hit(c.continue_token.span, "continue");
         }
     }
     fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
         self.visit_expr(&f.expr);
-        self.loop_depth += 1;
-        self.visit_block(&f.body);
-        self.loop_depth -= 1;
+        self.inside(f.label.as_ref(), true, &f.body);
     }
     fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
         self.visit_expr(&w.cond);
-        self.loop_depth += 1;
-        self.visit_block(&w.body);
-        self.loop_depth -= 1;
+        self.inside(w.label.as_ref(), true, &w.body);
     }
     fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
-        self.loop_depth += 1;
-        self.visit_block(&l.body);
-        self.loop_depth -= 1;
+        self.inside(l.label.as_ref(), true, &l.body);
+    }
+    fn visit_expr_block(&mut self, b: &'ast syn::ExprBlock) {
+        self.inside(b.label.as_ref(), false, &b.block);
     }
     fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
     fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
