@@ -30,6 +30,21 @@ pub(crate) struct Body {
     pub depth: usize,
     /// Names new variables may not shadow (the variable a loop must assign).
     pub protected: Vec<String>,
+    /// While generating a closure's body or argument: no closure calls.
+    pub no_calls: bool,
+    /// The kernel's results: how many, whether as a `Vec`, and per result
+    /// the most inexact terms any `return` gives it.
+    pub ret_count: usize,
+    pub ret_vec: bool,
+    pub ret_terms: Vec<usize>,
+    /// Whether `break` (and `continue`) may appear here: inside a Rust loop
+    /// with no traced body between (no `continue` in a `while`, which
+    /// would skip its counter).
+    pub can_break: bool,
+    pub can_continue: bool,
+    /// The labels of the Rust loops `break 'label` may leave from here, and
+    /// whether `continue 'label` may go to each.
+    pub labels: Vec<(String, bool)>,
 }
 
 impl Body {
@@ -47,6 +62,13 @@ impl Body {
             work: 1,
             depth: 0,
             protected: Vec::new(),
+            no_calls: false,
+            ret_count: 1,
+            ret_vec: false,
+            ret_terms: Vec::new(),
+            can_break: false,
+            can_continue: false,
+            labels: Vec::new(),
         }
     }
 
@@ -79,6 +101,32 @@ impl Body {
         self.depth -= 1;
         self.indent -= 1;
         (assigned, r)
+    }
+
+    /// Runs `f` with `break`/`continue` allowed or not, as given.
+    pub(crate) fn with_exits<R>(
+        &mut self,
+        can_break: bool,
+        can_continue: bool,
+        f: impl FnOnce(&mut Body) -> R,
+    ) -> R {
+        let saved = (self.can_break, self.can_continue);
+        (self.can_break, self.can_continue) = (can_break, can_continue);
+        // No loop outside a traced body or closure can be left from inside.
+        let labels = if can_break {
+            self.labels.clone()
+        } else {
+            std::mem::take(&mut self.labels)
+        };
+        let r = f(self);
+        (self.can_break, self.can_continue) = saved;
+        self.labels = labels;
+        r
+    }
+
+    /// Changes the indentation by `levels`.
+    pub(crate) fn indent_by(&mut self, levels: isize) {
+        self.indent = self.indent.saturating_add_signed(levels);
     }
 
     /// Closes the last `braced` block with `tail` (`}`, `} else`, `};`).

@@ -9,9 +9,7 @@
 //! domain ([`Body::fit`]).
 
 use super::body::Body;
-use super::types::{
-    axes_lit, const_dom, float_lit, shape_lit, Dom, Elem, Ex, Ty, BIT, F32_VAR, S32_VAR,
-};
+use super::types::{const_dom, float_lit, Dom, Elem, Ex, Ty, BIT, F32_VAR, S32_VAR};
 
 /// Scalars an f32 tensor is multiplied by (all exact).
 const F32_MULS: [f64; 7] = [2.0, -1.0, 0.5, 1.5, 0.25, 3.0, -2.0];
@@ -38,7 +36,7 @@ impl Body {
             return ex;
         }
         let mut ex = ex;
-        if ex.dom.grid > dom.grid {
+        if ex.dom.grid > dom.grid && ex.elem() == Elem::F32 {
             let s = f64::from(1u32 << dom.grid);
             ex = Ex::compound(
                 format!(
@@ -129,7 +127,7 @@ impl Body {
         )
     }
 
-    fn method(shape: &[usize], elem: Elem, a: &Ex, call: &str, dom: Dom) -> Ex {
+    pub(crate) fn method(shape: &[usize], elem: Elem, a: &Ex, call: &str, dom: Dom) -> Ex {
         Ex::atom(
             format!("{}.{call}", a.operand()),
             Ty::tensor(shape, elem),
@@ -139,7 +137,7 @@ impl Body {
 
     fn f32_op(&mut self, shape: &[usize], depth: u32) -> Ex {
         let f = Elem::F32;
-        match self.below(12) {
+        match self.below(13) {
             0 | 1 => {
                 let (a, b) = self.operands(shape, f, depth);
                 let op = if self.coin(0.5) { "+" } else { "-" };
@@ -186,6 +184,13 @@ impl Body {
                     _ => Body::binary(shape, f, &lhs, "-", &a, d),
                 }
             }
+            5 if self.coin(0.3) => {
+                // The remainder is exact; a zero divisor gives NaN, which
+                // then flows through comparisons, casts and reductions.
+                let (a, b) = self.operands(shape, f, depth);
+                let d = a.dom.join(b.dom);
+                Body::binary(shape, f, &a, "%", &b, d)
+            }
             5 => {
                 let (a, b) = self.operands(shape, f, depth);
                 let m = if self.coin(0.5) { "maximum" } else { "minimum" };
@@ -216,6 +221,18 @@ impl Body {
                 let a = if d.exact() { a } else { self.fit(a, F32_VAR) };
                 let d = Dom::new(a.dom.grid + g, a.dom.mag);
                 Body::binary(shape, f, &a, "/", &c, d)
+            }
+            11 if shape.len() == 2 => {
+                // Operands a bf16 rounding keeps (for `tpu_kernel`s), few
+                // enough terms for an exact sum.
+                let k = self.pick(&[1, 2, 3, 5]);
+                let small = Dom::new(3, 8.0);
+                let a = self.tensor(&[shape[0], k], f, depth);
+                let a = self.fit(a, small);
+                let b = self.tensor(&[k, shape[1]], f, depth);
+                let b = self.fit(b, small);
+                let d = Body::matmul_dom(a.dom.join(b.dom), k);
+                Body::method(shape, f, &a, &format!("matmul({})", b.code), d)
             }
             _ => {
                 let from = if self.coin(0.7) {
@@ -413,196 +430,5 @@ impl Body {
             }
             _ => self.select(shape, p, depth),
         }
-    }
-
-    /// A constant (or iota) of `shape` and `elem`.
-    pub(crate) fn constant(&mut self, shape: &[usize], elem: Elem) -> Ex {
-        let ty = Ty::tensor(shape, elem);
-        if !shape.is_empty() && elem != Elem::Pred && self.coin(0.3) {
-            let axis = self.below(shape.len());
-            let d = Dom::new(0, shape[axis] as f64);
-            return Ex::atom(
-                format!(
-                    "Tensor::iota({}, {axis}, {})",
-                    shape_lit(shape),
-                    elem.dtype()
-                ),
-                ty,
-                d,
-            );
-        }
-        let c = match elem {
-            Elem::F32 => self.pick(&[0.0, 0.5, -1.5, 2.0, 0.125]),
-            Elem::S32 => self.pick(&[0.0, 1.0, -2.0, 3.0]),
-            Elem::Pred => self.pick(&[0.0, 1.0]),
-        };
-        let d = const_dom(c);
-        if shape.is_empty() {
-            Ex::atom(
-                format!("Tensor::scalar({}, {})", float_lit(c), elem.dtype()),
-                ty,
-                d,
-            )
-        } else {
-            Ex::atom(
-                format!(
-                    "Tensor::full({}, {}, {})",
-                    shape_lit(shape),
-                    float_lit(c),
-                    elem.dtype()
-                ),
-                ty,
-                d,
-            )
-        }
-    }
-
-    /// A variable read (whole, indexed, sliced, reduced, reshaped, ...) or
-    /// a constant, of `shape` and `elem`.
-    pub(crate) fn leaf(&mut self, shape: &[usize], elem: Elem) -> Ex {
-        let mut cands = self.reads(shape, elem);
-        if cands.is_empty() || self.coin(0.1) {
-            return self.constant(shape, elem);
-        }
-        // Whole reads of the right type first: they keep data flowing.
-        let direct: Vec<Ex> = cands
-            .iter()
-            .filter(|e| e.atom && !e.code.contains(['.', '[', '(']))
-            .cloned()
-            .collect();
-        if !direct.is_empty() && self.coin(0.5) {
-            cands = direct;
-        }
-        self.pick(&cands)
-    }
-
-    /// The reads of visible tensors that give `shape` and `elem`.
-    fn reads(&mut self, shape: &[usize], elem: Elem) -> Vec<Ex> {
-        let mut out = Vec::new();
-        let indices: Vec<String> = self
-            .tensors()
-            .into_iter()
-            .filter(|v| v.ty == Ty::tensor(&[], Elem::S32))
-            .map(|v| v.name)
-            .collect();
-        for v in self.tensors() {
-            let Ty::Tensor {
-                shape: vs,
-                elem: ve,
-            } = &v.ty
-            else {
-                continue;
-            };
-            let mut found: Vec<(String, Dom)> = Vec::new();
-            let name = v.name.clone();
-            if vs == shape {
-                found.push((name.clone(), v.dom));
-            }
-            // One axis dropped by an index (static or traced).
-            for ax in 0..vs.len() {
-                let mut rest = vs.clone();
-                let n = rest.remove(ax);
-                if rest != shape {
-                    continue;
-                }
-                let k = self.below(n) as i64 - if self.coin(0.2) { n as i64 } else { 0 };
-                let item = if !indices.is_empty() && self.coin(0.4) {
-                    self.pick(&indices)
-                } else {
-                    k.to_string()
-                };
-                found.push((index_code(&name, vs.len(), ax, &item), v.dom));
-                if ve != &Elem::Pred {
-                    let (call, d) = match self.below(3) {
-                        0 => ("sum", Dom::new(v.dom.grid, v.dom.mag * n as f64)),
-                        1 => ("max", v.dom),
-                        _ => ("min", v.dom),
-                    };
-                    found.push((format!("{name}.{call}({})", axes_lit(&[ax])), d));
-                } else {
-                    let call = if self.coin(0.5) { "any" } else { "all" };
-                    found.push((format!("{name}.{call}({})", axes_lit(&[ax])), v.dom));
-                }
-            }
-            if shape.is_empty() && vs.len() > 1 {
-                let all: Vec<usize> = (0..vs.len()).collect();
-                let n: usize = vs.iter().product();
-                if ve == &Elem::Pred {
-                    found.push((format!("{name}.any({})", axes_lit(&all)), v.dom));
-                } else {
-                    found.push((
-                        format!("{name}.sum({})", axes_lit(&all)),
-                        Dom::new(v.dom.grid, v.dom.mag * n as f64),
-                    ));
-                }
-                let items: Vec<String> = vs.iter().map(|&d| self.below(d).to_string()).collect();
-                found.push((format!("{name}[({})]", items.join(", ")), v.dom));
-            }
-            if vs.len() == 2 && shape == [vs[1], vs[0]] {
-                found.push((format!("{name}.transpose(&[1, 0])"), v.dom));
-            }
-            // A window along one axis (static, or traced with `ds`).
-            if vs.len() == shape.len() && vs != shape {
-                let diff: Vec<usize> = (0..vs.len()).filter(|&a| vs[a] != shape[a]).collect();
-                if let [ax] = diff[..] {
-                    if vs[ax] > shape[ax] {
-                        let len = shape[ax];
-                        let item = if !indices.is_empty() && self.coin(0.4) {
-                            let i = self.pick(&indices);
-                            format!("ds({i}, {len})")
-                        } else {
-                            let lo = self.below(vs[ax] - len + 1);
-                            format!("{lo}..{}", lo + len)
-                        };
-                        found.push((index_code(&name, vs.len(), ax, &item), v.dom));
-                    }
-                }
-            }
-            if vs.is_empty() && !shape.is_empty() {
-                found.push((format!("{name}.broadcast_to({})", shape_lit(shape)), v.dom));
-            }
-            let count = |s: &[usize]| s.iter().product::<usize>();
-            if vs != shape && !vs.is_empty() && !shape.is_empty() && count(vs) == count(shape) {
-                let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-                found.push((format!("{name}.reshape(&[{}])", dims.join(", ")), v.dom));
-            }
-            for (code, dom) in found {
-                let ex = Ex::atom(code, Ty::tensor(shape, *ve), dom);
-                out.push(self.convert(ex, elem));
-            }
-        }
-        out
-    }
-
-    /// `ex` cast to `elem` if it has another element type.
-    fn convert(&mut self, ex: Ex, elem: Elem) -> Ex {
-        let from = ex.elem();
-        if from == elem {
-            return ex;
-        }
-        let shape = ex.shape().to_vec();
-        let d = match (from, elem) {
-            (_, Elem::Pred) => BIT,
-            (Elem::Pred, _) => BIT,
-            _ => Dom::new(0, ex.dom.mag + 1.0),
-        };
-        let ex = if from == Elem::F32 {
-            self.fit(ex, F32_VAR)
-        } else {
-            ex
-        };
-        Body::method(&shape, elem, &ex, &format!("cast({})", elem.dtype()), d)
-    }
-}
-
-/// `name[item]` with `item` on axis `ax` of a rank-`rank` tensor (earlier
-/// axes taken whole).
-pub(crate) fn index_code(name: &str, rank: usize, ax: usize, item: &str) -> String {
-    if ax == 0 && rank > 0 {
-        format!("{name}[{item}]")
-    } else {
-        let mut items = vec![".."; ax];
-        items.push(item);
-        format!("{name}[({})]", items.join(", "))
     }
 }

@@ -1,6 +1,6 @@
 //! Running a generated kernel on two devices and comparing the results.
 
-use tessel_dsl::runtime::Device;
+use tessel_dsl::runtime::{Device, InterpreterOptions, OnFinding};
 use tessel_dsl::{DType, HostTensor, Result, TensorSpec};
 
 use crate::Rng;
@@ -32,9 +32,15 @@ pub struct Case {
     pub run: fn(&Device, &[HostTensor]) -> Result<Vec<HostTensor>>,
 }
 
-/// The two devices the fuzzer compares: the XLA CPU plugin first.
+/// The two devices the fuzzer compares: the XLA CPU plugin, and the
+/// interpreter with its checks collecting what they find silently (the
+/// generated kernels read out of range on purpose, where XLA clamps).
 pub fn devices() -> Result<(Device, Device)> {
-    Ok((Device::cpu()?, Device::cpu()?))
+    let interpreter = Device::interpreter_with(InterpreterOptions {
+        on_finding: OnFinding::Collect,
+        ..InterpreterOptions::default()
+    });
+    Ok((Device::cpu()?, interpreter))
 }
 
 /// The arguments of `case` drawn from `seed`.

@@ -111,40 +111,30 @@ pub(crate) fn kernel(name: &str, seed: u64) -> KernelSource {
         params.swap(i, j);
     }
 
+    let count = 1 + b.below(3);
+    b.ret_count = count;
+    b.ret_vec = count > 1 && b.coin(0.2);
     let n = 4 + b.below(5);
     b.block(n);
-
     // Results: mostly variables the body assigned, some through inexact ops.
-    let tensors_now = b.tensors();
-    let mutable: Vec<Var> = tensors_now.iter().filter(|v| v.mutable).cloned().collect();
-    let count = 1 + b.below(3);
-    let mut outs = Vec::new();
-    for _ in 0..count {
-        let v = if !mutable.is_empty() && b.coin(0.7) {
-            b.pick(&mutable)
-        } else {
-            b.pick(&tensors_now)
-        };
-        outs.push(b.output(&v));
-    }
-    let as_vec = count > 1 && b.coin(0.2);
+    let ret = b.ret_expr();
     let lines = b.take_lines();
-
-    let exprs: Vec<&str> = outs.iter().map(|(e, _)| e.as_str()).collect();
-    let (ret_ty, ret) = match (count, as_vec) {
-        (1, _) => ("Tensor".to_string(), exprs[0].to_string()),
-        (_, true) => (
-            "Vec<Tensor>".to_string(),
-            format!("vec![{}]", exprs.join(", ")),
-        ),
-        _ => (
-            format!("({})", vec!["Tensor"; count].join(", ")),
-            format!("({})", exprs.join(", ")),
-        ),
+    let ret_ty = match (count, b.ret_vec) {
+        (1, _) => "Tensor".to_string(),
+        (_, true) => "Vec<Tensor>".to_string(),
+        _ => format!("({})", vec!["Tensor"; count].join(", ")),
+    };
+    // Mostly the CPU attribute; the others' defaults only change matmul
+    // operands (rounded to bf16 or f16), which the values survive exactly.
+    let attr = match b.below(10) {
+        0..=5 => "cpu_kernel",
+        6 => "cpu_kernel(precision = \"highest\")",
+        7 | 8 => "tpu_kernel",
+        _ => "gpu_kernel",
     };
     let decls: Vec<&str> = params.iter().map(|p| p.0.as_str()).collect();
     let mut function = format!(
-        "#[cpu_kernel]\nfn {name}({}) -> {ret_ty} {{\n",
+        "#[{attr}]\nfn {name}({}) -> {ret_ty} {{\n",
         decls.join(", ")
     );
     for l in &lines {
@@ -165,7 +155,7 @@ pub(crate) fn kernel(name: &str, seed: u64) -> KernelSource {
         })
         .collect();
     let call = format!("{name}::run(dev, {})?", call_args.join(", "));
-    let body = match (count, as_vec) {
+    let body = match (count, b.ret_vec) {
         (1, _) => format!("    Ok(vec![{call}])"),
         (_, true) => format!("    Ok({call})"),
         _ => {
@@ -181,7 +171,7 @@ pub(crate) fn kernel(name: &str, seed: u64) -> KernelSource {
         "fn run_{name}(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {{\n{body}\n}}\n"
     );
     let args: Vec<&str> = params.iter().filter_map(|p| p.2.as_deref()).collect();
-    let terms: Vec<String> = outs.iter().map(|(_, t)| t.to_string()).collect();
+    let terms: Vec<String> = b.ret_terms.iter().map(usize::to_string).collect();
     let case = format!(
         "    Case {{ name: \"{name}\", args: &[{}], outputs: &[{}], run: run_{name} }},",
         args.join(", "),

@@ -1,10 +1,13 @@
 //! A fuzzer of the kernel macros: from a seed, the Rust source of random
-//! kernels whose bodies mix traced control flow (`if` on tensor
-//! conditions, `for` over ranges with Rust or tensor bounds and `while` on
-//! tensor conditions, nested and assigning outer variables) with Rust
-//! values and control flow (static branches, `#[unroll]` and iterator
-//! loops, Rust variables, shadowing), and a harness that runs each kernel
-//! on two devices (XLA and the interpreter) and compares the results.
+//! kernels whose bodies mix traced control flow (`if`/`else if` on tensor
+//! conditions, as statements or values, `for` over ranges with Rust or
+//! tensor bounds and `while` on tensor conditions, nested and assigning
+//! outer variables, tuples and arrays of them) with Rust values and
+//! control flow (static branches, `match`, `#[unroll]`, iterator and
+//! `while` loops left by labeled `break`/`continue`, early `return`, Rust
+//! variables, closures, shadowed names), and a harness that runs each
+//! kernel on two devices (XLA and the interpreter) and compares the
+//! results.
 //!
 //! Every generated body is meant to compile and trace: a compile error or
 //! a trace error is a bug of the generator or of the macros. The values a
@@ -19,10 +22,14 @@
 //! runs ([`compare`]). The module expects `tessel::prelude::*` and this
 //! module's [`Arg`] and [`Case`] in scope of its `use` lines.
 
+mod aggregates;
 mod body;
+mod calls;
 mod expr;
 mod harness;
 mod kernel;
+mod loops;
+mod reads;
 mod rust_values;
 mod scope;
 mod stmt;

@@ -2,7 +2,7 @@
 //! and which variables may be assigned where (a Rust value declared
 //! outside a traced branch or loop may not be assigned inside it).
 
-use super::types::{Ty, Var};
+use super::types::Var;
 
 /// One block.
 #[derive(Default)]
@@ -11,6 +11,8 @@ struct Frame {
     /// The body of a traced branch or loop: Rust values declared outside
     /// it are read-only inside.
     barrier: bool,
+    /// A closure's body: nothing declared outside it may be assigned.
+    closure: bool,
     /// Whether the block assigns a variable declared outside it.
     assigns_outer: bool,
 }
@@ -26,6 +28,15 @@ impl Scope {
     pub(crate) fn push(&mut self, barrier: bool) {
         self.frames.push(Frame {
             barrier,
+            ..Frame::default()
+        });
+    }
+
+    /// Opens a closure's body.
+    pub(crate) fn push_closure(&mut self) {
+        self.frames.push(Frame {
+            barrier: true,
+            closure: true,
             ..Frame::default()
         });
     }
@@ -66,8 +77,9 @@ impl Scope {
     }
 
     /// The visible variables that may be assigned here: mutable tensors
-    /// anywhere, mutable Rust values only with no traced body between
-    /// their declaration and here.
+    /// (and tuples and arrays of them) anywhere but from a closure, mutable
+    /// Rust values only with no traced body or closure between their
+    /// declaration and here.
     pub(crate) fn assignable(&self) -> Vec<Var> {
         self.visible()
             .into_iter()
@@ -79,7 +91,8 @@ impl Scope {
         let Some((i, v)) = self.lookup(name) else {
             return false;
         };
-        matches!(v.ty, Ty::Tensor { .. }) || !self.frames[i + 1..].iter().any(|f| f.barrier)
+        let inner = &self.frames[i + 1..];
+        !inner.iter().any(|f| f.closure) && (v.ty.carried() || !inner.iter().any(|f| f.barrier))
     }
 
     /// Records an assignment to `name`: every block inside its
@@ -97,12 +110,17 @@ impl Scope {
     pub(crate) fn mutable_tensors(&self) -> usize {
         self.visible()
             .iter()
-            .filter(|v| v.mutable && matches!(v.ty, Ty::Tensor { .. }))
+            .filter(|v| v.mutable && v.ty.carried())
             .count()
     }
 
     /// Whether the innermost block assigned a variable declared outside it.
     pub(crate) fn assigns_outer(&self) -> bool {
         self.frames.last().is_some_and(|f| f.assigns_outer)
+    }
+
+    /// Whether the current statement is inside a traced body.
+    pub(crate) fn in_traced(&self) -> bool {
+        self.frames.iter().any(|f| f.barrier)
     }
 }

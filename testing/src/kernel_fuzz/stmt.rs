@@ -1,16 +1,16 @@
 //! Statements of a kernel body: `let`s, assignments (whole and indexed),
-//! `if`/`else if`/`else` on tensor and Rust conditions (as statements or
-//! values), `for` loops over ranges with Rust or tensor bounds (traced),
-//! `while` loops on tensor conditions with a bounded count, `#[unroll]`
-//! and iterator loops (Rust loops), and Rust variables.
+//! `if`/`else if`/`else` on tensor and Rust conditions (as statements, or
+//! as the value of a `let` or an assignment), `match` on Rust values,
+//! early exits (`return`, `break`, `continue`), Rust variables, and the
+//! kernel's results. Loops are in `loops.rs`.
 
-use super::body::{Body, MAX_DEPTH, MAX_MUTABLE, MAX_WORK};
+use super::body::{Body, MAX_DEPTH, MAX_MUTABLE};
 use super::rust_values::FLOAT_VAR;
 use super::types::{Dom, Elem, Ex, Ty, Var};
 
 /// The most variables a traced branch or loop may carry (the tuple arity
 /// of `Carry`).
-const MAX_CARRIED: usize = 8;
+pub(crate) const MAX_CARRIED: usize = 8;
 
 impl Body {
     /// Writes `n` statements.
@@ -23,18 +23,108 @@ impl Body {
     fn stmt(&mut self) {
         let nest = self.depth < MAX_DEPTH;
         match self.below(100) {
-            0..=19 => self.let_tensor(false),
-            20..=39 => self.assign(),
-            40..=45 => self.index_assign(),
-            46..=55 if nest => self.if_stmt(true),
-            56..=61 if nest => self.if_stmt(false),
-            62..=72 if nest => self.traced_for(),
-            73..=79 if nest => self.traced_while(),
-            80..=85 if nest => self.rust_for(),
-            86..=88 if nest => self.collect_loop(),
-            89..=93 => self.rust_let(),
-            94..=99 => self.rust_update(),
+            0..=17 => self.let_tensor(false),
+            18..=35 => self.assign(),
+            36..=41 => self.index_assign(),
+            42..=50 if nest => self.if_stmt(true),
+            51..=56 if nest => self.if_stmt(false),
+            57..=66 if nest => self.traced_for(),
+            67..=72 if nest => self.traced_while(),
+            73..=77 if nest => self.rust_for(),
+            78..=80 if nest => self.rust_while(),
+            81..=83 if nest => self.collect_loop(),
+            84..=85 => self.closure_let(),
+            86 if nest => self.match_stmt(),
+            87..=88 => self.early_exit(),
+            89 => {
+                if self.coin(0.5) {
+                    self.aggregate_let()
+                } else {
+                    self.aggregate_assign()
+                }
+            }
+            90..=94 => self.rust_let(),
+            95..=99 => self.rust_update(),
             _ => self.let_tensor(false),
+        }
+    }
+
+    /// `if <bool> { break; }` (or `continue`) in a Rust loop, or `if <bool>
+    /// { return ..; }` outside traced bodies.
+    pub(crate) fn early_exit(&mut self) {
+        let cond = self.bool_ex(2).code;
+        let exit = if self.can_break && self.coin(0.7) {
+            let (label, cont) = if !self.labels.is_empty() && self.coin(0.4) {
+                let (l, c) = self.pick(&self.labels.clone());
+                (format!(" {l}"), c)
+            } else {
+                (String::new(), self.can_continue)
+            };
+            if cont && self.coin(0.4) {
+                format!("continue{label};")
+            } else {
+                format!("break{label};")
+            }
+        } else if !self.scope.in_traced() && self.coin(0.5) {
+            format!("return {};", self.ret_expr())
+        } else {
+            return self.let_tensor(false);
+        };
+        self.line(format!("if {cond} {{"));
+        self.line(format!("    {exit}"));
+        self.line("}");
+    }
+
+    /// `match <usize> { 0 => { .. } 1 | 2 => { .. } r => { .. } }`: Rust
+    /// control flow whose last arm binds a name (now and then one in scope).
+    fn match_stmt(&mut self) {
+        let scrutinee = self.usize_ex(6, 2);
+        self.line(format!("match {} {{", scrutinee.code));
+        self.indent_by(1);
+        let binding = self.new_name("r");
+        for arm in ["0", "1 | 2", binding.as_str()] {
+            let n = 1 + self.below(2);
+            self.braced(&format!("{arm} =>"), false, |b| {
+                if arm == binding {
+                    b.scope.declare(Var {
+                        name: binding.clone(),
+                        ty: Ty::Usize,
+                        dom: scrutinee.dom,
+                        mutable: false,
+                        locked: false,
+                    });
+                }
+                b.block(n);
+            });
+            self.close("}");
+        }
+        self.indent_by(-1);
+        self.close("}");
+    }
+
+    /// The kernel's results from tensors in scope (some through inexact
+    /// ops): one, a tuple, or a `vec!`.
+    pub(crate) fn ret_expr(&mut self) -> String {
+        let tensors = self.tensors();
+        let mutable: Vec<Var> = tensors.iter().filter(|v| v.mutable).cloned().collect();
+        let mut outs = Vec::new();
+        for i in 0..self.ret_count {
+            let v = if !mutable.is_empty() && self.coin(0.7) {
+                self.pick(&mutable)
+            } else {
+                self.pick(&tensors)
+            };
+            let (code, terms) = self.output(&v);
+            if self.ret_terms.len() <= i {
+                self.ret_terms.push(0);
+            }
+            self.ret_terms[i] = self.ret_terms[i].max(terms);
+            outs.push(code);
+        }
+        match (self.ret_count, self.ret_vec) {
+            (1, _) => outs.remove(0),
+            (_, true) => format!("vec![{}]", outs.join(", ")),
+            _ => format!("({})", outs.join(", ")),
         }
     }
 
@@ -49,7 +139,7 @@ impl Body {
 
     /// A name for a new variable: fresh, or now and then one in scope
     /// (shadowing it) unless it is protected.
-    fn new_name(&mut self, prefix: &str) -> String {
+    pub(crate) fn new_name(&mut self, prefix: &str) -> String {
         if self.coin(0.12) {
             let names: Vec<String> = self
                 .scope
@@ -90,7 +180,7 @@ impl Body {
         });
     }
 
-    fn assignable_tensors(&self) -> Vec<Var> {
+    pub(crate) fn assignable_tensors(&self) -> Vec<Var> {
         self.scope
             .assignable()
             .into_iter()
@@ -120,7 +210,7 @@ impl Body {
     }
 
     /// A traced scalar index in scope, if any.
-    fn traced_index(&mut self) -> Option<String> {
+    pub(crate) fn traced_index(&mut self) -> Option<String> {
         let idx: Vec<String> = self
             .tensors()
             .into_iter()
@@ -177,7 +267,7 @@ impl Body {
         let value_shape = if self.coin(0.2) { Vec::new() } else { window };
         let ex = self.tensor(&value_shape, elem, 2);
         let ex = self.fit(ex, v.dom);
-        let target = super::expr::index_code(&v.name, shape.len(), ax, &item);
+        let target = super::reads::index_code(&v.name, shape.len(), ax, &item);
         self.line(format!("{target} = {};", ex.code));
         self.scope.note_assign(&v.name);
     }
@@ -189,8 +279,19 @@ impl Body {
         if traced && self.scope.mutable_tensors() > MAX_CARRIED - 1 {
             return self.let_tensor(false);
         }
-        let value = self.coin(0.3).then(|| (self.shape(), self.elem()));
-        let name = value.as_ref().map(|_| self.new_name("v"));
+        // The value: none, a new variable's, or an assigned variable's.
+        let mut value = self.coin(0.3).then(|| (self.shape(), self.elem()));
+        let mut name = value.as_ref().map(|_| self.new_name("v"));
+        let mut assigned = None;
+        let targets = self.assignable_tensors();
+        if value.is_some() && !targets.is_empty() && self.coin(0.3) {
+            let v = self.pick(&targets);
+            if let Ty::Tensor { shape, elem } = &v.ty {
+                value = Some((shape.clone(), *elem));
+            }
+            name = None;
+            assigned = Some(v);
+        }
         let mut barrier = false;
         let mut links = 0;
         loop {
@@ -201,9 +302,10 @@ impl Body {
                 self.bool_ex(2)
             };
             barrier |= cond_traced;
-            let head = match (&name, links) {
-                (Some(n), 0) => format!("let {n} = if {}", cond.code),
-                (None, 0) => format!("if {}", cond.code),
+            let head = match (&name, &assigned, links) {
+                (Some(n), _, 0) => format!("let {n} = if {}", cond.code),
+                (_, Some(v), 0) => format!("{} = if {}", v.name, cond.code),
+                (None, _, 0) => format!("if {}", cond.code),
                 _ => format!("}} else if {}", cond.code),
             };
             self.branch(&head, barrier, value.as_ref());
@@ -215,6 +317,11 @@ impl Body {
                 self.branch("} else", barrier, value.as_ref());
             }
             break;
+        }
+        if let Some(v) = assigned {
+            self.close("};");
+            self.scope.note_assign(&v.name);
+            return;
         }
         match (name, value) {
             (Some(name), Some((shape, elem))) => {
@@ -234,263 +341,18 @@ impl Body {
     /// One branch: statements, then the value if the `if` has one.
     fn branch(&mut self, head: &str, barrier: bool, value: Option<&(Vec<usize>, Elem)>) {
         let n = 1 + self.below(3);
+        let (brk, cont) = if barrier {
+            (false, false)
+        } else {
+            (self.can_break, self.can_continue)
+        };
         self.braced(head, barrier, |b| {
-            b.block(n);
+            b.with_exits(brk, cont, |b| b.block(n));
             if let Some((shape, elem)) = value {
                 let ex = b.tensor(shape, *elem, 3);
                 let ex = b.fit(ex, Body::var_dom(*elem));
                 b.line(ex.code);
             }
-        });
-    }
-
-    /// A mutable tensor declared outside the next block (declared now if
-    /// there is none), which that block assigns.
-    fn carrier(&mut self) -> Var {
-        let vars = self.assignable_tensors();
-        if vars.is_empty() || self.coin(0.15) {
-            self.let_tensor(true);
-        }
-        let vars = self.assignable_tensors();
-        self.pick(&vars)
-    }
-
-    /// The body of a traced loop: statements that assign `carrier`
-    /// (which they may not shadow), or others when they already assign
-    /// outer variables.
-    fn loop_body(&mut self, carrier: &Var, trips: usize, tail: Option<String>) {
-        let n = 1 + self.below(4);
-        self.protected.push(carrier.name.clone());
-        self.work *= trips.max(1);
-        self.block(n);
-        if !self.scope.assigns_outer() || self.coin(0.3) {
-            self.assign_to(carrier);
-        }
-        if let Some(t) = tail {
-            self.line(t);
-        }
-        self.work /= trips.max(1);
-        self.protected.pop();
-    }
-
-    /// `for i in lo..hi { .. }` (one XLA while), bounds from literals, Rust
-    /// values, tensors in scope or an enclosing loop's index.
-    fn traced_for(&mut self) {
-        if self.work * 2 > MAX_WORK || self.scope.mutable_tensors() >= MAX_CARRIED {
-            return self.let_tensor(false);
-        }
-        let carrier = self.carrier();
-        let small: Vec<Var> = self
-            .tensors()
-            .into_iter()
-            .filter(|v| v.ty == Ty::tensor(&[], Elem::S32) && v.dom.mag <= 6.0)
-            .collect();
-        let budget = (MAX_WORK / self.work).min(6);
-        let (range, trips, mag) = match self.below(6) {
-            0 => {
-                let n = self.below(budget.min(4) + 1);
-                (format!("0..{n}"), n, n as f64)
-            }
-            1 => {
-                let lo = self.below(3);
-                let hi = lo + self.below(budget.min(3) + 1);
-                (format!("{lo}..={hi}"), hi + 1 - lo, hi as f64)
-            }
-            2 => {
-                let n = self.usize_ex(budget.min(4), 1);
-                let m = n.dom.mag;
-                (format!("0..{}", n.operand()), m as usize, m)
-            }
-            3 | 4 if !small.is_empty() && budget >= 6 => {
-                let t = self.pick(&small);
-                let m = t.dom.mag;
-                if self.coin(0.5) {
-                    (format!("0..{}", t.name), m as usize, m)
-                } else {
-                    let lo = self.below(2);
-                    (format!("{lo}..{}", t.name), m as usize, m)
-                }
-            }
-            _ => {
-                let hi = self.below(budget.min(4) + 1);
-                (
-                    format!("{}..{hi}", -(self.below(2) as i64)),
-                    hi + 1,
-                    hi as f64,
-                )
-            }
-        };
-        let pat = if self.coin(0.2) {
-            "_".to_string()
-        } else {
-            self.fresh("i")
-        };
-        self.braced(&format!("for {pat} in {range}"), true, |b| {
-            if pat != "_" {
-                b.scope.declare(Var {
-                    name: pat.clone(),
-                    ty: Ty::tensor(&[], Elem::S32),
-                    dom: Dom::new(0, mag.max(1.0)),
-                    mutable: false,
-                    locked: true,
-                });
-            }
-            b.loop_body(&carrier, trips, None);
-        });
-        self.close("}");
-    }
-
-    /// `while c < limit [&& cond] { ..; c = c + 1; }` (one XLA while).
-    fn traced_while(&mut self) {
-        if self.work * 4 > MAX_WORK || self.scope.mutable_tensors() >= MAX_CARRIED - 1 {
-            return self.let_tensor(false);
-        }
-        let carrier = self.carrier();
-        let c = self.fresh("c");
-        let (limit, trips) = match self.below(3) {
-            0 => {
-                let n = 1 + self.below(4);
-                (n.to_string(), n)
-            }
-            1 => {
-                let n = self.usize_ex(4, 1);
-                (n.operand(), 4)
-            }
-            _ => {
-                let small: Vec<Var> = self
-                    .tensors()
-                    .into_iter()
-                    .filter(|v| v.ty == Ty::tensor(&[], Elem::S32) && v.dom.mag <= 4.0)
-                    .collect();
-                if small.is_empty() {
-                    ("3".to_string(), 3)
-                } else {
-                    (self.pick(&small).name, 4)
-                }
-            }
-        };
-        self.line(format!("let mut {c} = Tensor::scalar(0.0, S32);"));
-        let bound = if self.coin(0.5) {
-            format!("{c} < {limit}")
-        } else {
-            format!("!({c} >= {limit})")
-        };
-        let cond = match self.below(3) {
-            0 => bound,
-            1 => format!("{bound} && {}", self.tensor_cond().operand()),
-            _ => format!("{} && ({bound})", self.tensor_cond().operand()),
-        };
-        self.scope.declare(Var {
-            name: c.clone(),
-            ty: Ty::tensor(&[], Elem::S32),
-            dom: Dom::new(0, 1024.0),
-            mutable: true,
-            locked: true,
-        });
-        self.braced(&format!("while {cond}"), true, |b| {
-            b.protected.push(c.clone());
-            b.loop_body(&carrier, trips, Some(format!("{c} = {c} + 1;")));
-            b.scope.note_assign(&c);
-            b.protected.pop();
-        });
-        self.close("}");
-    }
-
-    /// `#[unroll] for k in 0..n` or a loop over a Rust iterator: run while
-    /// tracing.
-    fn rust_for(&mut self) {
-        let budget = MAX_WORK / self.work;
-        if budget < 2 {
-            return self.let_tensor(false);
-        }
-        let n = 1 + self.below(budget.min(3));
-        let k = self.fresh("k");
-        let (head, w) = if self.coin(0.6) {
-            let bound = if self.coin(0.5) {
-                format!("{n}usize")
-            } else {
-                self.usize_ex(n, 1).operand()
-            };
-            self.line("#[unroll]");
-            (format!("for {k} in 0..{bound}"), None)
-        } else {
-            let consts = [0.5, -1.0, 2.0, 1.5, -0.25];
-            let items: Vec<String> = consts[..n]
-                .iter()
-                .map(|c| super::types::float_lit(*c))
-                .collect();
-            let w = self.fresh("w");
-            let head = format!(
-                "for ({k}, &{w}) in [{}f32].iter().enumerate()",
-                items.join("f32, ")
-            );
-            (head, Some(w))
-        };
-        self.braced(&head, false, |b| {
-            b.scope.declare(Var {
-                name: k.clone(),
-                ty: Ty::Usize,
-                dom: Dom::new(0, (n - 1) as f64),
-                mutable: false,
-                locked: true,
-            });
-            if let Some(w) = &w {
-                b.scope.declare(Var {
-                    name: w.clone(),
-                    ty: Ty::Float,
-                    dom: Dom::new(2, 2.0),
-                    mutable: false,
-                    locked: true,
-                });
-            }
-            b.work *= n;
-            let m = 1 + b.below(3);
-            b.block(m);
-            b.work /= n;
-        });
-        self.close("}");
-    }
-
-    /// `let mut parts = Vec::new(); for k in 0..n { parts.push(..) }` and
-    /// their concatenation: a Rust loop that assigns nothing.
-    fn collect_loop(&mut self) {
-        let shapes: Vec<Vec<usize>> = self
-            .shapes
-            .iter()
-            .filter(|s| !s.is_empty())
-            .cloned()
-            .collect();
-        if shapes.is_empty() {
-            return self.let_tensor(false);
-        }
-        let shape = self.pick(&shapes);
-        let elem = self.elem();
-        let n = 1 + self.below(3);
-        let (parts, k) = (self.fresh("parts"), self.fresh("k"));
-        self.line(format!("let mut {parts} = Vec::new();"));
-        let (_, dom) = self.braced(&format!("for {k} in 0..{n}usize"), false, |b| {
-            b.scope.declare(Var {
-                name: k.clone(),
-                ty: Ty::Usize,
-                dom: Dom::new(0, (n - 1) as f64),
-                mutable: false,
-                locked: true,
-            });
-            let ex = b.tensor(&shape, elem, 2);
-            b.line(format!("{parts}.push({});", ex.code));
-            ex.dom
-        });
-        self.close("}");
-        let name = self.new_name("v");
-        self.line(format!("let {name} = concat(&{parts}, 0);"));
-        let mut out = shape.clone();
-        out[0] *= n;
-        self.scope.declare(Var {
-            name,
-            ty: Ty::tensor(&out, elem),
-            dom,
-            mutable: false,
-            locked: false,
         });
     }
 
@@ -528,7 +390,7 @@ impl Body {
             .scope
             .assignable()
             .into_iter()
-            .filter(|v| !matches!(v.ty, Ty::Tensor { .. }))
+            .filter(|v| matches!(v.ty, Ty::Float | Ty::Usize | Ty::Bool))
             .collect();
         if vars.is_empty() {
             return self.rust_let();
@@ -566,6 +428,7 @@ impl Body {
             2 => (format!("{x}.sigmoid()"), 1),
             3 => (format!("({x}.abs() + 1.0).log()"), 1),
             4 => (format!("{x}.abs().sqrt()"), 1),
+            5 if self.coin(0.5) => (format!("{x} / ({x}.abs() + 0.5)"), 1),
             _ if !shape.is_empty() => {
                 let ax = self.below(shape.len());
                 (format!("{x}.mean(&[{ax}])"), shape[ax])

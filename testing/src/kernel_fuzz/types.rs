@@ -85,9 +85,29 @@ pub(crate) enum Ty {
     Float,
     /// A Rust `bool`.
     Bool,
+    /// A tuple of tensors.
+    Tuple(Vec<(Vec<usize>, Elem)>),
+    /// An array of `len` tensors of one type.
+    Array {
+        shape: Vec<usize>,
+        elem: Elem,
+        len: usize,
+    },
+    /// A `move` closure from one tensor to another: argument and result
+    /// shapes and element types.
+    Closure {
+        arg: (Vec<usize>, Elem),
+        ret: (Vec<usize>, Elem),
+    },
 }
 
 impl Ty {
+    /// Whether a traced branch or loop that assigns a variable of this type
+    /// carries it (tensors, and tuples and arrays of them).
+    pub(crate) fn carried(&self) -> bool {
+        matches!(self, Ty::Tensor { .. } | Ty::Tuple(_) | Ty::Array { .. })
+    }
+
     /// A tensor type.
     pub(crate) fn tensor(shape: &[usize], elem: Elem) -> Ty {
         Ty::Tensor {
