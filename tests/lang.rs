@@ -376,3 +376,126 @@ fn index_reads_work_on_tensors_and_rust_values() {
     // (3 + 4) + 2 * 3 + (50 + 6 + 2)
     assert_eq!(got, vec![71.0]);
 }
+
+/// `x[i] = v` evaluates `v`, then `i`, then the place, as Rust does: both
+/// may read `x`.
+#[cpu_kernel]
+fn assign_from_self(x: Tensor, row: Tensor, scale: Vec<f32>) -> (Tensor, Tensor) {
+    let mut y = x;
+    y[(1, ..)] = y[(0, ..)] * 2.0;
+    y[row] = y[row] + y.sum(&[0, 1]);
+    let mut s = scale;
+    s[1] = s[0] + s[1];
+    (y, x * s[1])
+}
+
+#[test]
+fn index_assignment_may_read_its_target() {
+    let x = host(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let (y, z) =
+        assign_from_self::run(&dev(), &x, &HostTensor::scalar(0i32), vec![1.0, 2.0]).unwrap();
+    // y = [[1, 2], [2, 4]], then row 0 += 9.
+    assert_eq!(f32s(&y), vec![10.0, 11.0, 2.0, 4.0]);
+    assert_eq!(f32s(&z), vec![3.0, 6.0, 9.0, 12.0]);
+}
+
+/// Assignments to a variable the same body also declares (later, or in a
+/// nested block) are to the outer variable: the traced loop and branch
+/// carry it.
+#[cpu_kernel]
+fn shadowing(x: Tensor, flag: Tensor, n: usize) -> (Tensor, Tensor) {
+    let mut acc = x;
+    let mut other = x;
+    for i in 0..n {
+        acc = acc + i.cast(F32);
+        let acc = acc * 0.0;
+        other = other + acc;
+    }
+    if flag > 0.0 {
+        {
+            let other = x * 10.0;
+            acc = acc + other.sum(&[0]);
+        }
+        other = other * 2.0;
+    }
+    (acc, other)
+}
+
+#[test]
+fn shadowed_names_are_still_carried() {
+    let d = dev();
+    let x = host(&[1.0, 2.0], &[2]);
+    let on = shadowing::run(&d, &x, &HostTensor::scalar(1.0f32), 3).unwrap();
+    assert_eq!(
+        (f32s(&on.0), f32s(&on.1)),
+        (vec![34.0, 35.0], vec![2.0, 4.0])
+    );
+    let off = shadowing::run(&d, &x, &HostTensor::scalar(0.0f32), 3).unwrap();
+    assert_eq!(
+        (f32s(&off.0), f32s(&off.1)),
+        (vec![4.0, 5.0], vec![1.0, 2.0])
+    );
+}
+
+/// A tensor `if` that assigns nothing outside and gives no value has no
+/// effect: no conditional is traced, but its condition is still checked.
+#[cpu_kernel]
+fn no_effect(x: Tensor, c: Tensor) -> Tensor {
+    if c > 0.0 {
+        let _doubled = x * 2.0;
+    }
+    x + 1.0
+}
+
+#[test]
+fn a_tensor_if_without_effect_traces_no_conditional() {
+    let x = host(&[1.0, 2.0], &[2]);
+    let y = no_effect::run(&dev(), &x, &HostTensor::scalar(1.0f32)).unwrap();
+    assert_eq!(f32s(&y), vec![2.0, 3.0]);
+    let text = no_effect::lower(x.spec(), &TensorSpec::scalar(F32)).unwrap();
+    assert!(!text.contains("stablehlo.if"), "{text}");
+    let err = no_effect::run(&dev(), &x, &x).unwrap_err();
+    let k = err.as_kernel_error().expect("kernel error");
+    assert!(k.message.contains("scalar pred"), "{}", k.message);
+}
+
+/// A labeled `break`/`continue` to a loop inside a traced loop or branch
+/// stays inside it; `#[unroll]` may label its loop.
+#[cpu_kernel]
+fn labeled_exits(x: Tensor, c: Tensor, n: usize) -> Tensor {
+    let mut acc = x.zeros_like();
+    for i in 0..n {
+        #[unroll]
+        'rows: for k in 0..4usize {
+            #[unroll]
+            for j in 0..4usize {
+                if j > k {
+                    continue 'rows;
+                }
+                if k == 3 {
+                    break 'rows;
+                }
+                acc = acc + (k * 10 + j) as f32;
+            }
+        }
+        if c > 0.0 {
+            'twice: for m in [1.0f32, 2.0, 4.0].iter() {
+                if *m > 2.0 {
+                    break 'twice;
+                }
+                acc = acc + i.cast(F32) * *m;
+            }
+        }
+    }
+    acc
+}
+
+#[test]
+fn labeled_exits_inside_traced_code() {
+    let x = host(&[0.0], &[1]);
+    // Per iteration: (0) + (10 + 11) + (20 + 21 + 22) = 84, plus 3i when c > 0.
+    let y = labeled_exits::run(&dev(), &x, &HostTensor::scalar(1.0f32), 3).unwrap();
+    assert_eq!(f32s(&y), vec![3.0 * 84.0 + 3.0 * 3.0]);
+    let y = labeled_exits::run(&dev(), &x, &HostTensor::scalar(0.0f32), 3).unwrap();
+    assert_eq!(f32s(&y), vec![3.0 * 84.0]);
+}

@@ -378,11 +378,15 @@ impl VisitMut for Rewriter {
                 self.visit_expr_mut(&mut ix.index);
                 let (base, index, value) = (&ix.expr, &ix.index, &a.right);
                 let dsl = paths::dsl(a.eq_token.span);
+                // As Rust evaluates `x[i] = v`: the value, then the index,
+                // then the place; so both may read `x` (`x[i] = x[j] * 2.0`).
                 Some(quote_spanned! {a.eq_token.span=>
                     {
+                        let __tessel_value = #value;
+                        let __tessel_index = #index;
                         #[allow(unused_imports)]
                         use #dsl::AssignPlain as _;
-                        #dsl::Target(&mut #base).assign(#index, #value)
+                        #dsl::Target(&mut #base).assign(__tessel_index, __tessel_value)
                     }
                 })
             }

@@ -8,15 +8,15 @@ use proc_macro2::Span;
 use syn::visit::Visit;
 use syn::{Expr, Ident, Pat};
 
-/// The variables a block assigns that it does not declare itself, in order
-/// of first assignment.
+/// The variables a block assigns that are declared outside it, in order
+/// of first assignment. Scoping follows Rust's: a name refers to a local of
+/// the block only after the `let` that declares it and inside that `let`'s
+/// block, so `acc = acc + 1.0; let acc = ..;` and a `let acc` in a nested
+/// block both leave the assignment to the outer `acc`.
 pub fn assigned_outer(block: &syn::Block) -> Vec<Ident> {
     let mut v = Assigned::default();
     v.visit_block(block);
     v.order
-        .into_iter()
-        .filter(|i| !v.declared.contains(&i.to_string()))
-        .collect()
 }
 
 /// The same for an expression (an `else` branch).
@@ -24,24 +24,34 @@ pub fn assigned_outer_expr(e: &Expr) -> Vec<Ident> {
     let mut v = Assigned::default();
     v.visit_expr(e);
     v.order
-        .into_iter()
-        .filter(|i| !v.declared.contains(&i.to_string()))
-        .collect()
 }
 
 #[derive(Default)]
 struct Assigned {
     order: Vec<Ident>,
     seen: BTreeSet<String>,
-    declared: BTreeSet<String>,
+    /// The names declared so far in each open scope, innermost last.
+    scopes: Vec<BTreeSet<String>>,
 }
 
 impl Assigned {
+    fn declared(&self, name: &str) -> bool {
+        self.scopes.iter().any(|s| s.contains(name))
+    }
+
+    /// Runs `f` in a new scope.
+    fn scoped(&mut self, f: impl FnOnce(&mut Self)) {
+        self.scopes.push(BTreeSet::new());
+        f(self);
+        self.scopes.pop();
+    }
+
     fn target(&mut self, e: &Expr) {
         match e {
             Expr::Path(p) => {
                 if let Some(id) = p.path.get_ident() {
-                    if self.seen.insert(id.to_string()) {
+                    let name = id.to_string();
+                    if !self.declared(&name) && self.seen.insert(name) {
                         self.order.push(id.clone());
                     }
                 }
@@ -55,10 +65,13 @@ impl Assigned {
         }
     }
 
+    /// Declares the names `p` binds in the innermost scope.
     fn bind(&mut self, p: &Pat) {
         match p {
             Pat::Ident(i) => {
-                self.declared.insert(i.ident.to_string());
+                if let Some(s) = self.scopes.last_mut() {
+                    s.insert(i.ident.to_string());
+                }
                 if let Some((_, sub)) = &i.subpat {
                     self.bind(sub);
                 }
@@ -77,13 +90,20 @@ impl Assigned {
 }
 
 impl<'ast> Visit<'ast> for Assigned {
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        self.scoped(|v| syn::visit::visit_block(v, b));
+    }
+
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        // The value is evaluated before the place is assigned.
+        self.visit_expr(&a.right);
+        self.visit_expr(&a.left);
         self.target(&a.left);
-        syn::visit::visit_expr_assign(self, a);
     }
 
     fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
         use syn::BinOp::*;
+        syn::visit::visit_expr_binary(self, b);
         if matches!(
             b.op,
             AddAssign(_)
@@ -99,24 +119,74 @@ impl<'ast> Visit<'ast> for Assigned {
         ) {
             self.target(&b.left);
         }
-        syn::visit::visit_expr_binary(self, b);
     }
 
     fn visit_local(&mut self, l: &'ast syn::Local) {
+        // `let x = x + 1;` reads the outer `x`: the pattern binds after the
+        // initializer (and its `else`).
+        if let Some(init) = &l.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
         self.bind(&l.pat);
-        syn::visit::visit_local(self, l);
     }
 
-    fn visit_pat(&mut self, p: &'ast Pat) {
-        self.bind(p);
-        syn::visit::visit_pat(self, p);
+    fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+        self.visit_expr(&f.expr);
+        self.scoped(|v| {
+            v.bind(&f.pat);
+            v.visit_block(&f.body);
+        });
+    }
+
+    fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
+        self.scoped(|v| {
+            c.inputs.iter().for_each(|p| v.bind(p));
+            v.visit_expr(&c.body);
+        });
+    }
+
+    fn visit_arm(&mut self, a: &'ast syn::Arm) {
+        self.scoped(|v| {
+            v.bind(&a.pat);
+            if let Some((_, guard)) = &a.guard {
+                v.visit_expr(guard);
+            }
+            v.visit_expr(&a.body);
+        });
+    }
+
+    fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
+        // `if let` binds in the then-branch only.
+        self.scoped(|v| {
+            v.visit_expr(&i.cond);
+            v.visit_block(&i.then_branch);
+        });
+        if let Some((_, e)) = &i.else_branch {
+            self.visit_expr(e);
+        }
+    }
+
+    fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+        self.scoped(|v| {
+            v.visit_expr(&w.cond);
+            v.visit_block(&w.body);
+        });
+    }
+
+    fn visit_expr_let(&mut self, l: &'ast syn::ExprLet) {
+        self.visit_expr(&l.expr);
+        self.bind(&l.pat);
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 /// Where a block leaves early, if it does: the first `return`, `?`,
-/// `.await`, or `break`/`continue` that is not inside a loop of its own.
+/// `.await`, or `break`/`continue` that does not stay inside a loop (or
+/// labeled block) of its own.
 pub fn early_exit(block: &syn::Block) -> Option<(Span, &'static str)> {
     let mut v = Exit::default();
     v.visit_block(block);
@@ -134,12 +204,36 @@ pub fn early_exit_expr(e: &Expr) -> Option<(Span, &'static str)> {
 struct Exit {
     found: Option<(Span, &'static str)>,
     loop_depth: usize,
+    /// The labels of the loops and blocks entered inside the analyzed code:
+    /// a `break 'a` to one of them stays inside.
+    labels: Vec<String>,
 }
 
 impl Exit {
     fn hit(&mut self, span: Span, what: &'static str) {
         if self.found.is_none() {
             self.found = Some((span, what));
+        }
+    }
+
+    /// Whether a `break`/`continue` (to `label`, if any) leaves the code.
+    fn leaves(&self, label: Option<&syn::Lifetime>) -> bool {
+        match label {
+            Some(l) => !self.labels.contains(&l.ident.to_string()),
+            None => self.loop_depth == 0,
+        }
+    }
+
+    /// Visits the body of a loop (or labeled block, `is_loop` false).
+    fn inside(&mut self, label: Option<&syn::Label>, is_loop: bool, body: &syn::Block) {
+        if let Some(l) = label {
+            self.labels.push(l.name.ident.to_string());
+        }
+        self.loop_depth += usize::from(is_loop);
+        self.visit_block(body);
+        self.loop_depth -= usize::from(is_loop);
+        if label.is_some() {
+            self.labels.pop();
         }
     }
 }
@@ -156,32 +250,29 @@ impl<'ast> Visit<'ast> for Exit {
         self.hit(a.await_token.span, ".await");
     }
     fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
-        if self.loop_depth == 0 || b.label.is_some() {
+        if self.leaves(b.label.as_ref()) {
             self.hit(b.break_token.span, "break");
         }
         syn::visit::visit_expr_break(self, b);
     }
     fn visit_expr_continue(&mut self, c: &'ast syn::ExprContinue) {
-        if self.loop_depth == 0 || c.label.is_some() {
+        if self.leaves(c.label.as_ref()) {
             self.hit(c.continue_token.span, "continue");
         }
     }
     fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
         self.visit_expr(&f.expr);
-        self.loop_depth += 1;
-        self.visit_block(&f.body);
-        self.loop_depth -= 1;
+        self.inside(f.label.as_ref(), true, &f.body);
     }
     fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
         self.visit_expr(&w.cond);
-        self.loop_depth += 1;
-        self.visit_block(&w.body);
-        self.loop_depth -= 1;
+        self.inside(w.label.as_ref(), true, &w.body);
     }
     fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
-        self.loop_depth += 1;
-        self.visit_block(&l.body);
-        self.loop_depth -= 1;
+        self.inside(l.label.as_ref(), true, &l.body);
+    }
+    fn visit_expr_block(&mut self, b: &'ast syn::ExprBlock) {
+        self.inside(b.label.as_ref(), false, &b.block);
     }
     fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
     fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}

@@ -34,6 +34,8 @@ mod run;
 mod sweeps;
 mod tolerance;
 
+pub mod kernel_fuzz;
+
 pub use data::*;
 pub use reference::*;
 pub use run::*;

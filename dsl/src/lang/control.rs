@@ -134,6 +134,11 @@ impl TracedBranch {
         let mut outs = flat(&state);
         outs.extend(flat(&e));
         let merged = match self.builder {
+            // Assigns nothing outside and gives no value: no conditional.
+            Some(b) if outs.is_empty() => {
+                b.discard();
+                outs
+            }
             Some(b) => b.finish(&outs),
             None => outs,
         };

@@ -437,6 +437,36 @@ impl CondBuilder {
         self.else_region = enter(RegionKind::Implicit, &[]).map(|(er, _, _)| er);
     }
 
+    /// Closes the else-region without appending a conditional, for branches
+    /// that give no result: they have no effect (the `if` of a kernel body
+    /// that assigns nothing outside it). The condition is still checked,
+    /// and errors inside the branches are still reported.
+    pub fn discard(self) {
+        let Some(er) = self.else_region else {
+            return;
+        };
+        leave(
+            "cond",
+            er,
+            self.prev,
+            &[],
+            &self.specs,
+            "else-branch result",
+            &self.loc,
+        );
+        let (pred, loc) = (self.pred, self.loc);
+        with_state(|s| {
+            let Ok(Some(v)) = s.operand(pred) else {
+                return;
+            };
+            let spec = &s.graph.values[v].spec;
+            if spec.dtype != DType::Pred || spec.rank() != 0 {
+                let m = format!("the condition must be a scalar pred tensor, got {spec}");
+                s.fail("cond", &[pred], m, &loc);
+            }
+        });
+    }
+
     /// Closes the else-region with its results (same types as the then-region's)
     /// and appends the conditional; returns its results.
     pub fn finish(self, outs: &[Tensor]) -> Vec<Tensor> {
