@@ -1,7 +1,7 @@
 //! The host interpreter (`interp::evaluate`) against the XLA CPU plugin:
 //! every op family traced once, evaluated by both and compared element by
-//! element with the tolerances of `interp_common::tolerance`; then the checks (NaN
-//! from finite operands, clamped indices) and the errors.
+//! element with the tolerances of `tessel_testing::fuzz::compare`; then the
+//! checks (NaN from finite operands, clamped indices) and the errors.
 
 mod common;
 mod interp_common;

@@ -2,7 +2,8 @@
 //! kernel library's tests and the workspace tests): deterministic data,
 //! host tensors of any dtype, plain-Rust reference helpers, tolerances
 //! written down per dtype, and runners that trace, compile and run a closure
-//! on the XLA CPU device. Not published.
+//! on the XLA CPU device, and the interpreter's differential fuzzer
+//! ([`fuzz`]). Not published.
 //!
 //! # Tolerances
 //!
@@ -29,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 mod data;
+pub mod fuzz;
 mod reference;
 mod run;
 mod sweeps;

@@ -28,7 +28,8 @@
 //!   a conversion to a wider float (`(a * b).cast(F32)` on bf16 operands
 //!   can keep the f32 product); the interpreter always rounds, as the
 //!   program says, so such results may differ by one ulp of the narrow
-//!   type. XLA also divides by a constant as a product with the
+//!   type. XLA also divides by a constant (or by a value it proves
+//!   constant, such as a select on `i < i`) as a product with the
 //!   constant's reciprocal, which may be one ulp from the quotient the
 //!   interpreter computes.
 //! * **Transcendental functions** (`exp`, `log`, `tanh`, `erf`, `pow`, ...)
@@ -93,6 +94,31 @@
 //!   body's ops cost: N iterations over a carry of C elements cost at most
 //!   O(N·C) (a `dynamic_update_slice` of a carried tensor copies it).
 //!   **`if`** runs one branch. `optimization_barrier` is the identity.
+//!
+//! Where the plugin departs from these semantics (XLA rewrites that change
+//! values, and bugs), the interpreter keeps them; the differential fuzzer
+//! (`tessel_testing::fuzz`, which found most of these) does not generate
+//! these cases, and `dsl/tests/interp_regressions.rs` pins both results
+//! of each one it found:
+//!
+//! * an integer division or remainder of operands XLA knows while
+//!   compiling (`(a - a) % (a - a)`, `MIN / -1`) is folded on the host,
+//!   where it traps (SIGFPE) and ends the process;
+//! * a scatter whose indices are its own operand
+//!   (`x.index_update(0, x, ..)`) runs in place, so an update can change a
+//!   later index; the interpreter reads the indices as given;
+//! * a `dynamic_update_slice` whose update reads its operand at other
+//!   positions (`x.dynamic_update_slice(x.dynamic_slice(&[i], ..), &[i +
+//!   1])`) may be fused and run in place, reading elements it has already
+//!   overwritten;
+//! * a `dynamic_slice` of a `dynamic_slice` is folded into one slice at the
+//!   sum of the starts, clamped once instead of twice;
+//! * a product with a pred converted to a float (`x * p.cast(F32)`) becomes
+//!   a select, so it is +0 where IEEE gives -0 (`x < 0`, `p` false), and
+//!   `x + 0` is dropped, so it is -0 where IEEE gives +0 (`x = -0`);
+//! * `sqrt(a) * sqrt(a)` becomes `a`, without the square roots' rounding;
+//! * `atan2(0, 0)` is NaN (IEEE and the interpreter: 0) when XLA's fusion
+//!   emitters (its default CPU codegen) see both zeros while compiling.
 //!
 //! # Checks
 //!

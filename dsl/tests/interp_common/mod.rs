@@ -1,7 +1,7 @@
 //! The comparison of the host interpreter with the XLA CPU plugin, shared
-//! by the interpreter's tests and its differential fuzzer: one tolerance
-//! per dtype ([`tolerance`]) and runners that evaluate a traced kernel both
-//! ways.
+//! by the interpreter's tests: the fuzzer's tolerance per dtype
+//! (`tessel_testing::fuzz::compare`) and runners that evaluate a traced
+//! kernel both ways.
 
 #![allow(dead_code)]
 
@@ -9,75 +9,9 @@ use crate::common::*;
 use tessel_dsl::interp::{evaluate, Checks, Evaluation};
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::trace::Outputs;
-use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
+use tessel_dsl::{HostTensor, Tensor, TensorSpec};
 
-/// How far the interpreter may be from the plugin, per dtype: `(ulps,
-/// floor)`: `|got - want| <= ulps * terms * ulp(dtype, |want|) + floor`,
-/// where `terms` is 1 for elementwise ops and the number of accumulated
-/// terms for sums and dots. Integers and pred are exact. f32 and f64 allow
-/// a few ulps because XLA's transcendental functions are its own
-/// approximations; the narrow floats allow one ulp of the dtype, a
-/// rounding of an f32 result that lands on the other side of a midpoint.
-/// No floor is needed so far (0 for every dtype): ulps reach down to the
-/// subnormals, so a subnormal flushed on one side only is caught.
-pub fn tolerance(dtype: DType) -> (f64, f64) {
-    match dtype {
-        DType::F64 | DType::F32 => (4.0, 0.0),
-        DType::F16 | DType::BF16 | DType::F8E4M3FN | DType::F8E5M2 => (1.0, 0.0),
-        _ => (0.0, 0.0),
-    }
-}
-
-/// The distance between `x` and the next value of `dtype` away from zero.
-pub fn ulp(dtype: DType, x: f64) -> f64 {
-    let (mantissa, min_exp) = match dtype {
-        DType::F64 => (52, -1022),
-        DType::F32 => (23, -126),
-        DType::F16 => (10, -14),
-        DType::BF16 => (7, -126),
-        DType::F8E4M3FN => (3, -6),
-        DType::F8E5M2 => (2, -14),
-        _ => return 0.0,
-    };
-    let e = if x == 0.0 {
-        min_exp
-    } else {
-        (x.abs().log2().floor() as i32).max(min_exp)
-    };
-    2f64.powi(e - mantissa)
-}
-
-/// Asserts the interpreter's `got` matches the plugin's `want`.
-#[track_caller]
-pub fn assert_same(got: &HostTensor, want: &HostTensor, terms: usize, what: &str) {
-    assert_eq!(got.spec(), want.spec(), "{what}: type");
-    let d = want.dtype();
-    let (ulps, floor) = tolerance(d);
-    let bad: Vec<String> = got
-        .to_f64_vec()
-        .iter()
-        .zip(want.to_f64_vec())
-        .enumerate()
-        .filter(|&(_, (&g, w))| {
-            let ok = if g.is_nan() || w.is_nan() {
-                g.is_nan() && w.is_nan()
-            } else if g.is_infinite() || w.is_infinite() || !d.is_float() {
-                g == w
-            } else {
-                (g - w).abs() <= ulps * terms as f64 * ulp(d, w.abs().max(g.abs())) + floor
-            };
-            !ok
-        })
-        .take(6)
-        .map(|(i, (g, w))| format!("[{i}] interp {g:e}, xla {w:e}"))
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{what} ({}): {}",
-        want.spec(),
-        bad.join("; ")
-    );
-}
+use tessel_testing::fuzz::compare::assert_same;
 
 /// Traces `body` for `args`, evaluates it with the interpreter and runs it
 /// on the CPU plugin, compares every output (sums of up to `terms` terms)

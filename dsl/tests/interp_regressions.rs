@@ -1,0 +1,163 @@
+//! Cases the interpreter's differential fuzzer (`tessel_testing::fuzz`)
+//! found, as it printed them after shrinking. Where the plugin is the one
+//! that is wrong (an XLA rewrite or bug, listed in the interpreter's
+//! `# Semantics` docs), the test pins both results: the interpreter's, as
+//! the op is defined, and the plugin's, so that a plugin that changes
+//! shows up here (then update the docs and let the generator make the case
+//! again).
+
+mod common;
+
+use common::*;
+use tessel_dsl::interp::{evaluate, Checks};
+use tessel_dsl::kernel::Kernel;
+use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
+
+/// The first output of `body` on `args`: the interpreter's and the
+/// plugin's, as `f64`s.
+fn both_ways(args: &[HostTensor], body: impl Fn(&[Tensor]) -> Vec<Tensor>) -> (Vec<f64>, Vec<f64>) {
+    let k = Kernel::new(fresh_name("regression"), body);
+    let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+    let g = k.trace(&specs).expect("the kernel traces");
+    let e = evaluate(&g, args, Checks::default()).expect("the interpreter evaluates");
+    let refs: Vec<&HostTensor> = args.iter().collect();
+    let xla = k.run(&device(), &refs).expect("the plugin runs");
+    (e.outputs[0].to_f64_vec(), xla[0].to_f64_vec())
+}
+
+/// Each value's sign and magnitude, so that -0 and +0 differ.
+fn signed(v: &[f64]) -> Vec<(bool, f64)> {
+    v.iter().map(|x| (x.is_sign_negative(), x.abs())).collect()
+}
+
+/// Seed 1932: `x * p.cast(F32)` with `p` false and `x` negative is -0; XLA
+/// rewrites the product as a select and gives +0.
+#[test]
+fn product_with_a_cast_pred_is_minus_zero() {
+    let args = [
+        tensor(&[0.0, 0.0, 0.0], &[1, 3, 1], DType::Pred),
+        tensor(&[-2.125], &[1, 1, 1], DType::F32),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| vec![a[1] * a[0].cast(DType::F32)]);
+    assert_eq!(signed(&interp), vec![(true, 0.0); 3]);
+    assert_eq!(signed(&xla), vec![(false, 0.0); 3], "the plugin's select");
+}
+
+/// Seed 1945: a dynamic slice of a dynamic slice clamps each start; XLA
+/// folds the two into one slice at the sum of the starts.
+#[test]
+fn dynamic_slice_of_a_dynamic_slice_clamps_both_starts() {
+    let args = [
+        tensor(&[0.0, 0.0, 0.0, 0.0, 0.0, 1.0], &[6], DType::U8),
+        tensor(&[4.0], &[], DType::S32),
+        tensor(&[0.0], &[], DType::S32),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        // Start 4 of a window of 5 in 6 elements is clamped to 1.
+        let v3 = a[0].dynamic_slice(&[a[1]], &[5]);
+        vec![v3.dynamic_slice(&[a[2]], &[2])]
+    });
+    assert_eq!(interp, [0.0, 0.0]);
+    assert_eq!(xla, [0.0, 1.0], "the plugin's folded slice");
+}
+
+/// Seed 2383: a divisor XLA proves constant (a select on `i < i`) is
+/// turned into a product with its reciprocal, one f16 ulp off the
+/// quotient.
+#[test]
+fn division_by_a_value_xla_proves_constant() {
+    let args = [
+        tensor(&[0.625], &[], DType::F16),
+        tensor(&[0.0], &[], DType::S32),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        let never = a[1].lt(a[1]);
+        let minus_three = Tensor::full(Vec::<usize>::new(), -3.0, DType::S32);
+        vec![a[0] / never.select(a[1], minus_three).cast(DType::F16)]
+    });
+    // 0.625 / -3 = -0.208333..., between f16 values -0.2082520 and
+    // -0.2083740; the nearer is the second.
+    assert_eq!(interp, [-0.208_374_023_437_5]);
+    assert_eq!(xla, [-0.208_251_953_125], "the plugin's reciprocal product");
+}
+
+/// Seed 3522: the update of a `dynamic_update_slice` that reads its own
+/// operand one element further on sees the operand as it was; XLA updates
+/// in place and reads an element it has already overwritten.
+#[test]
+fn update_slice_reading_its_operand_elsewhere() {
+    let args = [
+        tensor(&[1.0], &[1], DType::U8),
+        tensor(&[5.0], &[], DType::S32),
+        tensor(&[4.0], &[], DType::S32),
+        tensor(
+            &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            &[9],
+            DType::U8,
+        ),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        let window = a[3].dynamic_slice(&[a[2]], &[4]) / a[0];
+        let updated = a[3].dynamic_update_slice(window, &[a[1]]);
+        vec![updated.broadcast_in_dim(vec![9, 1], &[0])]
+    });
+    // Elements 4..8 written to 5..9.
+    assert_eq!(interp, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(
+        xla,
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "the plugin's in-place update"
+    );
+}
+
+/// Seed 6039: `sqrt(a) * sqrt(a)` rounds the square roots; XLA rewrites it
+/// as `a`.
+#[test]
+fn square_of_a_square_root_rounds() {
+    let args = [tensor(&[3.5], &[1], DType::F16)];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        let r = a[0].abs().sqrt();
+        vec![r * r]
+    });
+    // sqrt(3.5) rounds to 1.8710938 in f16, whose square rounds to 3.5019531.
+    assert_eq!(interp, [3.501_953_125]);
+    assert_eq!(xla, [3.5], "the plugin's rewrite");
+}
+
+/// Seed 11616: `-0 + 0` is +0; XLA drops the addition of a zero constant
+/// and keeps -0.
+#[test]
+fn adding_a_zero_constant_makes_minus_zero_plus() {
+    let args = [tensor(&[0.0, -0.0], &[2], DType::F32)];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        vec![a[0] + Tensor::full(Vec::<usize>::new(), 0.0, DType::F32)]
+    });
+    assert_eq!(signed(&interp), [(false, 0.0), (false, 0.0)]);
+    assert_eq!(
+        signed(&xla),
+        [(false, 0.0), (true, 0.0)],
+        "the plugin drops `+ 0`"
+    );
+}
+
+/// Seed 12698: `atan2(0, 0)` is 0; XLA's fusion emitters (its default CPU
+/// codegen) give NaN when they see both zeros while compiling, here a
+/// select between equal constants.
+#[test]
+fn atan2_of_zeros_known_while_compiling() {
+    let args = [
+        tensor(&[0.0], &[], DType::Pred),
+        tensor(&[], &[0, 7], DType::Pred),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        let none = || vec![a[1].any(&[0, 1]).cast(DType::S32)];
+        let zero = tessel_dsl::cond(a[0], none, none)[0].cast(DType::F32);
+        vec![zero.atan2(zero)]
+    });
+    assert_eq!(interp, [0.0]);
+    let fusion_emitters =
+        !std::env::var("XLA_FLAGS").is_ok_and(|f| f.contains("fusion_emitters=false"));
+    if fusion_emitters {
+        assert!(xla[0].is_nan(), "the plugin's folded atan2: {xla:?}");
+    }
+}

@@ -1,0 +1,201 @@
+//! Loops and branches: blocks generated with the same steps as the
+//! program's body (nested up to [`MAX_DEPTH`](super::generate::MAX_DEPTH)),
+//! ending in values of the types their op needs.
+
+use tessel_dsl::{DType, TensorSpec};
+
+use super::generate::Gen;
+use super::program::{Binary, Block, Bound, Cmp, Inst, Op, Reduce, V};
+
+impl Gen {
+    /// Opens a block whose parameters have `specs`; returns them.
+    fn open(&mut self, specs: &[TensorSpec]) -> Vec<V> {
+        self.scopes.push(Vec::new());
+        self.code.push(Vec::new());
+        let params: Vec<V> = specs.iter().map(|s| self.fresh(s.clone())).collect();
+        for &v in &params {
+            self.keep(v);
+        }
+        params
+    }
+
+    /// Closes the open block, returning `results`.
+    fn close(&mut self, params: Vec<V>, results: Vec<V>) -> Block {
+        self.scopes.pop();
+        let insts: Vec<Inst> = self.code.pop().expect("an open block");
+        Block {
+            params,
+            insts,
+            results,
+        }
+    }
+
+    /// A few steps in the open block.
+    fn steps(&mut self, lo: i64, hi: i64) {
+        for _ in 0..self.int(lo, hi) {
+            self.step();
+        }
+    }
+
+    /// A value of type `want` computed in the open block: one of its own
+    /// values of that type, or one reduced to a scalar, cast and
+    /// broadcast, then combined with `carry` (when given) so that the
+    /// result depends on both.
+    fn fit(&mut self, want: &TensorSpec, carry: Option<V>) -> V {
+        let own = self.scopes.last().expect("an open block").clone();
+        let same: Vec<V> = own
+            .iter()
+            .copied()
+            .filter(|&v| self.p.specs[v] == *want && Some(v) != carry)
+            .collect();
+        if !same.is_empty() && !self.one_in(4) {
+            return same[same.len() - 1];
+        }
+        let src = if own.is_empty() {
+            self.any()
+        } else {
+            self.pick(&own)
+        };
+        let s = self.spec(src);
+        let mut v = src;
+        if s.rank() > 0 {
+            let kind = if s.dtype.is_float() || s.dtype.is_integer() {
+                Reduce::Max
+            } else {
+                Reduce::Any
+            };
+            v = self.emit(Op::Reduce(kind, v, (0..s.rank()).collect()));
+        }
+        if s.dtype != want.dtype {
+            v = self.emit(Op::Cast(v, want.dtype));
+        }
+        if want.rank() > 0 {
+            v = self.emit(Op::BroadcastInDim(v, want.shape.clone(), Vec::new()));
+        }
+        let Some(c) = carry else { return v };
+        if self.one_in(3) {
+            return v;
+        }
+        let b = match want.dtype {
+            DType::Pred => Binary::Xor,
+            d if d.is_integer() => self.pick(&[Binary::Add, Binary::Xor, Binary::Max]),
+            // Not `+` of a constant: see `elementwise`.
+            _ if self.facts[v].konst => self.pick(&[Binary::Max, Binary::Min]),
+            _ => self.pick(&[Binary::Max, Binary::Min, Binary::Add]),
+        };
+        self.emit(Op::Binary(b, c, v))
+    }
+
+    /// The carries of a loop starting at `x`: it and sometimes a second
+    /// visible value.
+    fn carries(&mut self, x: V) -> Vec<V> {
+        let mut init = vec![x];
+        if self.one_in(2) {
+            let y = self.any();
+            init.push(y);
+        }
+        init
+    }
+
+    /// The body of a loop over `init`: counter and carries in, new carries
+    /// out.
+    fn loop_body(&mut self, init: &[V]) -> Block {
+        let mut specs = vec![TensorSpec::scalar(DType::S32)];
+        specs.extend(init.iter().map(|&v| self.spec(v)));
+        let params = self.open(&specs);
+        self.steps(1, 3);
+        let results = params[1..]
+            .iter()
+            .map(|&c| {
+                let want = self.spec(c);
+                self.fit(&want, Some(c))
+            })
+            .collect();
+        self.close(params, results)
+    }
+
+    /// A `fori_loop` from `x`, with a static or traced trip count.
+    pub fn fori(&mut self, x: V) {
+        let init = self.carries(x);
+        let lo = self.int(-1, 1) as i32;
+        let hi = if self.one_in(3) {
+            Bound::Traced(self.index_scalar())
+        } else {
+            Bound::Static(lo + self.int(0, 3) as i32)
+        };
+        let body = self.loop_body(&init);
+        let outs = self.emit_all(Op::Fori { lo, hi, init, body });
+        for v in outs {
+            self.keep(v);
+        }
+    }
+
+    /// A `while_loop` from `x`, bounded by an index scalar (at most
+    /// [`MAX_TRIPS`](super::program::MAX_TRIPS) iterations), with a condition of its own.
+    pub fn while_(&mut self, x: V) {
+        let init = self.carries(x);
+        let limit = self.index_scalar();
+        let mut specs = vec![TensorSpec::scalar(DType::S32)];
+        specs.extend(init.iter().map(|&v| self.spec(v)));
+        let params = self.open(&specs);
+        let r = if self.one_in(3) {
+            self.full(Vec::new(), 1.0, DType::Pred)
+        } else {
+            // Whether some carried element compares with a constant.
+            let c = self.pick(&params[1..]);
+            let d = self.spec(c).dtype;
+            let k = self.small(d);
+            let k = self.full(Vec::new(), k, d);
+            let cmp = self.pick(&[Cmp::Ne, Cmp::Lt, Cmp::Ge]);
+            let p = self.emit(Op::Compare(cmp, c, k));
+            self.keep(p);
+            self.fit(&TensorSpec::scalar(DType::Pred), None)
+        };
+        let cond = self.close(params, vec![r]);
+        let body = self.loop_body(&init);
+        let outs = self.emit_all(Op::While {
+            limit,
+            init,
+            cond,
+            body,
+        });
+        for v in outs {
+            self.keep(v);
+        }
+    }
+
+    /// A `cond` on a visible pred scalar (or a comparison of an index
+    /// scalar) returning values of `x`'s type and sometimes another's.
+    pub fn branch(&mut self, x: V) {
+        let preds = self.visible_where(|t| *t == TensorSpec::scalar(DType::Pred));
+        let pred = if !preds.is_empty() && self.one_in(2) {
+            self.pick(&preds)
+        } else {
+            let i = self.index_scalar();
+            let c = self.pick(&[-1.0, 0.0, 3.0]);
+            let c = self.full(Vec::new(), c, DType::S32);
+            self.emit(Op::Compare(Cmp::Gt, i, c))
+        };
+        let mut types = vec![self.spec(x)];
+        if self.one_in(3) {
+            let y = self.any();
+            types.push(self.spec(y));
+        }
+        let arm = |g: &mut Gen| {
+            let params = g.open(&[]);
+            g.steps(0, 2);
+            let results = types.iter().map(|t| g.fit(t, None)).collect();
+            g.close(params, results)
+        };
+        let then = arm(self);
+        let otherwise = arm(self);
+        let outs = self.emit_all(Op::Cond {
+            pred,
+            then,
+            otherwise,
+        });
+        for v in outs {
+            self.keep(v);
+        }
+    }
+}
