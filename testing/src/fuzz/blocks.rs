@@ -103,7 +103,7 @@ impl Gen {
         let mut specs = vec![TensorSpec::scalar(DType::S32)];
         specs.extend(init.iter().map(|&v| self.spec(v)));
         let params = self.open(&specs);
-        self.steps(1, 3);
+        self.steps(1, 2);
         let results = params[1..]
             .iter()
             .map(|&c| {
@@ -183,7 +183,7 @@ impl Gen {
         }
         let arm = |g: &mut Gen| {
             let params = g.open(&[]);
-            g.steps(0, 2);
+            g.steps(0, 1);
             let results = types.iter().map(|t| g.fit(t, None)).collect();
             g.close(params, results)
         };

@@ -31,8 +31,10 @@ pub const DTYPES: [DType; 8] = [
 pub const EXTENTS: [usize; 7] = [0, 1, 1, 2, 3, 5, 7];
 /// Values with more elements are outputs only (they keep programs small).
 pub const MAX_ELEMENTS: usize = 256;
-/// Top-level steps of a program.
-pub const STEPS: usize = 8;
+/// Top-level steps of a program (with their loops and branches, about 21
+/// instructions on average, a third of them nested). Compile time grows
+/// with the instructions, loops costing the most.
+pub const STEPS: usize = 6;
 /// How deep loops and branches nest.
 pub const MAX_DEPTH: usize = 2;
 

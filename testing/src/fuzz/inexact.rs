@@ -93,7 +93,7 @@ impl Gen {
         };
         let d = self.spec(f).dtype;
         let unary = |g: &mut Gen, u: Unary, v: V| g.emit(Op::Unary(u, v));
-        let (t, terms) = match self.int(0, 9) {
+        let (t, terms) = match self.int(0, 10) {
             0 => (unary(self, Unary::Tanh, f), 1),
             1 => (unary(self, Unary::Sin, f), 1),
             2 => (unary(self, Unary::Cos, f), 1),
@@ -125,6 +125,14 @@ impl Gen {
                 let one = self.full(Vec::new(), 1.0, d);
                 let y = self.emit(Op::Binary(Binary::Add, a, one));
                 (self.emit(Op::Binary(Binary::Atan2, f, y)), 1)
+            }
+            9 => {
+                let a = unary(self, Unary::Abs, f);
+                let one = self.full(Vec::new(), 1.0, d);
+                let base = self.emit(Op::Binary(Binary::Add, a, one));
+                let e = self.pick(&[0.5, 2.0, -1.0, 1.5, 3.0]);
+                let e = self.full(Vec::new(), e, d);
+                (self.emit(Op::Binary(Binary::Pow, base, e)), 1)
             }
             _ => (unary(self, Unary::Sigmoid, f), 1),
         };
