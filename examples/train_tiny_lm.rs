@@ -157,7 +157,10 @@ fn main() -> tessel::Result<()> {
     let steps = flag("--steps", 300);
     let log_every = flag("--log-every", 25).max(1);
 
-    let devices = flag("--devices", 1).max(1);
+    // The device from TESSEL_DEVICE (`cpu:2` for two CPU devices), unless
+    // --devices asks for another number of CPU devices.
+    let env_device = Device::from_env()?;
+    let devices = flag("--devices", env_device.device_count()).max(1);
     if !BATCH.is_multiple_of(devices) {
         eprintln!("--devices must divide the batch of {BATCH}");
         std::process::exit(2);
@@ -166,7 +169,11 @@ fn main() -> tessel::Result<()> {
     // The batch is split over the mesh axis "data"; parameters and moments
     // are replicated. XLA partitions the step and inserts the all-reduce of
     // the gradients (with one device, the mesh is that device).
-    let dev = Device::cpu_with_devices(devices)?;
+    let dev = if devices == env_device.device_count() {
+        env_device
+    } else {
+        Device::cpu_with_devices(devices)?
+    };
     let mesh = Mesh::new(&dev, &[("data", devices)])?;
     let replicated = PartitionSpec::replicated();
     let by_batch = PartitionSpec::new([Some("data"), None]);

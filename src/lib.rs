@@ -41,3 +41,16 @@ pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tp
 
 /// The kernel library, written with tessel's own macros.
 pub use tessel_kernels as kernels;
+
+/// The `half` crate tessel's f16/bf16 host data uses (`half::bf16`,
+/// `half::f16`), re-exported so a program needs no second, version-matched
+/// dependency.
+pub use tessel_dsl::half;
+
+/// The `float8` crate tessel's fp8 host data uses (`float8::F8E4M3`,
+/// `float8::F8E5M2`), re-exported likewise.
+pub use tessel_dsl::float8;
+
+/// The `ndarray` crate the `ndarray` feature converts to and from.
+#[cfg(feature = "ndarray")]
+pub use tessel_dsl::ndarray;

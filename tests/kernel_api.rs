@@ -408,3 +408,33 @@ fn profile_kernel_scope_counts_calls() {
     let (_, empty) = tessel::profile::profile_kernel(|| ());
     assert!(empty.kernels.is_empty());
 }
+
+/// Always interpreted, whatever device it is given.
+#[cpu_kernel(interpret = true)]
+fn interpreted_scale(x: Tensor, by: f32) -> Tensor {
+    x * by + 1.0
+}
+
+#[test]
+fn interpret_runs_one_kernel_on_the_interpreter() {
+    const { assert!(interpreted_scale::CONFIG.interpret) };
+    let cpu = dev();
+    let x = HostTensor::from_vec(vec![1.0f32, -2.0, 0.5], [3]).unwrap();
+    let exe = interpreted_scale::compile(&cpu, x.spec(), 3.0).unwrap();
+    assert!(exe.is_interpreted());
+    let y = interpreted_scale::run(&cpu, &x, 3.0).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![4.0, -5.0, 2.5]);
+    // Buffers of the device in, buffers of the device out.
+    let xb = cpu.to_device(&x).unwrap();
+    let yb = interpreted_scale::call(&cpu, &xb, 3.0).unwrap();
+    assert_eq!(yb.device(), cpu);
+    assert_eq!(yb.to_host().unwrap(), y);
+    // And any kernel, for one call, through its config.
+    let cfg = scaled_softmax::CONFIG.interpret(true);
+    assert!(scaled_softmax::compile_with(&cfg, &cpu, x.spec(), 2.0)
+        .unwrap()
+        .is_interpreted());
+    assert!(!scaled_softmax::compile(&cpu, x.spec(), 2.0)
+        .unwrap()
+        .is_interpreted());
+}

@@ -13,6 +13,16 @@
 // from re-allowing it.
 #![deny(unsafe_code)]
 
+/// The `half` crate (`bf16`, `f16`) host tensors convert from and to.
+pub use half;
+
+/// The `float8` crate (`F8E4M3`, `F8E5M2`) host tensors convert from and to.
+pub use float8;
+
+/// The `ndarray` crate host tensors convert from and to (the `ndarray` feature).
+#[cfg(feature = "ndarray")]
+pub use ndarray;
+
 pub mod autodiff;
 pub mod config;
 pub mod dtype;

@@ -30,6 +30,9 @@ fn config_expr(o: &Options) -> TokenStream {
     if let Some(a) = o.auto_pad {
         fields.push(quote!(auto_pad: #a));
     }
+    if let Some(i) = o.interpret {
+        fields.push(quote!(interpret: #i));
+    }
     if !o.donate.is_empty() {
         let names = o.donate.iter().map(|d| d.to_string());
         fields.push(quote!(donate: &[#(#names),*]));

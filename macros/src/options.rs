@@ -17,8 +17,8 @@ use crate::analyze::KernelSig;
 use crate::suggest::did_you_mean;
 
 pub use values::{
-    Accumulate, AutoPad, BlockSize, CapacityFactor, DType, Donate, KernelName, NumExperts,
-    Platform, Precision, Renormalize, TopK, UseBfloat16,
+    Accumulate, AutoPad, BlockSize, CapacityFactor, DType, Donate, Interpret, KernelName,
+    NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
 };
 
 /// One option as read: its typed value with the span of what was written,
@@ -84,6 +84,8 @@ option_struct! {
         auto_pad: Option<Parsed<AutoPad>>,
         /// `donate(x, y)`.
         donate: Option<Parsed<Donate>>,
+        /// `interpret = true`.
+        interpret: Option<Parsed<Interpret>>,
     }
 }
 
@@ -139,6 +141,8 @@ pub struct Options {
     pub donate: Vec<syn::Ident>,
     /// The kernel's name in compiled programs.
     pub name: Option<String>,
+    /// Whether the kernel runs on the interpreter whatever the device.
+    pub interpret: Option<bool>,
 }
 
 impl Options {
@@ -153,6 +157,7 @@ impl Options {
             auto_pad: None,
             donate: Vec::new(),
             name: None,
+            interpret: None,
         }
     }
 }
@@ -302,6 +307,7 @@ fn validate(
     }
     options.accumulate = take(raw.accumulate, errors).map(|a| a.0);
     options.auto_pad = take(raw.auto_pad, errors).map(|a| a.0);
+    options.interpret = take(raw.interpret, errors).map(|a| a.0);
     let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
     options.donate = donate
         .iter()
@@ -394,12 +400,13 @@ mod tests {
                 "accumulate",
                 "auto_pad",
                 "donate",
+                "interpret",
                 "precision",
                 "name"
             ]
         );
         assert_eq!(SparseRaw::names()[0], "platform");
-        assert_eq!(SparseRaw::names().len(), 9);
+        assert_eq!(SparseRaw::names().len(), 10);
     }
 
     #[test]
@@ -413,6 +420,7 @@ mod tests {
                 accumulate = true,
                 auto_pad = false,
                 donate(x, y),
+                interpret = true,
                 name = "k"
             ),
         );
@@ -421,6 +429,7 @@ mod tests {
         assert_eq!(o.block_size, Some(256));
         assert_eq!(o.dtype, Some(DType::BF16));
         assert_eq!((o.accumulate, o.auto_pad), (Some(true), Some(false)));
+        assert_eq!(o.interpret, Some(true));
         assert_eq!(o.donate.len(), 2);
         assert_eq!(o.name.as_deref(), Some("k"));
         let o = parse_ok(Attribute::Sparse, quote!(block_size = 64, platform = "gpu"));

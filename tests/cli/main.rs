@@ -115,6 +115,52 @@ fn run_round_trips_through_npy() {
 }
 
 #[test]
+fn the_interpreter_runs_without_any_plugin() {
+    let dir = std::env::temp_dir().join(format!("tessel-cli-interp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = HostTensor::from_fn(TensorSpec::new([3, 5], F32), |i| i as f64 * 0.25 - 1.0);
+    let b = HostTensor::from_fn(TensorSpec::new([5, 2], F32), |i| 1.0 - i as f64 * 0.5);
+    let (pa, pb, po) = (dir.join("a.npy"), dir.join("b.npy"), dir.join("out.npy"));
+    a.write_npy(&pa).unwrap();
+    b.write_npy(&pb).unwrap();
+    // No plugin anywhere: a missing plugin file, an empty cache and no
+    // Python to fetch one with.
+    let run = |device: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .args(["run", "gemm", "--arg"])
+            .arg(format!("a={}", pa.display()))
+            .arg("--arg")
+            .arg(format!("b={}", pb.display()))
+            .args(["--out", po.to_str().unwrap()])
+            .env("TESSEL_DEVICE", device)
+            .env("TESSEL_PJRT_PLUGIN", dir.join("missing.so"))
+            .env("TESSEL_CACHE_DIR", dir.join("cache"))
+            .env("TESSEL_PYTHON", dir.join("no-python"))
+            .output()
+            .expect("the binary runs")
+    };
+    let out = run("interpreter");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = HostTensor::read_npy(&po).unwrap();
+    let want = gemm::run(&Device::cpu().unwrap(), &a, &b, GemmOptions::default()).unwrap();
+    for (g, w) in got.to_f64_vec().iter().zip(want.to_f64_vec()) {
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    // The same command on the CPU device needs the plugin.
+    let out = run("cpu");
+    assert_eq!(out.status.code(), Some(2));
+    let out = run("quantum");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown device `quantum`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_vjp_entry_writes_one_cotangent_per_input() {
     let dir = std::env::temp_dir().join(format!("tessel-cli-vjp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

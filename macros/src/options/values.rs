@@ -279,6 +279,8 @@ literal_value! {
     Accumulate(bool) = "accumulate", boolean, "a bool", "true";
     /// `auto_pad = false`: whether inputs are padded to whole tiles.
     AutoPad(bool) = "auto_pad", boolean, "a bool", "false";
+    /// `interpret = true`: run on the interpreter whatever the device.
+    Interpret(bool) = "interpret", boolean, "a bool", "true";
     /// `name = "my_kernel"`: the kernel's name in compiled programs.
     KernelName(String) = "name", string, "a string", "\"my_kernel\"";
     /// `num_experts = 8`: how many experts `expert_kernel` routes between.
