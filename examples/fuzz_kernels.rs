@@ -87,6 +87,11 @@ fn scaffold(dir: &Path) -> std::io::Result<()> {
     );
     std::fs::create_dir_all(dir.join("src"))?;
     write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
+    // The workspace's lock file: the same dependency versions, nothing to resolve.
+    let lock = dir.join("Cargo.lock");
+    if !lock.exists() {
+        std::fs::copy(Path::new(root).join("Cargo.lock"), lock)?;
+    }
     write_if_changed(&dir.join("src/main.rs"), MAIN)
 }
 

@@ -7,163 +7,152 @@ use tessel_testing::kernel_fuzz::{Arg, Case};
 
 /// The generated kernels, in order.
 pub const CASES: &[Case] = &[
-    Case { name: "k000", args: &[Arg::F32(&[]), Arg::F32(&[3])], outputs: &[0], run: run_k000 },
-    Case { name: "k001", args: &[Arg::S32(&[2], -5, 5), Arg::F32(&[2]), Arg::F32(&[2])], outputs: &[0, 0], run: run_k001 },
-    Case { name: "k002", args: &[Arg::F32(&[1, 2]), Arg::S32(&[], -1, 4), Arg::Pred(&[1, 2])], outputs: &[0, 0, 0], run: run_k002 },
-    Case { name: "k003", args: &[Arg::S32(&[2, 5], -5, 5), Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4)], outputs: &[0], run: run_k003 },
+    Case { name: "k000", args: &[Arg::F32(&[]), Arg::F32(&[3])], outputs: &[0, 0], run: run_k000 },
+    Case { name: "k001", args: &[Arg::S32(&[2], -5, 5), Arg::F32(&[2]), Arg::F32(&[2])], outputs: &[0], run: run_k001 },
+    Case { name: "k002", args: &[Arg::F32(&[1, 2]), Arg::S32(&[], -1, 4), Arg::Pred(&[1, 2])], outputs: &[0], run: run_k002 },
+    Case { name: "k003", args: &[Arg::S32(&[2, 5], -5, 5), Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4)], outputs: &[1, 1], run: run_k003 },
     Case { name: "k004", args: &[Arg::F32(&[5, 1]), Arg::F32(&[5, 1]), Arg::Pred(&[5, 1])], outputs: &[0, 0, 0], run: run_k004 },
     Case { name: "k005", args: &[Arg::F32(&[2, 3]), Arg::Pred(&[2, 3]), Arg::F32(&[5]), Arg::S32(&[], -1, 4)], outputs: &[0, 0, 0], run: run_k005 },
-    Case { name: "k006", args: &[Arg::F32(&[1]), Arg::F32(&[1])], outputs: &[0, 0], run: run_k006 },
-    Case { name: "k007", args: &[Arg::F32(&[5, 3])], outputs: &[1, 0], run: run_k007 },
-    Case { name: "k008", args: &[Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4), Arg::F32(&[]), Arg::Pred(&[])], outputs: &[0], run: run_k008 },
-    Case { name: "k009", args: &[Arg::F32(&[]), Arg::F32(&[]), Arg::Pred(&[])], outputs: &[0, 0, 0], run: run_k009 },
-    Case { name: "k010", args: &[Arg::S32(&[], -5, 5), Arg::F32(&[3]), Arg::F32(&[3]), Arg::S32(&[], -1, 4)], outputs: &[0], run: run_k010 },
+    Case { name: "k006", args: &[Arg::F32(&[1]), Arg::F32(&[1])], outputs: &[0], run: run_k006 },
+    Case { name: "k007", args: &[Arg::F32(&[5, 3])], outputs: &[0, 0, 0], run: run_k007 },
+    Case { name: "k008", args: &[Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4), Arg::F32(&[]), Arg::Pred(&[])], outputs: &[1, 0], run: run_k008 },
+    Case { name: "k009", args: &[Arg::F32(&[]), Arg::F32(&[]), Arg::Pred(&[])], outputs: &[0, 1, 0], run: run_k009 },
+    Case { name: "k010", args: &[Arg::S32(&[], -5, 5), Arg::F32(&[3]), Arg::F32(&[3]), Arg::S32(&[], -1, 4)], outputs: &[0, 0, 0], run: run_k010 },
     Case { name: "k011", args: &[Arg::F32(&[3]), Arg::F32(&[3]), Arg::F32(&[])], outputs: &[0], run: run_k011 },
-    Case { name: "k012", args: &[Arg::F32(&[5, 1]), Arg::F32(&[]), Arg::F32(&[])], outputs: &[0, 0], run: run_k012 },
-    Case { name: "k013", args: &[Arg::F32(&[3])], outputs: &[0], run: run_k013 },
+    Case { name: "k012", args: &[Arg::F32(&[5, 1]), Arg::F32(&[]), Arg::F32(&[])], outputs: &[0], run: run_k012 },
+    Case { name: "k013", args: &[Arg::F32(&[3])], outputs: &[0, 0], run: run_k013 },
     Case { name: "k014", args: &[Arg::F32(&[3, 2]), Arg::F32(&[])], outputs: &[0, 1], run: run_k014 },
-    Case { name: "k015", args: &[Arg::F32(&[])], outputs: &[0, 0, 1], run: run_k015 },
-    Case { name: "k016", args: &[Arg::F32(&[1]), Arg::S32(&[], -1, 4), Arg::F32(&[1])], outputs: &[0], run: run_k016 },
-    Case { name: "k017", args: &[Arg::F32(&[]), Arg::S32(&[], -5, 5)], outputs: &[0, 0, 0], run: run_k017 },
+    Case { name: "k015", args: &[Arg::F32(&[])], outputs: &[0, 0], run: run_k015 },
+    Case { name: "k016", args: &[Arg::F32(&[1]), Arg::S32(&[], -1, 4), Arg::F32(&[1])], outputs: &[0, 0], run: run_k016 },
+    Case { name: "k017", args: &[Arg::F32(&[]), Arg::S32(&[], -5, 5)], outputs: &[0, 1, 1], run: run_k017 },
     Case { name: "k018", args: &[Arg::F32(&[]), Arg::F32(&[5]), Arg::F32(&[])], outputs: &[0, 0], run: run_k018 },
-    Case { name: "k019", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[]), Arg::F32(&[2])], outputs: &[0], run: run_k019 },
+    Case { name: "k019", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[]), Arg::F32(&[2])], outputs: &[1, 0], run: run_k019 },
     Case { name: "k020", args: &[Arg::F32(&[3, 3])], outputs: &[0, 0], run: run_k020 },
-    Case { name: "k021", args: &[Arg::F32(&[3, 5])], outputs: &[0], run: run_k021 },
-    Case { name: "k022", args: &[Arg::S32(&[5], -5, 5), Arg::S32(&[2], -5, 5), Arg::S32(&[3], -5, 5)], outputs: &[0], run: run_k022 },
-    Case { name: "k023", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[2])], outputs: &[0], run: run_k023 },
-    Case { name: "k024", args: &[Arg::S32(&[], -5, 5)], outputs: &[0], run: run_k024 },
-    Case { name: "k025", args: &[Arg::Pred(&[3, 1]), Arg::S32(&[], -2, 6)], outputs: &[0, 0, 0], run: run_k025 },
-    Case { name: "k026", args: &[Arg::F32(&[3]), Arg::F32(&[3])], outputs: &[0], run: run_k026 },
-    Case { name: "k027", args: &[Arg::F32(&[]), Arg::Pred(&[1, 5]), Arg::S32(&[5, 2], -5, 5)], outputs: &[0, 0], run: run_k027 },
-    Case { name: "k028", args: &[Arg::F32(&[3]), Arg::S32(&[], -1, 4)], outputs: &[0, 1, 0], run: run_k028 },
+    Case { name: "k021", args: &[Arg::F32(&[3, 5])], outputs: &[0, 0, 0], run: run_k021 },
+    Case { name: "k022", args: &[Arg::S32(&[5], -5, 5), Arg::S32(&[2], -5, 5), Arg::S32(&[3], -5, 5)], outputs: &[1, 0, 0], run: run_k022 },
+    Case { name: "k023", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[2])], outputs: &[1, 0], run: run_k023 },
+    Case { name: "k024", args: &[Arg::S32(&[], -5, 5)], outputs: &[0, 0, 0], run: run_k024 },
+    Case { name: "k025", args: &[Arg::Pred(&[3, 1]), Arg::S32(&[], -2, 6)], outputs: &[0, 0], run: run_k025 },
+    Case { name: "k026", args: &[Arg::F32(&[3]), Arg::F32(&[3])], outputs: &[0, 0, 0], run: run_k026 },
+    Case { name: "k027", args: &[Arg::F32(&[]), Arg::Pred(&[1, 5]), Arg::S32(&[5, 2], -5, 5)], outputs: &[1, 0], run: run_k027 },
+    Case { name: "k028", args: &[Arg::F32(&[3]), Arg::S32(&[], -1, 4)], outputs: &[0, 0], run: run_k028 },
     Case { name: "k029", args: &[Arg::F32(&[2]), Arg::S32(&[], -1, 4), Arg::F32(&[]), Arg::F32(&[2])], outputs: &[0, 0], run: run_k029 },
-    Case { name: "k030", args: &[Arg::F32(&[2]), Arg::S32(&[], -1, 4)], outputs: &[0, 0, 1], run: run_k030 },
-    Case { name: "k031", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[2])], outputs: &[0, 1], run: run_k031 },
-    Case { name: "k032", args: &[Arg::F32(&[1, 5])], outputs: &[0, 0, 0], run: run_k032 },
-    Case { name: "k033", args: &[Arg::F32(&[3, 5]), Arg::F32(&[2])], outputs: &[1, 0], run: run_k033 },
-    Case { name: "k034", args: &[Arg::F32(&[1, 3]), Arg::Pred(&[3, 2]), Arg::F32(&[1, 3])], outputs: &[0], run: run_k034 },
-    Case { name: "k035", args: &[Arg::F32(&[])], outputs: &[1, 0, 1], run: run_k035 },
-    Case { name: "k036", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[1]), Arg::F32(&[2, 2]), Arg::F32(&[1])], outputs: &[0, 0], run: run_k036 },
-    Case { name: "k037", args: &[Arg::S32(&[3], -5, 5), Arg::Pred(&[2])], outputs: &[0, 0], run: run_k037 },
-    Case { name: "k038", args: &[Arg::F32(&[2, 2]), Arg::S32(&[2, 2], -5, 5)], outputs: &[0], run: run_k038 },
-    Case { name: "k039", args: &[Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4)], outputs: &[1], run: run_k039 },
-    Case { name: "k040", args: &[Arg::F32(&[2]), Arg::F32(&[2])], outputs: &[0], run: run_k040 },
-    Case { name: "k041", args: &[Arg::S32(&[], -1, 4), Arg::Pred(&[2]), Arg::S32(&[1, 1], -5, 5)], outputs: &[0, 0], run: run_k041 },
-    Case { name: "k042", args: &[Arg::F32(&[])], outputs: &[0], run: run_k042 },
+    Case { name: "k030", args: &[Arg::F32(&[2]), Arg::S32(&[], -1, 4)], outputs: &[0], run: run_k030 },
+    Case { name: "k031", args: &[Arg::S32(&[], -2, 6), Arg::F32(&[2])], outputs: &[0, 0], run: run_k031 },
+    Case { name: "k032", args: &[Arg::F32(&[1, 5])], outputs: &[1, 0], run: run_k032 },
+    Case { name: "k033", args: &[Arg::F32(&[3, 5]), Arg::F32(&[2])], outputs: &[1], run: run_k033 },
+    Case { name: "k034", args: &[Arg::F32(&[1, 3]), Arg::Pred(&[3, 2]), Arg::F32(&[1, 3])], outputs: &[0, 0, 1], run: run_k034 },
+    Case { name: "k035", args: &[Arg::F32(&[])], outputs: &[0, 1], run: run_k035 },
+    Case { name: "k036", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[1]), Arg::F32(&[2, 2]), Arg::F32(&[1])], outputs: &[1, 0], run: run_k036 },
+    Case { name: "k037", args: &[Arg::S32(&[3], -5, 5), Arg::Pred(&[2])], outputs: &[0, 1, 0], run: run_k037 },
+    Case { name: "k038", args: &[Arg::F32(&[2, 2]), Arg::S32(&[2, 2], -5, 5)], outputs: &[0, 0], run: run_k038 },
+    Case { name: "k039", args: &[Arg::S32(&[], -5, 5), Arg::S32(&[], -1, 4)], outputs: &[0], run: run_k039 },
+    Case { name: "k040", args: &[Arg::F32(&[2]), Arg::F32(&[2])], outputs: &[0, 0], run: run_k040 },
+    Case { name: "k041", args: &[Arg::S32(&[], -1, 4), Arg::Pred(&[2]), Arg::S32(&[1, 1], -5, 5)], outputs: &[0], run: run_k041 },
+    Case { name: "k042", args: &[Arg::F32(&[])], outputs: &[0, 1], run: run_k042 },
     Case { name: "k043", args: &[Arg::F32(&[2, 5]), Arg::F32(&[5]), Arg::S32(&[], -1, 4), Arg::S32(&[2, 5], -5, 5)], outputs: &[0, 1, 0], run: run_k043 },
-    Case { name: "k044", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[])], outputs: &[0, 0, 0], run: run_k044 },
-    Case { name: "k045", args: &[Arg::F32(&[1, 1]), Arg::S32(&[], -1, 4), Arg::F32(&[])], outputs: &[0, 0], run: run_k045 },
-    Case { name: "k046", args: &[Arg::S32(&[], -5, 5), Arg::Pred(&[]), Arg::S32(&[], -1, 4), Arg::F32(&[3])], outputs: &[0], run: run_k046 },
-    Case { name: "k047", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[3, 5]), Arg::F32(&[3, 5])], outputs: &[0, 1, 0], run: run_k047 },
+    Case { name: "k044", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[])], outputs: &[0, 1], run: run_k044 },
+    Case { name: "k045", args: &[Arg::F32(&[1, 1]), Arg::S32(&[], -1, 4), Arg::F32(&[])], outputs: &[1, 1], run: run_k045 },
+    Case { name: "k046", args: &[Arg::S32(&[], -5, 5), Arg::Pred(&[]), Arg::S32(&[], -1, 4), Arg::F32(&[3])], outputs: &[0, 0], run: run_k046 },
+    Case { name: "k047", args: &[Arg::S32(&[], -1, 4), Arg::F32(&[3, 5]), Arg::F32(&[3, 5])], outputs: &[0, 0, 0], run: run_k047 },
 ];
 
-#[tpu_kernel]
-fn k000(x0: Tensor, b0: bool, x1: Tensor) -> Tensor {
-    let v1 = if (x1.min(&[0]) >= x0).select(x1.max(&[0]).cast(PRED) && x1.max(&[0]).cast(PRED), !Tensor::scalar(1.0, PRED)).select(!x1.sum(&[0]).cast(PRED), x0 > (x0 * Tensor::scalar(0.0, F32))) {
-        let v2 = ((x1 + x1) - (x0.broadcast_to([3]) + 1)).maximum(x1.clamp(0.0, 4.0) + x0.broadcast_to([3]).cast(S32).cast(F32));
-        if v2[1].cast(PRED).select((x0 / 2.0) != 0.0, v2.argmin(0).cast(PRED)) {
-            let f3 = move |a4: Tensor| a4.cast(S32).cast(F32).sign();
-            let v5 = v2.argmax(0).clamp(1, 2).cast(F32) + x0.minimum(x0 * f3(x0.clamp(-1.0, 1.0)));
-        } else if (2.0f32 + 0.25f32) < 1.5 {
-            let mut v6 = x0.floor();
-            for _ in -1..3 {
-                v6 = 1.0f32 - ((Tensor::scalar(0.5, F32) / 4.0) * 3.0);
+#[cpu_kernel]
+fn k000(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor) {
+    let v1 = (x1 + x0.broadcast_to([3]).cast(PRED).cast(F32)).maximum((x1.argmin(0) + 1).cast(F32));
+    let mut v2 = v1.sort(0, false);
+    for _ in 0..=0 {
+        #[unroll]
+        'l4: for k3 in 0..3usize {
+            if (v2.dim(0) + x1.dim(0)) == 1 {
+                break 'l4;
             }
+            let r5: bool = (0.25f32 * 2.0) > 0.5;
         }
-        let mut r7: bool = !(b0 && ((x1.dim(0) as f32) < 0.0));
-        (x1 <= x0.broadcast_to([3])).select(v2.cast(S32), (x0.broadcast_to([3]).cast(S32) * x1.sort(0, false).cast(S32)).clamp(-3, 7))
-    } else if (x1.dim(0) + 0) % 2 == 0 {
-        let mut v8 = Tensor::iota([3], 0, F32);
-        for i9 in 0..(1 + 1) {
-            let mut v10 = ((((v8 / 4.0).clamp(-2.0, 1.0) * (Tensor::full([3], 2.0, F32) / 2.0).minimum(v8)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            if x0 != x0 {
-                let v11 = v8;
-            }
-            v8 = (!i9.broadcast_to([3]).cast(PRED)).select(x1, v10);
-        }
-        let mut v12 = (((Tensor::iota([3], 0, F32) * (x1.dim(0) as f32)) * x1.cast(PRED).select(x1, x1)) - v8).clamp(-64.0, 64.0);
-        (v8[2..3].cast(S32) * -1) + (v8.sort(0, false).cast(S32).minimum(v8.cast(S32)) + x1.sort(0, true).cast(S32))
-    } else if (!(Tensor::scalar(0.5, F32) >= 2.0)) || (x0.cast(PRED) | x1[2].cast(PRED)) {
-        if x0.cast(PRED).select(!x1[2].cast(PRED), x0 < x0) {
-            let v13 = x0.broadcast_to([3]).cast(PRED).select((((x0.broadcast_to([3]) * 0.5) * 8.0).floor() * 0.125).cast(S32), x1.argmax(0) - (x0.cast(S32) + x0.cast(S32)));
-        } else {
-            let mut v14 = (x1 <= x0).cast(F32) * x0.broadcast_to([3]);
-            let mut c15 = Tensor::scalar(0.0, S32);
-            while !(c15 >= 0) && (!v14[0].cast(PRED)) {
-                let r16: usize = (4 + (2 + 1)).min(6);
-                v14 = ((x1.cast(PRED).select(v14, c15.broadcast_to([3]).cast(F32)).clamp(-0.5, 4.0) * 1.5) * 8.0).floor() * 0.125;
-                c15 = c15 + 1;
-            }
-            let r17: usize = v14.dim(0) + v14.dim(0);
-        }
-        let mut v18 = x1;
-        let mut c19 = Tensor::scalar(0.0, S32);
-        while c19 < 3 {
-            if (c19.cast(PRED).select(x0.cast(PRED), x1[2].cast(PRED)) || (!v18.sum(&[0]).clamp(-64.0, 64.0).cast(PRED))) & x1.max(&[0]).cast(PRED).select(x1.max(&[0]).cast(PRED), Tensor::scalar(-2.0, S32) >= 0) {
-                v18 = (((v18.cast(PRED).select(v18, v18.sort(0, false)) - 3.0) * 0.5) * 8.0).floor() * 0.125;
-            } else if x0.cast(PRED).cast(S32) == v18.sum(&[0]).clamp(-64.0, 64.0).cast(S32).clamp(-3, 2) {
-                let v20 = x1.cast(PRED);
-                let v21 = c19.abs();
-            } else if (0.25f32 * 0.5) >= 0.5 {
-                let mut v22 = x1;
-            }
-            v18 = x1.clamp(-2.0, 4.0);
-            c19 = c19 + 1;
-        }
-        x0.broadcast_to([3]).minimum(x1.sort(0, false)).cast(S32).clamp(-3, 4)
-    } else {
-        let mut v23 = x1;
-        for i24 in 0..(3 / 2) {
-            v23 = x1.floor();
-            let v25 = !(x1[2].cast(PRED).select(x1.argmin(0).cast(PRED), x1.sum(&[0]).cast(PRED)) & x1.cast(PRED).select(i24.broadcast_to([3]).cast(PRED), x1.cast(PRED)));
-            v23 = (v25.cast(F32) + (v25.cast(F32) - x1)).clamp(-0.5, 0.5);
-            v23 = ((((v23 / 4.0) * 0.25) * 8.0).floor() * 0.125) * (0 as f32);
-        }
-        x1.cast(S32)
-    };
-    let mut v26 = (-x0.broadcast_to([3]).cast(S32)).clamp(1, 7);
-    let mut v1 = ((Tensor::scalar(-1.5, F32) * 0.25) == x0).select(x1.argmax(0).cast(F32) - -0.25, v1[2].cast(F32)).clamp(-64.0, 64.0);
-    for i27 in 1..=3 {
-        let mut parts28 = Vec::new();
-        for k29 in 0..2usize {
-            parts28.push(x1);
-        }
-        let v30 = concat(&parts28, 0);
-        let v31 = ((v1 != 0.5) | (i27 == v26.max(&[0]))).select(x1.max(&[0]).cast(S32) * v26.min(&[0]).abs(), Tensor::scalar(3.0, S32));
-        let v32 = if (i27 - x1.argmin(0)).abs() != 0 {
-            v26[1..3] = i27;
-            v1 = (v26[v31].cast(F32).clamp(-64.0, 64.0) + v30.dim(0)).clamp(-64.0, 64.0).square().clamp(-64.0, 64.0).square().clamp(-64.0, 64.0);
-            x1 + (4 % 3)
-        } else if (1 / 2) < 1 {
-            let mut parts33 = Vec::new();
-            for k34 in 0..3usize {
-                parts33.push(i27.broadcast_to([3]).cast(F32) * x1);
-            }
-            let v35 = concat(&parts33, 0);
-            v1 = (-0.25f32 - (x0 - v30.max(&[0]))) + 2.0;
-            (x1.cast(PRED).select(x1, x1.max(&[0])) < -1.0).cast(F32)
-        } else {
-            let mut v36 = v30[3];
-            let v37 = if (0 + 1) % 2 == 0 {
-                let v38 = ((-v30[i27].cast(S32)) + i27.maximum(v30[i27].cast(S32))) / 2;
-                v1 = (-1.0f32 * ((v26[2].cast(F32) - v1) + v26[v38].cast(F32))).clamp(-64.0, 64.0);
-                (((v1.broadcast_to([3]) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-            } else {
-                let mut r39: bool = !((0.5f32 * 0.5) > 0.0);
-                x1
-            };
-            v37
-        };
+        v2 = (((((x1 + (4 % 3)) + (v2 * (1.5f32 * 2.0))) * -2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     }
-    v26
+    v2 = (x1.sort(0, false).cast(PRED).select(Tensor::full([3], 0.125, F32), 0.5f32 * v1.clamp(-0.5, 4.0)) * 8.0).floor() * 0.125;
+    v2 = if ((0 + 3) % 2 == 0) && b0 {
+        #[unroll]
+        for k6 in 0..2usize {
+            v2 = if (Tensor::scalar(0.125, F32) * (k6 as f32)) < 0.5 {
+                let v8 = x0;
+                v1
+            } else {
+                v2 = ((v2[0] % (x1.abs() + 0.5)).maximum(x1.sort(0, true).cast(S32).cast(F32)) - (!v1.sort(0, true).cast(PRED)).cast(F32)).clamp(-64.0, 64.0);
+                v2 = x1.clamp(-2.0, 4.0).clamp(-0.5, 0.5) + v1;
+                (v1.cast(S32) / 5).cast(F32).square()
+            };
+            v2 = x0.broadcast_to([3]).cast(PRED).select(v1.cast(PRED), x1.sort(0, false).cast(PRED)).cast(F32) * -2.0;
+        }
+        (x1 % (x1.sort(0, true).cast(PRED).select(v1, v1).abs() + 0.5)) - -0.25
+    } else if (x0 * v2[1].relu()) < Tensor::scalar(0.0, F32) {
+        v2 = if ((v2.sum(&[0]).clamp(-64.0, 64.0).cast(S32) > v1[-1].cast(S32)) || v1.argmin(0).cast(PRED)).select((Tensor::scalar(-2.0, S32) != v1[1].cast(S32)).select(x0.cast(PRED), v1[2].cast(PRED)), Tensor::scalar(0.0, PRED).select(v2[2].cast(S32), x1[1].cast(S32)) <= v1.argmin(0).clamp(0, 2)) {
+            let v10 = if 0.25f32 >= 1.5 {
+                let mut r11: usize = 0;
+                let mut v12 = x0.cast(PRED).cast(F32) / 2.0;
+                let mut v13 = (!(v2[0].cast(PRED) ^ v12.cast(PRED))) && (v1[0].cast(PRED).select(v1.min(&[0]).cast(PRED), v2.max(&[0]).cast(PRED)) || (v2.min(&[0]).cast(PRED) && x1.max(&[0]).cast(PRED)));
+                x1[2].cast(PRED).cast(F32).minimum((!v13).select(x0 - 1.0, Tensor::scalar(2.0, F32) * v12)).clamp(-64.0, 64.0)
+            } else if !(v2.dim(0) == 2) {
+                v2 = ((x0.broadcast_to([3]).cast(PRED).cast(F32) % (v2.maximum(Tensor::scalar(0.0, F32)).abs() + 0.5)) * -2.0).clamp(-64.0, 64.0);
+                let mut v14 = x0.clamp(-0.5, 4.0);
+                let mut v15 = ((x1 * 1.5) * 8.0).floor() * 0.125;
+                ((x0 + x1.dim(0)) - x1.min(&[0])) * -1.0
+            } else {
+                let mut v2 = x1.max(&[0]).cast(PRED).cast(S32).maximum(x1[-3].cast(S32).minimum(x1.max(&[0]).cast(S32)) + x1.sum(&[0]).cast(S32).clamp(-3, 7));
+                Tensor::scalar(2.0, F32)
+            };
+            v10.broadcast_to([3])
+        } else {
+            let mut c16 = Tensor::scalar(0.0, S32);
+            while !(c16 >= 1) && ((!v1[1].cast(PRED)) || ((!x1[0].cast(PRED)) && (x1.sum(&[0]).cast(PRED) ^ v1[1].cast(PRED)))) {
+                let v17 = (v2[c16].cast(S32) + 1).clamp(-3, 7) + v1.max(&[0]).cast(S32).clamp(-3, 2);
+                v2 = (v1 + v2).clamp(-64.0, 64.0);
+                c16 = c16 + 1;
+            }
+            ((((0.5f32 - Tensor::full([3], 0.125, F32)) * 0.5) + v1.sort(0, true).cast(S32).clamp(-3, 7).cast(F32)) * 8.0).floor() * 0.125
+        };
+        v1.floor()
+    } else if (2 + 4) <= 3 {
+        v2 = x1.cast(S32).cast(F32);
+        v2
+    } else {
+        for i18 in 0..2 {
+            if ((i18 % 3) >= x0.cast(S32)) && ((x0.cast(PRED) & v2.min(&[0]).cast(PRED)) && x1[i18].cast(PRED)) {
+                v2[1..3] = Tensor::full([2], 2.0, F32).abs() + v1[0..1];
+                let v19 = i18.broadcast_to([3]).cast(PRED);
+                let mut v20 = x1;
+            }
+            v2 = ((x0.broadcast_to([3]) * (v1.ceil() / 4.0)) * 8.0).floor() * 0.125;
+            for _ in 2..=5 {
+                let mut v1 = x0.cast(PRED);
+                let mut v21 = x0.cast(S32);
+                let mut v22 = x1;
+                v21 = (x1.max(&[0]).cast(S32) > 1).cast(S32) % 3;
+                v2 = v22[ds(v21, 1)].cast(PRED).select((v1.broadcast_to([3]).cast(F32) - i18.broadcast_to([1]).cast(F32)).clamp(0.0, 0.5), v2.max(&[0]));
+            }
+            let mut parts23 = Vec::new();
+            for k24 in 0..1usize {
+                parts23.push(v1.cast(PRED).cast(F32));
+            }
+            let v25 = concat(&parts23, 0);
+            v2 = x1;
+        }
+        v2 = x1.cast(PRED).cast(F32);
+        ((x0.broadcast_to([3]) + (v2[0..1] - v2)) - x0.broadcast_to([3])).clamp(-64.0, 64.0)
+    };
+    let mut v1 = ((v1[0].cast(S32).cast(F32) * -2.0) - (x0.cast(PRED) || x1.max(&[0]).cast(PRED)).select(x0, v2.min(&[0]))).clamp(-64.0, 64.0);
+    v2[1..3] = (x0.broadcast_to([2]) == 0.5).select(v2[1..3], x1[1..3] + 3.0);
+    (x1, v1)
 }
 
 fn run_k000(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k000::run(dev, &a[0], true, &a[1])?])
+    let (o0, o1) = k000::run(dev, &a[0], true, &a[1])?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
-fn k001(s0: f32, x2: Tensor, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
+#[tpu_kernel]
+fn k001(s0: f32, x2: Tensor, x0: Tensor, x1: Tensor) -> Tensor {
     let v1 = x2.max(&[0]).cast(F32) + (1 % 3);
     let v2 = if (v1 - x2[0].cast(PRED).select(x1.min(&[0]), x0[1])) < (x2.sum(&[0]).cast(F32) * 0.5f32) {
         let mut v3 = x1.sum(&[0]).cast(PRED).cast(S32) - ((x1.max(&[0]).cast(S32) / 2) / 2);
@@ -221,16 +210,15 @@ fn k001(s0: f32, x2: Tensor, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
         parts21.push(x1.cast(S32).abs().abs());
     }
     let v23 = concat(&parts21, 0);
-    (v16, x2)
+    v16
 }
 
 fn run_k001(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k001::run(dev, 0.5, &a[0], &a[1], &a[2])?;
-    Ok(vec![o0, o1])
+    Ok(vec![k001::run(dev, 0.5, &a[0], &a[1], &a[2])?])
 }
 
-#[tpu_kernel]
-fn k002(x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
+#[cpu_kernel(precision = "highest")]
+fn k002(x0: Tensor, t0: Tensor, x1: Tensor) -> Tensor {
     let mut m1 = 0usize;
     while m1 < (3 / 3).min(1) && ((-0.5f32) < 0.0) {
         let v2 = if m1 % 2 == 0 {
@@ -277,189 +265,94 @@ fn k002(x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
         x0
     };
     let mut v20 = !(x1.cast(F32) != v9.clamp(-1.0, 0.5));
-    (v9, v20, v20)
+    v9
 }
 
 fn run_k002(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k002::run(dev, &a[0], &a[1], &a[2])?;
-    Ok(vec![o0, o1, o2])
+    Ok(vec![k002::run(dev, &a[0], &a[1], &a[2])?])
 }
 
-#[cpu_kernel]
-fn k003(n0: usize, x1: Tensor, s0: f32, x0: Tensor, t0: Tensor, b0: bool) -> Tensor {
-    let mut v1 = (x0.cast(F32) / 2.0, x1.sum(&[0, 1]), -x0.broadcast_to([2, 5]).cast(PRED).cast(S32));
-    let mut v2 = x1.sum(&[0, 1]).cast(F32);
-    for i3 in 1..t0 {
-        v2 = ((x1[(0, 3)].cast(F32) * x0.cast(F32)) / 4.0) + (Tensor::scalar(0.0, S32) + t0).cast(F32);
-        let mut c4 = Tensor::scalar(0.0, S32);
-        while !(c4 >= i3) {
-            for i5 in -1..1 {
-                v2 = Tensor::scalar(-1.5, F32);
-                v2 = (((c4.cast(PRED).select(i5.cast(F32), x0.cast(F32) * v2) * ((Tensor::scalar(-1.5, F32) + v2) * -1.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            }
-            let mut v6 = v1.1.broadcast_to([2, 5]).cast(F32).clamp(-64.0, 64.0);
-            let mut c7 = Tensor::scalar(0.0, S32);
-            while c7 < t0 {
-                let v8 = (t0.cast(F32) <= (c7.cast(F32) * v1.2.sum(&[0, 1]).clamp(-1024, 1024).cast(F32))).select((v1.1.cast(F32) >= v6[(0, 1)]).select(t0 != 0, !c4.cast(PRED)), (v6[(0, 3)].cast(PRED) && v6[(0, 2)].cast(PRED)) & Tensor::scalar(0.0, PRED));
-                v2 = (c7.cast(F32) < v2.clamp(-1.0, 0.5)).select(v8.cast(S32).cast(F32), v6.sum(&[0, 1]).clamp(-0.5, 1.0) + v2.clamp(-2.0, 0.5));
-                c7 = c7 + 1;
-            }
-            v6[(.., 1..4)] = (-c7.broadcast_to([2, 5]).cast(F32).clamp(-8.0, 8.0).matmul(c4.broadcast_to([5, 3]).cast(F32).clamp(-8.0, 8.0))).clamp(-64.0, 64.0);
-            c4 = c4 + 1;
+#[tpu_kernel]
+fn k003(n0: usize, x1: Tensor, s0: f32, x0: Tensor, t0: Tensor, b0: bool) -> (Tensor, Tensor) {
+    let mut r1: f32 = x1.dim(0) as f32;
+    let f2 = move |a3: Tensor| x1.sum(&[0, 1]).cast(F32) + x0.cast(F32);
+    let mut v4 = t0.cast(F32);
+    for i5 in -1..3 {
+        v4 = Tensor::scalar(0.5, F32);
+        for (k6, &w7) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+            let r1 = i5;
+            let mut r1 = ((t0.cast(F32) / 4.0) > (v4 * Tensor::scalar(0.5, F32))).select((i5 - x0) * 1, (v4.cast(S32) * x0) + (r1 % 2));
         }
-        v2 = (2.0f32 * v2.cast(PRED).select(x0.cast(F32), Tensor::scalar(0.5, F32))) / 2.0;
-        let mut v9 = x1.sort(1, false);
-        for i10 in 1..t0 {
-            let mut m11 = 0usize;
-            while m11 < 1 {
-                v9[x0] = x0.broadcast_to([5]);
-                v9[(.., 4)] = (-(v9.max(&[1]) * v9.min(&[1]))).clamp(-1024, 1024);
-                m11 += 1;
-            }
-            v9 = ((v1.2.cast(F32) + Tensor::full([2, 5], 0.5, F32)).clamp(-64.0, 64.0) * s0).clamp(-64.0, 64.0).cast(S32);
-        }
+        let mut r1: usize = n0 + x1.dim(0);
+        v4 = v4;
     }
-    let mut r12: bool = 2 <= 2;
-    let mut v13 = v1.2[(0, 4)].cast(F32).clamp(-64.0, 64.0);
-    v2 = v1.2[(1, 2)].cast(F32).clamp(-64.0, 64.0);
-    if !r12 {
-        let mut v14 = (((t0.cast(F32) / 4.0) - v2).clamp(-64.0, 64.0) + n0).clamp(-64.0, 64.0);
-        let mut v15 = (((v14 * (-s0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        let mut c16 = Tensor::scalar(0.0, S32);
-        while !(c16 >= (x1.dim(0) % 2)) && ((t0.cast(PRED).select(v14.cast(S32), t0) - x0.abs()) <= t0) {
-            v15 = v14;
-            v15 = v14;
-            if v1.1.cast(PRED) ^ (x1[(1, 3)].cast(F32) > 0.5) {
-                let v17 = c16 * v13.cast(PRED).select(v1.1 / 2, x0);
-                let v18 = (x1.sum(&[0, 1]).cast(PRED) ^ (v13.cast(S32) > 0)).select(v1.2[(1, 0)].cast(F32), x1[(0, 1)].cast(F32));
-            } else {
-                let v19 = (v2.broadcast_to([2, 5]) - 3.0).clamp(-1.0, 1.0) / 4.0;
-            }
-            c16 = c16 + 1;
-        }
-    } else {
-        #[unroll]
-        'l21: for k20 in 0..(x1.dim(0) + n0).min(1) {
-            if (s0 < -1.0) || (s0 < 0.0) {
-                break;
-            }
-            let mut m22 = 0usize;
-            'l23: while m22 < (0 + n0).min(2) {
-                if b0 {
-                    continue 'l21;
-                }
-                let mut v24 = t0.broadcast_to([2, 5]).cast(F32);
-                v24[x0] = v1.0.broadcast_to([5]);
-                m22 += 1;
-            }
-            let v25 = t0;
-            v13 = (v25 + (t0 - Tensor::scalar(1.0, S32))).cast(F32);
-        }
-        r12 = !(s0 >= 0.0);
+    if 1.5f32 < -1.0 {
+        return (v4, v4);
     }
-    match 4 % 2 {
-        0 => {
-            v2 = -0.25f32 - v1.2.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED).cast(F32);
-        }
-        1 | 2 => {
-            let mut parts27 = Vec::new();
-            for k28 in 0..2usize {
-                parts27.push(v1.0.broadcast_to([2, 5]).cast(PRED).select(x1.cast(F32) < -1.0, x0.cast(PRED)));
-            }
-            let v29 = concat(&parts27, 0);
-            let v30 = t0.broadcast_to([2, 5]).cast(F32);
-        }
-        r26 => {
-            v2 = v13;
-        }
-    }
-    v2 = (((-x1[(1, 1)].cast(F32)) + 1.0) * (0.5f32 - v1.0)).clamp(-64.0, 64.0);
-    v13
+    ((v4.abs() + 1.0).log(), (v4.abs() + 1.0).log())
 }
 
 fn run_k003(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k003::run(dev, 4, &a[0], 0.25, &a[1], &a[2], true)?])
+    let (o0, o1) = k003::run(dev, 4, &a[0], 0.25, &a[1], &a[2], true)?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
+#[gpu_kernel]
 fn k004(x0: Tensor, x2: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor, Tensor) {
-    if (3 + x1.dim(0)) > 2 {
-        if x0[(4, 0)].cast(S32) != 2 {
-            let mut parts1 = Vec::new();
-            for k2 in 0..1usize {
-                parts1.push(x2);
+    if b0 {
+        let mut v1 = x2.sort(0, true).cast(S32).cast(F32).cast(S32);
+        for i2 in 0..2 {
+            if ((x2.sum(&[0, 1]).cast(S32) >= -1) || (x1.any(&[0, 1]) || Tensor::scalar(0.0, PRED))).select((x2[(3, 0)].cast(S32) == 0) || (v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) | Tensor::scalar(1.0, PRED)), !x0.sum(&[0, 1]).cast(PRED)) {
+                v1 = x2.cast(PRED).select(x2.cast(S32).minimum(v1), x0.cast(S32).clamp(0, 2));
+            } else if b0 {
+                v1 = i2.broadcast_to([5, 1]) - (3.0f32 - Tensor::full([5, 1], -1.5, F32)).cast(S32);
+            } else if x0[(0, 0)].cast(PRED) || (x1[(1, 0)].cast(S32) != 1) {
+                let mut v3 = (v1 > i2.broadcast_to([5, 1])).select(x2 <= v1.argmax(0).cast(F32), !x1).cast(S32);
+                let mut v4 = i2.broadcast_to([5, 1]).cast(F32);
+            } else {
+                v1 = x1.cast(S32);
+                v1 = v1;
+                let v5 = !i2.broadcast_to([5, 5]).cast(PRED).select(i2.broadcast_to([5, 5]) > 0, i2.broadcast_to([5, 5]) == i2.broadcast_to([5, 5]));
             }
-            let v3 = concat(&parts1, 0);
-            let mut v4 = Tensor::full([5, 5], 1.0, PRED);
+            let r6: f32 = (-1.5f32) - (1.5f32 + 2.0f32);
             #[unroll]
-            'l6: for k5 in 0..x1.dim(1) {
-                let mut v7 = v3.reshape(&[1, 5]) % v4.transpose(&[1, 0]).cast(F32);
-                let mut r8: usize = v4.dim(1);
-                let mut v9 = ((v3[0] * x1[0].cast(F32)) * (Tensor::iota([5, 1], 0, F32) * (-1.0f32))).cast(S32);
+            for k7 in 0..x1.dim(1) {
+                let mut v8 = (x2 - 1.0).cast(S32).maximum((v1 - v1).clamp(-1024, 1024) * Tensor::iota([5, 1], 1, S32).minimum(v1)).clamp(-1024, 1024);
+                let mut r6 = x1.cast(F32);
+                let mut v9 = (((((i2.broadcast_to([5, 5]).cast(F32) / 4.0) * r6.sum(&[0, 1])) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             }
-        } else {
-            let v10 = if (x1[(2, 0)].cast(F32).minimum(x0.sum(&[0, 1])) / 2.0) > 0.0 {
-                let mut v11 = ((x1[2..3].cast(F32) <= 0.5) & (Tensor::full([5, 5], 0.125, F32) >= x1[1..2].cast(F32))).select((Tensor::full([5, 5], 0.5, F32) / 4.0) * -2.0, (x1.reshape(&[1, 5]).cast(F32) / 2.0).minimum(x0.transpose(&[1, 0]).cast(S32).cast(F32)));
-                v11 = (((v11[(.., 0..3)] + (v11.dim(1) + x1.dim(1))).clamp(-8.0, 8.0).matmul(v11[2..5].maximum(x0.max(&[1])).clamp(-8.0, 8.0)) * 0.25) * 8.0).floor() * 0.125;
-                (((((1.5f32 * v11) * 2.0) * 1.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-            } else if !(!(x0.sum(&[0, 1]) < x1.any(&[0, 1]).cast(F32))) {
-                let mut v12 = x2[0..1].cast(S32).maximum(x2.cast(S32)).maximum(x2.sum(&[0, 1]).cast(S32) - x2.sum(&[0, 1]).cast(S32)).cast(F32);
-                v12 = x1.cast(S32).cast(F32) * (v12[0..1] > x2[3..4]).select(Tensor::full([5, 1], 0.0, PRED).select(x0, x2), x0.sort(0, true));
-                let mut v12 = -(-x2.reshape(&[1, 5]).cast(PRED).select(Tensor::full([5, 5], 0.0, S32), Tensor::full([5, 5], 1.0, S32)));
-                v12.cast(PRED).cast(S32).cast(F32)
-            } else if ((x2[(0, 0)] * 3.0) != x2[(3, 0)].cast(S32).cast(F32)) | (!(x2.sum(&[0, 1]).cast(S32) != 2)) {
-                let v13 = x0 != (x0 * (-(-1.0f32)));
-                x0.max(&[1]).clamp(-1.0, 1.0) % Tensor::full([5, 5], 0.0, S32).cast(F32)
+            if (x0.dim(0) + 3) % 2 == 0 {
+                v1 = v1.maximum((v1.sort(1, false) + 3) % 3);
+                let v10 = x2 != -1.0;
             } else {
-                let v14 = (Tensor::full([5, 5], 0.5, F32) / 4.0).clamp(-2.0, 1.0);
-                Tensor::full([5, 5], 0.0, F32) - v14.transpose(&[1, 0])
-            };
-            let mut v15 = x0.clamp(-0.5, 0.5).cast(S32) + 3;
-        }
-        let v16 = x1.select(x2.cast(S32), x0.cast(S32)).maximum(x2.cast(S32).clamp(0, 4)) < x0.cast(PRED).select(x2, x0).cast(S32);
-    } else {
-        let mut v17 = Tensor::full([5, 5], 0.0, PRED);
-        for i18 in 0..0 {
-            if b0 {
-                v17 = (v17.transpose(&[1, 0]).cast(S32) * i18).clamp(-3, 2) <= 2;
-                let mut v19 = ((i18.broadcast_to([5, 1]).cast(F32).clamp(0.0, 4.0) - ((v17[(.., 2..3)].cast(F32) * x0) * 1.5)) * 8.0).floor() * 0.125;
-            } else {
-                let mut v20 = v17.select(v17.cast(S32), v17.cast(S32)).abs() + 1;
-                let mut v20: f32 = 2.0f32;
+                let mut r6 = x2.abs().round();
             }
         }
-        v17 = v17.select(Tensor::full([5, 5], 1.0, PRED), x1[2..3]);
+    } else if (4 % 2 == 0) || (!(x2.dim(1) != 0)) {
+        let mut r11: f32 = 1.5f32 - (4 as f32);
+        let mut r11 = Tensor::full([5, 5], 0.5, F32);
+        let mut c12 = Tensor::scalar(0.0, S32);
+        while !(c12 >= 3) {
+            let v13 = c12.broadcast_to([5, 5]).minimum(c12.broadcast_to([5, 5]).cast(PRED).cast(S32)).minimum(x1[0..1].select(x0[0..1].cast(S32), x1[ds(c12, 1)].cast(S32)) + (x0[1..2].cast(S32) * x1[0..1].cast(S32)));
+            r11 = ((((c12.broadcast_to([5, 5]).cast(PRED) || c12.broadcast_to([5, 5]).cast(PRED)).select(r11.transpose(&[1, 0]), c12.broadcast_to([5, 5]).cast(F32)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            c12 = c12 + 1;
+        }
     }
-    let mut v21 = Tensor::full([5, 5], 1.0, PRED).cast(S32);
-    let mut c22 = Tensor::scalar(0.0, S32);
-    while c22 < 2 {
-        let mut v23 = x1.select(x2 - c22.cast(F32), x0[2..3]).clamp(-0.5, 4.0);
-        let mut v24 = (v21.cast(F32).clamp(-64.0, 64.0), v21.cast(F32).clamp(-64.0, 64.0), (v21.sort(1, false).cast(F32).minimum(v21.transpose(&[1, 0]).cast(F32)) * 0.5).clamp(-64.0, 64.0));
-        let v25 = (((v23.sum(&[0, 1]).clamp(-1.0, 4.0) * x0.matmul(x2[2..3])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
-        v23 = if (Tensor::scalar(0.0, F32) >= 0.5) ^ ((v24.0[(2, 2)].cast(PRED) && c22.cast(PRED)) && (x1[(0, 0)].cast(F32) == 2.0)) {
-            if ((v24.2.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED) & x1[(4, 0)]) | (c22 == 1)) && (v24.2[(0, 0)].cast(S32).minimum(c22) == -1) {
-                let v27 = x1.cast(F32).maximum(x2).maximum(v23);
-                let mut v28 = (v25 + v25).maximum(x1.cast(S32) + 2);
-            } else {
-                let r29: bool = b0;
-                let v30 = (x2 * -2.0).clamp(-0.5, 4.0);
-                let mut v31 = (((((v24.0.sort(0, false) * v24.2[(1, 3)]).clamp(-1.0, 0.5) * 8.0).floor() * 0.125) * (0.25f32 * -1.0)) * 8.0).floor() * 0.125;
-            }
-            x2
-        } else {
-            let mut v32 = v24.1.transpose(&[1, 0]).cast(PRED);
-            let mut v32 = (!v21.sort(0, true).cast(PRED)).select(v21, v21.argmax(0).maximum(c22.broadcast_to([5, 5]))).cast(F32).clamp(-64.0, 64.0);
-            (((x0.square() / 2.0) + x0) * 8.0).floor() * 0.125
-        };
-        v21 = v21;
-        c22 = c22 + 1;
+    let mut v14 = Tensor::full([5, 1], 1.0, PRED).select(x0.cast(S32), x1.cast(S32)).cast(F32).minimum(x1.cast(F32));
+    match 4 {
+        0 => {
+            v14 = x0;
+        }
+        1 | 2 => {
+            let v16 = x2[1..2].cast(S32) - Tensor::full([5, 5], 3.0, S32);
+        }
+        r15 => {
+            v14 = ((((Tensor::iota([5, 5], 1, F32) - Tensor::iota([5, 5], 1, F32)).clamp(-8.0, 8.0).matmul((x1.cast(F32) + v14).clamp(-8.0, 8.0)) - v14) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v14 = x2.round();
+        }
     }
-    for i33 in 0..0 {
-        v21 = ((c22 * v21.clamp(1, 2)).clamp(-1024, 1024) * 1).clamp(-1024, 1024);
-    }
-    v21[ds(c22, 4)] = Tensor::full([4, 5], 0.0, S32);
-    let v34 = c22.broadcast_to([5, 1]) + 2;
-    (x2, x0, c22)
+    let mut v17 = ((Tensor::iota([5, 5], 1, F32) - 2.0) + Tensor::full([5, 5], -1.5, F32)) * 0.5f32;
+    (v17, v17, x1)
 }
 
 fn run_k004(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -467,46 +360,78 @@ fn run_k004(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
     Ok(vec![o0, o1, o2])
 }
 
-#[cpu_kernel(precision = "highest")]
-fn k005(x0: Tensor, x2: Tensor, n0: usize, x1: Tensor, s0: f32, t0: Tensor) -> Vec<Tensor> {
-    let mut v1 = (((x0 + x2.cast(F32)) * s0) * 8.0).floor() * 0.125;
-    let mut c2 = Tensor::scalar(0.0, S32);
-    while !(c2 >= (1 / 3)) {
-        for (k3, &w4) in [0.5f32, -1.0f32].iter().enumerate() {
-            for _ in 1..t0 {
-                let mut v5 = c2.broadcast_to([5]).cast(PRED).cast(S32).maximum(t0.broadcast_to([5]) % 3);
-                v5[c2] = c2;
-                v1 = ((((-2.0f32 * Tensor::iota([2, 3], 1, F32)) + x0) / 2.0) * 8.0).floor() * 0.125;
+#[cpu_kernel]
+fn k005(x0: Tensor, x2: Tensor, n0: usize, x1: Tensor, s0: f32, t0: Tensor) -> (Tensor, Tensor, Tensor) {
+    let v1 = x0 + x2.cast(F32);
+    let mut v2 = t0.broadcast_to([5]);
+    if (3 / 3) % 2 == 0 {
+        let mut v3 = 1.0f32 - x1;
+        'l5: for (k4, &w6) in [0.5f32, -1.0f32].iter().enumerate() {
+            let mut r7: bool = k4 % 2 == 0;
+            let mut c8 = Tensor::scalar(0.0, S32);
+            while c8 < 4 && x0.sum(&[0, 1]).cast(PRED).select(x0.sum(&[0, 1]).cast(PRED).select(v1[(1, 1)], t0.cast(F32)) == t0.cast(F32), (x2[(1, 1)].cast(F32) / 2.0) < (x0[(1, 0)] + x2[(0, 2)].cast(F32))) {
+                let mut v9 = v1[(1, 2)].cast(PRED).select(x2.any(&[0, 1]).select(v1[(1, 0)].cast(PRED), v3.argmax(0).cast(PRED)), x2.any(&[0, 1]).cast(S32) == 2).select((v1 + v2.dim(0)) + x2.select(v1, x0), -v1);
+                v2 = (((v2.sort(0, false) * 3) - v3.cast(S32)) - v2).clamp(-1024, 1024);
+                c8 = c8 + 1;
             }
-            let r6: usize = 3;
-            let v7 = if (r6 % 3) % 2 == 0 {
-                let mut r8: usize = ((x1.dim(0) % 3) + x1.dim(0)).min(6);
-                -x0.sort(1, true).cast(S32)
+            let v10 = if (v3[t0].relu() / 4.0) >= 2.0 {
+                let v11 = x0.maximum(x2[(.., 1..3)].cast(F32).matmul(v3[ds(c8, 3)].maximum(x0).clamp(-8.0, 8.0)));
+                x0.cast(S32).clamp(-3, 4)
             } else {
-                let mut v9 = ((x2.cast(S32) % 3) - t0.broadcast_to([2, 3])).minimum((x0.cast(S32) * Tensor::full([2, 3], 1.0, S32)) % 3);
-                let r10: f32 = -1.0f32;
-                let mut v11 = x1;
-                x0.cast(S32) / 5
+                let v12 = c8.broadcast_to([5]).cast(F32) / 4.0;
+                let mut v13 = v1;
+                v1.cast(S32) + t0.broadcast_to([2, 3])
             };
         }
-        v1 = ((((x0.matmul(t0.broadcast_to([3, 3]).cast(PRED).select(Tensor::iota([3, 3], 0, F32), t0.broadcast_to([3, 3]).cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        v1 = x0;
-        c2 = c2 + 1;
+    } else {
+        let mut m14 = 0usize;
+        while m14 < (4 / 2).min(1) {
+            let mut v15 = (!(t0.broadcast_to([2, 3]).cast(F32) >= 0.0)).cast(S32);
+            let r16: usize = (x1.dim(0) + (2 % 3)).min(6);
+            m14 += 1;
+        }
+        for i17 in 0..t0 {
+            let mut r18: usize = n0;
+            let mut v19 = x2.cast(F32);
+            let v20 = (v1.sum(&[0, 1]) % (Tensor::full([5], 2.0, F32).abs() + 0.5)).cast(S32).cast(F32);
+            for i21 in -1..1 {
+                let mut v20 = (v19.cast(S32).clamp(-3, 2), x1, (v19[ds(i21, 1)].cast(S32) + x2.cast(S32)) + v19.cast(S32));
+                let v22 = x1;
+                v2 = (v20.1 + x1).clamp(-64.0, 64.0).cast(S32);
+            }
+        }
     }
-    let mut r12: usize = x0.dim(0);
-    for (k13, &w14) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
-        let mut r15: f32 = s0;
+    if x1[t0].cast(PRED) {
+        v2 = x1.cast(S32).maximum((v2.max(&[0]).cast(F32) < -1.0).select(x1.cast(S32) + x1.cast(S32), v2[2..3]));
+        v2[t0] = (v2.argmin(0).cast(F32) != 2.0).cast(S32);
     }
-    let mut v16 = t0.broadcast_to([5]);
-    vec![v1, v16, v16]
+    let mut v23 = (v2 + x1.cast(S32)).maximum(v2).clamp(-3, 7);
+    let v24 = (x1.clamp(-0.5, 1.0) * -1.0) % (v2.cast(F32).abs() + 0.5);
+    if (v23.argmin(0) * -1) != (-x2.any(&[0, 1]).cast(S32)) {
+        for i25 in 0..2 {
+            v23 = v2;
+            #[unroll]
+            for k26 in 0..3usize {
+                let mut v27 = ((-t0.broadcast_to([2, 3])) * 1).abs();
+                let mut v28 = (((v1 / 4.0) * -2.0) * 8.0).floor() * 0.125;
+            }
+        }
+    } else {
+        let v29 = x0;
+        let v30 = x2.any(&[0, 1]).select(t0.broadcast_to([2, 3]), -v1.sort(0, false).cast(S32).clamp(-3, 4));
+        let r31: usize = n0;
+    }
+    v2 = v2.minimum(x1.cast(PRED).cast(S32).clamp(0, 7));
+    (v2, v2, v2)
 }
 
 fn run_k005(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k005::run(dev, &a[0], &a[1], 4, &a[2], -1.5, &a[3])?)
+    let (o0, o1, o2) = k005::run(dev, &a[0], &a[1], 4, &a[2], -1.5, &a[3])?;
+    Ok(vec![o0, o1, o2])
 }
 
-#[tpu_kernel]
-fn k006(x0: Tensor, x1: Tensor) -> Vec<Tensor> {
+#[cpu_kernel(precision = "highest")]
+fn k006(x0: Tensor, x1: Tensor) -> Tensor {
     let v1 = ((x1.sort(0, true) + x0) + x1.cast(S32).cast(F32)) * (x1[0] * (-1.0f32));
     let v2 = ((x0 > x1.sort(0, true)) || ((v1.sort(0, false) * 8.0).floor() * 0.125).cast(PRED)).cast(S32);
     let mut v3 = (v2.abs() - ((v1 * 8.0).floor() * 0.125).cast(S32)).maximum((v2 % 5) - v2);
@@ -547,548 +472,412 @@ fn k006(x0: Tensor, x1: Tensor) -> Vec<Tensor> {
         let v17 = concat(&parts15, 0);
         c14 = c14 + 1;
     }
-    vec![c14, v2]
+    c14
 }
 
 fn run_k006(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k006::run(dev, &a[0], &a[1])?)
+    Ok(vec![k006::run(dev, &a[0], &a[1])?])
 }
 
 #[cpu_kernel]
-fn k007(x0: Tensor, n0: usize, b0: bool) -> (Tensor, Tensor) {
-    if (n0 % 2 == 0) || (!(2.0f32 < 0.0)) {
-        return (x0.abs().sqrt(), x0);
-    }
-    let mut m1 = 0usize;
-    'l2: while m1 < 0 {
-        if (1 / 3) <= 0 {
-            if x0.sum(&[0, 1]).cast(S32) < -1 {
-                let f3 = move |a4: Tensor| x0.sum(&[0, 1]);
-            } else {
-                let mut r5: f32 = 0.5f32 * 2.0;
-            }
-        } else {
-            let r6: usize = m1;
-            if x0[(1, 0)].clamp(-0.5, 0.5) > -1.0 {
-                let v7 = x0;
-            }
+fn k007(x0: Tensor, n0: usize, b0: bool) -> Vec<Tensor> {
+    let mut v1 = x0.min(&[1]).cast(S32);
+    v1[1..5] = ((v1[1..5] - v1[1..5]) / 3).clamp(-1024, 1024);
+    if x0[(2, 1)].cast(S32) > 1 {
+        let mut parts2 = Vec::new();
+        for k3 in 0..3usize {
+            parts2.push((x0 + x0) + x0.cast(PRED).select(x0, x0));
         }
-        let v8 = (((x0.sum(&[0, 1]).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (2.0f32 * 2.0)) * (x0.sum(&[0, 1]) / 2.0).round();
-        m1 += 1;
-    }
-    let mut v9 = (!x0.cast(PRED)).cast(F32) * 1.5;
-    let v10 = if (((3 / 3) <= 1) || ((m1 / 2) >= 2)) && (n0 % 2 == 0) {
-        let mut v11 = Tensor::full([5], -1.5, F32);
-        v9 = ((2.0f32 - ((2.0f32 * x0) / 4.0)) * 8.0).floor() * 0.125;
-        (x0.sort(1, true).cast(S32).abs() * v9.cast(S32).maximum(Tensor::iota([5, 3], 1, S32))) - x0.cast(S32)
+        let v4 = concat(&parts2, 0);
     } else {
-        if x0.dim(0) % 2 == 0 {
-            let v12 = if (v9[(4, 0)] == -1.0).select(!x0[(2, 0)].cast(PRED), Tensor::scalar(0.125, F32) >= 0.0).select(x0[(1, 0)].cast(PRED), (x0[(3, 0)] - 3.0) > (x0[(2, 0)] - x0[(2, 0)])) {
-                let v13 = (v9.floor() - v9.cast(S32).cast(F32)).clamp(-64.0, 64.0) + 2;
-                (v13.clamp(-64.0, 64.0).cast(PRED) && (v13.clamp(-64.0, 64.0).cast(PRED) && v9.cast(PRED))).cast(S32)
-            } else {
-                let v14 = x0.cast(PRED);
-                (v14.cast(F32) + (3 % 2)).cast(S32) / 2
-            };
-            if ((v9[(3, 2)] % v12[(2, 1)].cast(F32)) < -1.0) ^ (Tensor::scalar(-1.5, F32).clamp(-0.5, 4.0) == 2.0) {
-                let mut v12 = x0[(3, 0)].cast(PRED).select(v9[(.., 1)].cast(S32), x0[(.., 2)].cast(S32)).clamp(0, 7).cast(F32);
-                let mut v15 = ((((v9.min(&[1]).cast(S32) >= -1).select(v12 * 1.5, v12 % x0[(.., 2)]) * v12) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        let mut v5 = (v1.min(&[0]).cast(F32) + v1.sum(&[0]).clamp(-1024, 1024).cast(F32)).clamp(-64.0, 64.0);
+    }
+    for i6 in 0..2 {
+        let v7 = (i6.cast(PRED).select(v1.min(&[0]).cast(F32), v1[4].cast(F32)) < (Tensor::scalar(0.0, F32) - x0.sum(&[0, 1]))) & x0[(3, 2)].cast(PRED);
+        let mut v8 = v1.sort(0, true).cast(F32).clamp(-64.0, 64.0);
+        v1 = v1;
+    }
+    if (v1[-3].cast(PRED).cast(F32) == (-x0.sum(&[0, 1]))) | (Tensor::scalar(0.0, F32) >= -1.0) {
+        let mut v9 = (v1[0].cast(F32).round() * 0.5).clamp(-64.0, 64.0);
+        for i10 in 0..1 {
+            let mut parts11 = Vec::new();
+            for k12 in 0..3usize {
+                parts11.push(x0);
             }
-            let v16 = ((v12[(4, 0)] % 3) % 3) + 2;
+            let v13 = concat(&parts11, 0);
+            let v14 = (i10.broadcast_to([5, 1]).cast(F32).cast(S32) - (i10.broadcast_to([5, 1]) * i10.broadcast_to([5, 1]))) + v9.broadcast_to([5, 3]).cast(S32);
+            let mut r15: f32 = 2.0f32;
+            v1 = v1;
+        }
+    } else {
+        let r16: bool = !(((1.5f32 + (-1.0f32)) >= 0.0) || b0);
+        v1[3..4] = ((v1[4..5] * v1[3..4]).clamp(-1024, 1024) + (v1[0..1] + v1[4..5]).clamp(-1024, 1024)).clamp(-1024, 1024);
+        let v17 = x0.sum(&[0, 1]).cast(S32);
+    }
+    let v18 = if (-2.0f32) >= 1.5 {
+        if ((x0[(3, 2)].cast(S32) + v1.sum(&[0])).clamp(-1024, 1024) * 2) <= (-x0[(0, 2)].cast(S32)).clamp(1, 2) {
+            let mut v19 = v1.sum(&[0]).clamp(-1024, 1024);
+            let mut c20 = Tensor::scalar(0.0, S32);
+            while (((x0.sum(&[0, 1]) / 4.0) > v19.cast(PRED).cast(F32)) ^ ((v19.cast(F32).clamp(-64.0, 64.0) * 1.5f32) < 0.0)) && (!(c20 >= 2)) {
+                v1 = (((x0.max(&[1]).cast(S32) * x0[(.., 2)].cast(S32)) + x0[(.., 2)].cast(PRED).select(x0[(.., 1)].cast(S32), v1)) + v1).clamp(-1024, 1024);
+                c20 = c20 + 1;
+            }
+            let mut v19: f32 = 0.5f32;
+            'l22: for (k21, &w23) in [0.5f32].iter().enumerate() {
+                if x0.dim(1) != 0 {
+                    break 'l22;
+                }
+                let mut r24: usize = 3;
+            }
         } else {
-            if (2 + 3) % 2 == 0 {
-                let r17: bool = b0;
-                let mut v18 = (x0.min(&[1]) + v9[(3, 2)]).clamp(-64.0, 64.0);
-                v18 = (-x0[(.., 1)].cast(S32).clamp(1, 2)).cast(F32);
-            } else if b0 && (n0 <= 0) {
-                let v9 = x0.sum(&[0, 1]);
+            let r25: f32 = 2.0f32;
+            #[unroll]
+            for k26 in 0..(3 + 0).min(2) {
+                let mut v27 = x0[(4, 0)];
+                v1 = (x0.max(&[1]).cast(S32) + (x0.max(&[1]).cast(S32) + -1).minimum(v1 / 3)).clamp(-1024, 1024);
+                let mut v28 = x0[(.., 1)].cast(PRED) & x0[(.., 0)].cast(PRED);
             }
-            let v19 = x0[(0, 2)];
-            if v9.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED) {
-                let mut v19: bool = !(x0.dim(0) > 0);
-                let mut v20 = x0[(2, 2)].cast(S32);
-                let mut v21 = x0.min(&[1]).cast(S32) == 0;
+            let v29 = (x0[(0, 0)].clamp(0.0, 0.5) + x0[(2, 1)]).clamp(-1.0, 4.0);
+        }
+        let r30: usize = 1;
+        -(Tensor::full([5], 0.125, F32).cast(S32) - Tensor::iota([5], 0, S32))
+    } else if v1[0] >= -1 {
+        for i31 in -1..3 {
+            if Tensor::scalar(1.0, PRED).select((x0.sum(&[0, 1]) - v1[i31].cast(F32)) != x0[(0, 1)].minimum(x0.sum(&[0, 1])), x0.sum(&[0, 1]) != 2.0) {
+                let v32 = (!v1[i31].cast(PRED)).select(x0.matmul(i31.broadcast_to([3, 3]).cast(F32)) * x0.floor(), x0.clamp(-1.0, 4.0).minimum(-x0));
+                v1 = ((v32.min(&[1]) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
             } else {
-                v9 = v19.broadcast_to([5, 3]).cast(S32).cast(F32).clamp(-1.0, 4.0).clamp(-1.0, 0.5);
-                let v22 = v19.broadcast_to([5]).cast(S32);
-                v9 = -1.0f32 * Tensor::full([5, 3], -1.5, F32);
+                v1[i31] = x0.sum(&[0, 1]).cast(S32) - i31.abs();
+                let mut v33 = (1.0f32 - (-0.25f32 - v1[3].cast(F32))).clamp(-64.0, 64.0);
+            }
+            v1 = -(Tensor::iota([5], 0, S32) - v1).clamp(0, 4);
+        }
+        let v34 = (!x0.sum(&[0, 1]).cast(PRED)).select(!v1[1].cast(PRED), v1[2].cast(PRED)).cast(F32);
+        (!(v1.cast(F32) == v34)).select((v1 >= 0).cast(S32), x0.min(&[1]).cast(S32) + 2)
+    } else {
+        if ((x0[(4, 1)] != x0[(2, 2)]) & (v1.argmin(0).cast(PRED) && v1.sum(&[0]).clamp(-1024, 1024).cast(PRED))) && x0[(1, 2)].cast(PRED) {
+            let mut m35 = 0usize;
+            while m35 < (x0.dim(0) % 2) {
+                let v36 = Tensor::scalar(2.0, F32);
+                m35 += 1;
+            }
+            let mut v37 = x0.sort(0, false).cast(PRED).select(x0.cast(S32), x0.cast(S32)).minimum(x0.cast(S32).minimum(x0.sort(1, false).cast(S32))).abs();
+        } else {
+            if v1[3].cast(PRED).select(x0.sum(&[0, 1]).cast(PRED), v1.max(&[0]).cast(PRED)).select(x0[(2, 1)].cast(PRED) && x0[(4, 1)].cast(PRED), v1.min(&[0]).cast(PRED)) || v1.argmin(0).cast(PRED) {
+                let mut v38 = (!(v1.min(&[0]).cast(F32) <= x0[(4, 1)])) || ((x0.sum(&[0, 1]).cast(S32) * Tensor::scalar(-2.0, S32)) == 2);
+                let mut v39 = (((v1.sum(&[0]).clamp(-1024, 1024).cast(F32) - v38.broadcast_to([5]).cast(F32)) % ((v1[1].cast(F32) + Tensor::iota([5], 0, F32)).abs() + 0.5)) / 2.0).clamp(-64.0, 64.0);
+                let mut v40 = ((x0.sum(&[0, 1]).cast(S32) / 3) != (v39[2].cast(S32) + x0[(1, 1)].cast(S32))).select(x0[(4, 1)].cast(PRED).select(x0.sum(&[0, 1]).cast(S32), x0.sum(&[0, 1]).cast(S32)) * -1, x0.sum(&[0, 1]).cast(S32) / 5);
+            } else if (-1.5f32) >= 1.5 {
+                let mut v41 = (x0.argmax(1).cast(F32).cast(S32) / 5).cast(F32);
+                let r42: bool = (n0 / 3) < 0;
+            } else {
+                let mut v43 = (v1[0].maximum(x0[(3, 1)].cast(S32)) - x0.sum(&[0, 1]).cast(S32).maximum(x0.sum(&[0, 1]).cast(S32))).clamp(-1024, 1024);
+                v43 = ((v43 + v43).clamp(-1024, 1024) * -1).clamp(-3, 2);
             }
         }
-        let mut v23 = v9;
-        (v9.cast(S32).minimum(v23[(2, 0)].cast(S32)) * v9.cast(PRED).select(v9.cast(S32), v23.cast(S32))).clamp(0, 2)
+        let f44 = move |a45: Tensor| x0.cast(PRED).select(x0.sort(1, false).cast(S32), x0.cast(S32)) + -1;
+        x0.sum(&[1]).cast(S32)
     };
-    for i24 in -1..4 {
-        let v25 = (!(v10 <= x0.min(&[0]).cast(S32))).cast(S32);
-        let v26 = if (v25.sum(&[0, 1]).cast(F32) != v10[(0, 2)].cast(F32)).select(i24.cast(F32) / 2.0, x0[(1, 0)].floor()) <= (x0[(3, 1)] - x0.sum(&[0, 1])).clamp(-1.0, 1.0) {
-            v9 = if (!(v10.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) & v10[(3, 1)].cast(PRED))) & (v25[(3, 0)].cast(F32) != (v9[(2, 2)] * v9.sum(&[0, 1]))) {
-                let f28 = move |a29: Tensor| (a29 == x0[(.., 0)]).select(Tensor::full([5], 0.5, F32) * 3.0, x0[(.., 2)]);
-                let mut v30 = (i24 - i24.maximum(i24)) / 5;
-                Tensor::full([5, 3], 2.0, F32)
-            } else {
-                let v10 = x0[(4, 1)];
-                let v31 = (v10.broadcast_to([1]) >= i24.broadcast_to([1]).cast(F32)).select(v9[(.., i24)].cast(PRED), v25.argmin(1).cast(F32) == -1.0) ^ ((v25.max(&[1]).cast(F32) + v9.dim(0)) == (v10.broadcast_to([5]) - v9[(.., i24)]));
-                x0 - (v10 - 0.5).floor()
-            };
-            let v32 = v10 % 5;
-            v9 = v9;
-            v32.cast(PRED).select(x0, -1.0f32 * x0)
-        } else {
-            v9 = v25.cast(F32);
-            if v25.dim(1) > 0 {
-                let mut r33: bool = v25.dim(1) < 2;
-            }
-            v9.clamp(-2.0, 0.5).minimum(i24.broadcast_to([1, 1]).cast(F32))
-        };
-        v9 = v9;
-    }
-    let mut parts34 = Vec::new();
-    for k35 in 0..1usize {
-        parts34.push(2.0f32 * (v9 - v9));
-    }
-    let v36 = concat(&parts34, 0);
-    (x0, v9)
+    vec![v1, v1, v1]
 }
 
 fn run_k007(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k007::run(dev, &a[0], 3, true)?;
-    Ok(vec![o0, o1])
-}
-
-#[gpu_kernel]
-fn k008(x1: Tensor, b0: bool, t0: Tensor, s0: f32, x0: Tensor, x2: Tensor) -> Tensor {
-    let mut v1 = t0;
-    let v2 = if (x0.ceil() * (4 as f32)) <= (-0.25f32 - (x0 - x1.cast(F32))) {
-        v1 = t0 + (Tensor::scalar(-2.0, S32) - x2.cast(S32));
-        x1
-    } else if s0 >= 1.5 {
-        let mut v3 = x2.cast(S32);
-        let r4: f32 = (-s0).abs();
-        v1 = v3.cast(PRED).select((x1.cast(PRED) ^ Tensor::scalar(1.0, PRED)).cast(S32), (Tensor::scalar(-2.0, S32) / 3) - (x1 * -1));
-        ((t0 - v1) / 5).abs().clamp(-1024, 1024)
-    } else {
-        match 1 {
-            0 => {
-                let mut v6 = x1;
-            }
-            1 | 2 => {
-                #[unroll]
-                'l8: for k7 in 0..2usize {
-                    let mut v9 = t0.broadcast_to([5]).cast(F32) - (t0.broadcast_to([5]).cast(F32) - x1.broadcast_to([5]).cast(F32)).minimum(x1.broadcast_to([1]).cast(F32) - 2.0);
-                    v9 = ((v9 * 0.25) * 8.0).floor() * 0.125;
-                    let v10 = ((t0 * 3) <= x1.cast(PRED).select(x1, v1)).cast(S32);
-                    v9 = (((((x0 - v9) * (v9 % x0.broadcast_to([5]))) * 0.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                    let mut v11 = v9.max(&[0]);
-                }
-            }
-            r5 => {
-                let v12 = x1;
-            }
-        }
-        x1
-    };
-    v1 = (v2.abs() * ((x2.cast(S32) / 3) - (v1 * x2.cast(S32))).clamp(-1024, 1024)).clamp(-1024, 1024);
-    v1 = (v1.maximum(t0).abs() * ((x1 - Tensor::scalar(1.0, S32)) * t0)).clamp(-1024, 1024);
-    let mut parts13 = Vec::new();
-    for k14 in 0..3usize {
-        parts13.push(t0.broadcast_to([5]).cast(PRED));
-    }
-    let v15 = concat(&parts13, 0);
-    match (4 + 3).min(6) {
-        0 => {
-            for i17 in 0..t0 {
-                let r18: usize = 3;
-                let mut v19 = (x2.broadcast_to([5]).cast(F32).clamp(-2.0, 4.0) * v1.broadcast_to([5]).cast(F32)).clamp(-64.0, 64.0);
-                let mut v20 = t0.broadcast_to([5]).clamp(1, 2);
-                let mut c21 = Tensor::scalar(0.0, S32);
-                while c21 < i17 && (!(v2 < x2.select(v20[v2], t0))) {
-                    v20[x1] = t0;
-                    let mut v22 = (c21 + (-(v2 % 5))).clamp(-1024, 1024);
-                    v20 = (Tensor::full([1], 3.0, S32) + 1).maximum(t0.broadcast_to([5]) / 2);
-                    let mut v20 = x0.clamp(0.0, 1.0);
-                    c21 = c21 + 1;
-                }
-                if (c21 < v19[-3].cast(S32)).select(i17.cast(PRED).select(x0.cast(PRED), v19[x1].cast(PRED)), x2 || v20[4].cast(PRED)).select(v20[-2].cast(F32) == (Tensor::scalar(0.0, F32) + -0.25), Tensor::scalar(0.0, S32).cast(F32) >= -1.0) {
-                    v20[v1] = v2.maximum(v15[i17].cast(S32).abs());
-                } else {
-                    v20[v1] = t0;
-                    let mut v23 = Tensor::iota([5], 0, F32);
-                }
-                v1 = (((v15.any(&[0]).cast(S32) + 2) + 2) * c21.maximum(v20.argmin(0))).clamp(-1024, 1024);
-            }
-            #[unroll]
-            for k24 in 0..1 {
-                if b0 {
-                    break;
-                }
-                v1 = (v2 / 5) % 2;
-                v1 = x2.cast(S32);
-            }
-        }
-        1 | 2 => {
-            for i25 in 0..1 {
-                let mut r26: usize = 0;
-                let v27 = x0 * x0;
-                v1 = ((v27 * 8.0).floor() * 0.125).cast(PRED).select(x2, ((v27 * 8.0).floor() * 0.125).cast(PRED)).cast(S32).minimum((x2 && x2).select(x0.cast(PRED).select(i25, v2), Tensor::scalar(-2.0, S32)));
-            }
-            for _ in 0..v15.dim(0).min(4) {
-                for i28 in 0..x1 {
-                    let mut v29 = (Tensor::scalar(3.0, S32) <= 0).cast(S32) - i28;
-                    v29 = (v15.all(&[0]).select(x0, i28.cast(F32)) + x2.select(t0.cast(F32), x0)).cast(S32);
-                    v1 = Tensor::scalar(3.0, S32);
-                }
-            }
-        }
-        r16 => {
-            if b0 {
-                v1 = x2.select(x1 % 5, t0) + x2.select(x1.cast(F32).cast(S32), t0.clamp(-3, 2));
-                let r30: f32 = v15.dim(0).min(8) as f32;
-            } else {
-                for i31 in 0..4 {
-                    let mut r32: f32 = (r16 as f32) - s0;
-                    let v33 = (-i31.broadcast_to([5]).cast(F32)) + -0.25;
-                    let mut v34 = (v1.broadcast_to([5]).cast(F32) > 0.0).select(i31.broadcast_to([5]).cast(F32) >= v15[ds(x1, 5)].cast(S32).cast(F32), x2.broadcast_to([5]).cast(S32) > x1.broadcast_to([5]));
-                    let v35 = (i31 % 3) % 2;
-                    v1 = (v1.cast(PRED).select(i31, t0) * v35).clamp(0, 4);
-                }
-                v1 = ((t0 * v2) % 3) + 1;
-                for i36 in 0..2 {
-                    let v37 = x2.select(x0, x0).cast(S32);
-                    let mut v38 = (-i36.broadcast_to([5])).cast(F32) / 2.0;
-                    let v39 = x0 + x0;
-                    v1 = i36;
-                }
-            }
-        }
-    }
-    let mut r40: bool = 0 <= 2;
-    v1
-}
-
-fn run_k008(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k008::run(dev, &a[0], false, &a[1], -0.5, &a[2], &a[3])?])
-}
-
-#[gpu_kernel]
-fn k009(x2: Tensor, b0: bool, x1: Tensor, n0: usize, x0: Tensor) -> (Tensor, Tensor, Tensor) {
-    if (Tensor::scalar(0.0, F32) - x2).clamp(-0.5, 1.0) >= ((x1 - x1) * 3.0) {
-        if (-x2.cast(S32)).abs() >= x0.cast(F32).cast(S32) {
-            let mut parts1 = Vec::new();
-            for k2 in 0..2usize {
-                parts1.push(x1.broadcast_to([1, 2]).clamp(0.0, 0.5) * x2.broadcast_to([1, 2]).minimum(x0.broadcast_to([1, 2]).cast(F32)));
-            }
-            let v3 = concat(&parts1, 0);
-        }
-    } else {
-        let mut v4 = x2.broadcast_to([1, 2]);
-        let mut r5: bool = v4.dim(0) % 2 == 0;
-        v4 = ((v4 % x0.broadcast_to([1, 2]).cast(F32)).relu() + x1.broadcast_to([1, 2])).clamp(-64.0, 64.0);
-    }
-    let mut v6 = (((x2.broadcast_to([1, 2]) / 4.0) * 8.0).floor() * 0.125) + (1 / 2);
-    let mut v6 = (x0.select(v6.sum(&[0, 1]), v6[(0, 1)].cast(PRED).select(x1, v6[(0, 1)])).clamp(-64.0, 64.0), Tensor::full([1, 2], 0.125, F32));
-    let mut v7 = (x0.select(x1.broadcast_to([1, 2]).cast(S32), v6.1.cast(S32)) == -1) || ((x1.broadcast_to([1, 2]).cast(PRED) && v6.0.broadcast_to([1, 2]).cast(PRED)) ^ (v6.0.broadcast_to([1, 2]).cast(PRED) && x0.broadcast_to([1, 2])));
-    let mut m8 = 0usize;
-    while m8 < n0.min(1) {
-        v7 = v6.1.sort(0, true).cast(PRED) ^ ((!v7) || v7);
-        v7[(.., 1..2)] = x0.cast(S32) < (Tensor::scalar(3.0, S32) - Tensor::scalar(3.0, S32));
-        let mut c9 = Tensor::scalar(0.0, S32);
-        while c9 < v7.dim(1) {
-            if !((v7.dim(0) < 3) && b0) {
-                v7 = v6.0.broadcast_to([1, 2]).cast(S32).cast(F32) >= ((v7.any(&[0, 1]).cast(F32) + 0.5) - 0.5);
-                let v10 = (0.5f32 - x2).cast(S32) - (x1 == v6.1.sum(&[0, 1])).select(c9, x1.cast(S32).abs());
-                let v11 = v10;
-            } else {
-                v7 = v7;
-                v7 = v7.cast(F32) == v7.any(&[0]).cast(F32);
-            }
-            #[unroll]
-            'l13: for k12 in 0..m8 {
-                let v14 = c9.maximum(v6.0.cast(S32).abs().clamp(-3, 2));
-                v7 = (!(x0.broadcast_to([1, 2]) & v7)).select((!v7) && v7, (v7.cast(F32) - v6.1[(0, 1)]) != (x1 - v7.cast(F32)));
-                let mut v15 = x1 + v7.any(&[0, 1]).cast(F32);
-                let mut v16 = v7[(0, 0)].cast(S32);
-            }
-            let v17 = if !(!(v6.1[(0, 1)].cast(S32) >= c9)) {
-                v7 = v7;
-                x1.broadcast_to([1, 2])
-            } else {
-                v6 = (v6.0, Tensor::iota([1, 2], 0, F32));
-                x1.broadcast_to([1, 2])
-            };
-            c9 = c9 + 1;
-        }
-        m8 += 1;
-    }
-    let r18: f32 = (0.5f32 - 0.5f32) - (0.25f32 + 1.5f32);
-    (v7, v7, x0)
-}
-
-fn run_k009(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k009::run(dev, &a[0], false, &a[1], 4, &a[2])?;
-    Ok(vec![o0, o1, o2])
+    Ok(k007::run(dev, &a[0], 3, true)?)
 }
 
 #[tpu_kernel]
-fn k010(x1: Tensor, x0: Tensor, x2: Tensor, t0: Tensor, b0: bool) -> Tensor {
-    let v1 = if ((0.5f32 - x1.cast(F32)) + 4) == (x0[-3].abs() + x1.cast(PRED).cast(F32)) {
-        if t0.cast(F32) < 2.0 {
-            let mut v2 = x0.max(&[0]).relu().clamp(-2.0, 0.5) - (Tensor::scalar(1.0, S32).cast(F32) * (2.0f32 * -1.0));
-            for (k3, &w4) in [0.5f32].iter().enumerate() {
-                v2 = t0.abs().cast(F32);
+fn k008(x1: Tensor, b0: bool, t0: Tensor, s0: f32, x0: Tensor, x2: Tensor) -> (Tensor, Tensor) {
+    let v1 = (x0.broadcast_to([5]) == 0.0).select(x0.broadcast_to([5]).cast(S32).minimum(x0.broadcast_to([5]).cast(S32)), Tensor::full([5], 3.0, S32)).cast(F32);
+    let v2 = (x1 + x1.broadcast_to([5])) * t0.broadcast_to([5]);
+    if b0 {
+        let v3 = v1;
+        let v4 = x1;
+    } else if !((t0.cast(F32) / 4.0) < 0.5) {
+        let r5: bool = (0 + v2.dim(0)) % 2 == 0;
+        let v6 = x0 - (x0.maximum(x1.cast(F32)) / 4.0);
+        for (k7, &w8) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+            let mut v9 = x2.select(t0.cast(F32), t0.cast(F32)).clamp(0.0, 1.0);
+            for i10 in 0..3 {
+                let mut v11 = v1.maximum(Tensor::full([5], 3.0, S32).cast(F32)) * 1.5f32.abs();
+                let mut v12 = v9.broadcast_to([5]).cast(S32).clamp(0, 7).abs() - (v1.cast(S32) * Tensor::full([5], 3.0, S32));
+                let mut v13 = (!(x2.broadcast_to([5]) ^ v9.broadcast_to([5]).cast(PRED))).cast(S32);
+                v9 = x0 * 3.0;
             }
-            let v5 = if (v2.minimum(v2) - 1.0) == x2[-1] {
-                let mut v6 = Tensor::iota([3], 0, F32).cast(S32);
-                let v7 = -v6.clamp(1, 2).cast(F32);
-                v6 = t0.broadcast_to([3]).cast(PRED).cast(S32);
-                (x0.cast(PRED) || (x1.broadcast_to([3]).cast(PRED) || x2.sort(0, true).cast(PRED))).cast(F32)
-            } else {
-                v2 = ((((((x0.sum(&[0]) + v2) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                v2 = (v2.cast(S32).cast(F32) - (1.5f32 * x1.cast(F32))).clamp(-64.0, 64.0);
-                (x0 + (1 / 3)) + x1.broadcast_to([3]).cast(F32)
-            };
+            let mut v6 = (x0 * 1.5).clamp(-0.5, 4.0) <= (x0 != t0.cast(F32)).cast(F32);
+            let v14 = v1;
+        }
+    } else {
+        let mut v15 = (v1 - (v1 + 2.0)) >= ((v1 - 2.0) + 3);
+        if (3 + v1.dim(0)) % 2 == 0 {
+            let mut m16 = 0usize;
+            while m16 < 1 {
+                let mut v17 = v15.cast(S32).abs().cast(F32) - x0.broadcast_to([5]);
+                m16 += 1;
+            }
+            let r18: f32 = (-(-1.0f32)).abs();
+        }
+    }
+    let mut v1 = v2.cast(PRED).select(Tensor::full([5], 0.5, F32), v2.cast(F32).clamp(-1.0, 4.0)).minimum(x0);
+    for i19 in 0..t0 {
+        v1 = v2.cast(F32);
+        let v20 = v2.cast(PRED).select(x2.broadcast_to([5]).cast(S32), Tensor::full([5], 3.0, S32) + 3).cast(F32);
+    }
+    for i21 in 0..2 {
+        for i22 in 0..3 {
+            v1[0..4] = x1.broadcast_to([4]).cast(PRED).cast(F32) - x0.broadcast_to([4]).cast(S32).cast(F32);
+        }
+        if (v2.max(&[0]).cast(PRED) || (x2.cast(F32) != 0.5)) | (v2.max(&[0]).maximum(i21) >= t0) {
+            v1[0..3] = (v2[0..3].cast(F32) / 4.0) - x2.broadcast_to([3]).cast(S32).cast(F32);
         } else {
-            let mut v8 = (x1 == -1).select(t0.broadcast_to([3]).cast(PRED).cast(S32), Tensor::scalar(1.0, S32)) * x2.cast(S32).clamp(-3, 2).clamp(1, 4);
+            v1 = (((v1 * 1.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v1 = v1;
+        }
+        v1 = v1;
+        if b0 {
+            if 4 < 2 {
+                let v23 = v1 - (v1[2..3].cast(PRED).select(v1, v1) + v1);
+            } else {
+                v1[i21] = (v2.sum(&[0]).cast(F32).clamp(-64.0, 64.0) + (v2.dim(0) + 0)).clamp(-64.0, 64.0);
+                let v24 = x1.broadcast_to([5]).cast(F32);
+            }
+            v1 = ((i21.broadcast_to([5]).cast(PRED).select(i21.broadcast_to([5]).cast(F32) / 2.0, v1 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            if (v1[1].cast(S32) >= (Tensor::scalar(0.0, S32) * 2)).select(x2.cast(S32) != v1.sum(&[0]).clamp(-64.0, 64.0).cast(S32), x0.round() < 2.0) {
+                let mut r25: usize = 4 / 3;
+            } else if (Tensor::scalar(-1.5, F32) >= x0).cast(S32) < x2.cast(S32) {
+                let mut v26 = (((v1 * ((v1 + 3.0) + (x0.broadcast_to([5]) - v1))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            } else {
+                let v27 = v1 != 2.0;
+                let v28 = (x2.select(x0, Tensor::scalar(2.0, F32)) - x0).cast(S32);
+                let mut v29 = (v2 * v27.cast(S32)).cast(F32) + x0;
+            }
+        }
+    }
+    let mut r30: usize = (v1.dim(0) + v2.dim(0)).min(6);
+    if (4 / 2) == 3 {
+        r30 = 4;
+        r30 = (2 / 2) / 3;
+        v1 = v1;
+    }
+    (v1.abs().sqrt(), v1)
+}
+
+fn run_k008(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
+    let (o0, o1) = k008::run(dev, &a[0], false, &a[1], -0.5, &a[2], &a[3])?;
+    Ok(vec![o0, o1])
+}
+
+#[cpu_kernel]
+fn k009(x2: Tensor, b0: bool, x1: Tensor, n0: usize, x0: Tensor) -> Vec<Tensor> {
+    let mut v1 = (x0.cast(S32) + -1) == -1;
+    let mut parts2 = Vec::new();
+    for k3 in 0..1usize {
+        parts2.push(x1.broadcast_to([1, 2]));
+    }
+    let v4 = concat(&parts2, 0);
+    let mut v5 = Tensor::zeros([2], F32);
+    #[unroll]
+    for b6 in blocks_of(v4.dim(0), 8) {
+        v5 = (v5 + v4.block_sized(0, b6, 8, 0.0).sum(&[0])).clamp(-64.0, 64.0);
+    }
+    let v7 = if (x2 - 3.0).minimum(x1) >= 2.0 {
+        for i8 in -1..1 {
             let mut m9 = 0usize;
-            'l10: while m9 < (v8.dim(0) + 4).min(1) {
-                let v11 = v8.max(&[0]).cast(F32);
-                let mut v12 = ((Tensor::scalar(1.0, S32).cast(F32) + Tensor::scalar(0.5, F32).minimum(v11)) - 2.0).clamp(-64.0, 64.0);
+            while m9 < n0.min(1) {
+                let mut v5 = Tensor::iota([1, 2], 0, F32);
                 m9 += 1;
             }
-            let mut c13 = Tensor::scalar(0.0, S32);
-            while c13 < 3 {
-                let v14 = 2.0f32 * v8[t0].cast(F32);
-                v8 = (v8.clamp(0, 2).minimum(v8) - x2.cast(PRED).cast(S32)).clamp(-1024, 1024);
-                c13 = c13 + 1;
-            }
+            v5[1..2] = x1;
         }
-        (x1.broadcast_to([3]) + (t0.broadcast_to([3]) / 3)) + (x2 == 0.0).select(x0.cast(S32), x1.broadcast_to([3]))
+        (x1.cast(S32) * x2.cast(S32)).cast(F32) / 4.0
     } else {
-        let v15 = (x2.minimum(Tensor::full([3], 0.125, F32)) - -0.25) + x0.cast(PRED).cast(S32).cast(F32);
-        if (x2.argmin(0).cast(PRED) && v15[-1].cast(PRED).select(v15[1].cast(PRED), x2[0].cast(PRED))) | x2[2].cast(PRED) {
-            let mut v16 = ((((v15 / 4.0) * 8.0).floor() * 0.125) + (3 / 2)).clamp(-1.0, 0.5);
-            let mut c17 = Tensor::scalar(0.0, S32);
-            while !(c17 >= 4) {
-                let mut v18 = v15[2];
-                let mut r19: bool = 4 % 2 == 0;
-                v18 = (x1.cast(F32).square() - (v18 - (x0[2] * -1.0))).clamp(-64.0, 64.0);
-                v16 = ((v15 * (0.25f32 * 2.0)) * 8.0).floor() * 0.125;
-                c17 = c17 + 1;
-            }
-            v16 = x2;
-        } else if 2 % 2 == 0 {
-            let mut v20 = ((((x0 / 4.0) + 1.0) + x2) * 8.0).floor() * 0.125;
-            let mut parts21 = Vec::new();
-            for k22 in 0..1usize {
-                parts21.push((x2.sort(0, false) * (3 as f32)) + 1.0);
-            }
-            let v23 = concat(&parts21, 0);
-            v20 = ((((Tensor::full([3], -1.5, F32) * (2.0f32 + 0.25f32)) - v20).clamp(-64.0, 64.0) * 0.25f32) * 8.0).floor() * 0.125;
-        }
-        let v24 = x2.min(&[0]).floor();
-        (x2.sort(0, true).cast(S32) - x2.cast(S32).minimum(v15.cast(S32))) - t0.broadcast_to([3])
+        let r10: f32 = (v5.dim(0) as f32) - 2.0f32.abs();
+        v1 = v5[1].cast(PRED);
+        (Tensor::scalar(1.0, PRED) && v5.argmin(0).cast(PRED)).select(x2 > 0.0, v5.argmin(0).cast(PRED) ^ Tensor::scalar(1.0, PRED)).select(x2, x2)
     };
-    let mut v25 = x0.clamp(-1.0, 1.0).cast(S32).cast(F32);
-    let mut c26 = Tensor::scalar(0.0, S32);
-    while !(c26 >= t0) {
-        v25 = x0;
-        if ((!Tensor::scalar(1.0, PRED)) ^ c26.cast(PRED)) || (x0.sum(&[0]) >= 2.0) {
-            let mut m27 = 0usize;
-            while m27 < 3 {
-                let mut r28: usize = m27 % 3;
-                r28 /= 2;
-                m27 += 1;
+    let v11 = (x1.broadcast_to([1, 2]) / 2.0) * 0.5;
+    let mut v5 = v1.broadcast_to([1, 2]).cast(S32).abs();
+    for i12 in 0..0 {
+        for i13 in 0..4 {
+            let v14 = ((v7 + v7) - (-v7)) < 2.0;
+            for i15 in 1..i12 {
+                let mut v16 = (x0.cast(S32) + v5[(0, 0)].clamp(0, 4)) - (i12.cast(PRED) ^ v1).cast(S32);
+                let mut v17 = (v7.broadcast_to([1, 2]).cast(S32) - v4.sort(1, false).cast(S32)).minimum(v14.select(i15, i12)) / 2;
+                let mut r18: usize = v5.dim(0);
+                let mut v19 = v4;
+                v1 = v1;
             }
-            for i29 in 0..2 {
-                v25 = (x0.cast(PRED).select(Tensor::full([3], 0.0, PRED), t0.broadcast_to([1]).cast(PRED)).select(Tensor::full([3], -1.5, F32) * ((-1.0f32) + 2.0f32), v25) * 3.0).clamp(-64.0, 64.0);
-                let mut v30 = (!(x2 != x1.broadcast_to([3]).cast(F32))).select(i29.broadcast_to([3]).cast(PRED).select(Tensor::full([3], 0.0, F32) * x0, v25 + 1.0), Tensor::scalar(-1.5, F32).ceil()).clamp(-64.0, 64.0);
+            let mut c20 = Tensor::scalar(0.0, S32);
+            while !(c20 >= v4.dim(1)) {
+                let mut v11 = ((v7.cast(S32) * 3) - (-(i13 * v5[(0, 1)]))).clamp(-1024, 1024);
+                let v21 = x1;
+                let mut v22 = ((((v14.broadcast_to([1, 3]).cast(F32) + i13.broadcast_to([1, 3]).cast(F32)) * 1.5).clamp(-8.0, 8.0).matmul(v1.broadcast_to([3, 2]).cast(F32).round() * 0.25) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v1 = v1;
+                c20 = c20 + 1;
             }
+            let r23: bool = (1.5f32 + 2.0f32) < 0.5;
+            v5 = ((x2.cast(S32) + x2.broadcast_to([1, 2]).cast(S32).abs()) + c20.broadcast_to([1, 2])).clamp(-1024, 1024);
         }
-        if (v25.dim(0) % 3) != 2 {
-            #[unroll]
-            for k31 in 0..3usize {
-                let v32 = t0.clamp(1, 7).clamp(0, 7).cast(F32);
+        if ((i12 % 3) > x2.cast(S32)) & (x2 >= x2).select(Tensor::scalar(1.0, PRED).select(((v11[(0, 0)] * 8.0).floor() * 0.125).cast(PRED), v5.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED)), v4[(0, 1)].cast(PRED) && x0) {
+            let mut c24 = Tensor::scalar(0.0, S32);
+            while (!(x2.cast(S32) != i12)) && (!(c24 >= i12)) {
+                let v25 = v5 + 1;
+                v5 = ((x0.broadcast_to([1, 1]).cast(F32).matmul(Tensor::full([1, 2], 0.125, F32)).clamp(-1.0, 0.5) * 8.0).floor() * 0.125).cast(S32);
+                c24 = c24 + 1;
             }
-            v25 = Tensor::full([3], 0.125, F32);
-            v25[ds(c26, 2)] = (Tensor::full([2], 0.0, PRED) & c26.broadcast_to([2]).cast(PRED)).select(x0[0..2] % x0[1..3], c26.broadcast_to([2]).cast(F32)).clamp(-64.0, 64.0);
         } else {
-            let r33: bool = (b0 || b0) || ((v1.dim(0) >= 3) || (((-1.0f32) * 0.5) >= 0.5));
-            v25 = (v25 + 3.0).clamp(-64.0, 64.0);
-            if r33 {
-                v25 = ((((x2 + 0.5) * v25.cast(PRED).select(Tensor::full([3], 0.5, F32) + 2, c26.broadcast_to([3]).cast(F32) * x2)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                let v34 = (x0.abs() + Tensor::full([3], 0.0, PRED).select(x0, Tensor::full([3], -1.5, F32))).clamp(-1.0, 1.0);
-                let v35 = (x1.broadcast_to([3]).clamp(0, 7) <= v1.clamp(0, 2)).cast(F32);
-            } else if ((x1.cast(F32) * 2.0) >= x2.argmin(0).cast(F32)) && x0.sum(&[0]).cast(PRED) {
-                v25 = ((-t0.broadcast_to([1]).cast(F32)) >= (v25[0..1] * x2[1..2])).select(Tensor::full([3], 2.0, F32), Tensor::iota([3], 0, F32).minimum(x1.broadcast_to([3]).cast(F32) * 3.0));
-                v25[2..3] = (x1.broadcast_to([1]).cast(F32) / 2.0) / 2.0;
-                v25 = x0;
-            } else {
-                v25 = ((Tensor::full([3], 1.0, PRED).select(x2 * x2, x0) * 1.5) * 8.0).floor() * 0.125;
+            v5[0] = v5.reshape(&[2]);
+            for (k26, &w27) in [0.5f32, -1.0f32].iter().enumerate() {
+                let v28 = x1;
+                v5[(.., ds(i12, 1))] = v5[(.., ds(i12, 1))];
+                let v29 = x1;
             }
         }
-        v25 = ((Tensor::full([3], 0.0, F32).maximum(v1.cast(F32)) - (x0 + x0)) * -2.0).clamp(-64.0, 64.0);
-        c26 = c26 + 1;
-    }
-    v25 = ((((((x2 / 4.0) * 8.0).floor() * 0.125) * (2.0f32 - 0.5f32)) * 2.0) * 8.0).floor() * 0.125;
-    v25 = v1.cast(F32).clamp(-64.0, 64.0);
-    let mut parts36 = Vec::new();
-    for k37 in 0..2usize {
-        parts36.push(x2.cast(S32));
-    }
-    let v38 = concat(&parts36, 0);
-    let v39 = if v25.min(&[0]).cast(PRED).select(v38.min(&[0]) == Tensor::scalar(3.0, S32), v25[1].cast(PRED)).select(x1.cast(PRED).select(v38[3].cast(PRED), v1[x1].cast(PRED)) & (v38.argmin(0) >= 1), !(Tensor::scalar(0.0, F32) == 0.5)) {
-        v25 = c26.broadcast_to([3]).cast(F32).clamp(-64.0, 64.0);
-        if (1.0f32 - (x1.cast(F32) - t0.cast(F32))) < 2.0 {
-            v25 = v25;
-            v25 = x2;
+        let mut parts30 = Vec::new();
+        for k31 in 0..3usize {
+            parts30.push(((v11 * 8.0).floor() * 0.125).cast(PRED).select(Tensor::full([1, 2], 2.0, F32), Tensor::full([1, 2], -1.5, F32)) * 1.5);
         }
-        v25 = (!(x0[1..2].cast(PRED) || c26.broadcast_to([1]).cast(PRED))).select(v1.cast(F32).clamp(-0.5, 0.5), v38[3..6].cast(F32));
-        x0.cast(PRED)
-    } else {
-        v25 = (((x2.square() + (Tensor::full([3], -1.5, F32) * 1.5f32)) / 2.0) * 8.0).floor() * 0.125;
-        let f40 = move |a41: Tensor| (x0.argmin(0) + v38[ds(t0, 3)]) / 5;
-        let mut m42 = 0usize;
-        'l43: while m42 < 1 && (!((m42 % 2) != 0)) {
-            let mut v44 = (3.0f32 - x2[c26].minimum(x0.argmin(0).cast(F32).minimum(v25[x1]))).clamp(-64.0, 64.0);
-            for i45 in 0..=3 {
-                let mut v46 = v44;
-                let mut r47: usize = v1.dim(0);
-                let v48 = i45.broadcast_to([3]).cast(F32);
-                v44 = Tensor::scalar(-1.5, F32);
-            }
-            v25[t0] = c26.abs().cast(F32).clamp(-64.0, 64.0);
-            v25 = (((((((x2 + v44.broadcast_to([3])) * (c26.broadcast_to([3]).cast(F32) + x2)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * 1.5f32) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            m42 += 1;
+        let v32 = concat(&parts30, 0);
+        v1 = v7 != -1.0;
+    }
+    for (k33, &w34) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+        let mut r35: f32 = w34 - (-w34);
+    }
+    v5[(.., 0..1)] = v1.cast(S32).minimum(((v11[(0, 0)] * 8.0).floor() * 0.125).cast(S32)) * v4.sum(&[0, 1]).cast(S32);
+    vec![v4, ((v11 * 8.0).floor() * 0.125).exp(), v5]
+}
+
+fn run_k009(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
+    Ok(k009::run(dev, &a[0], false, &a[1], 4, &a[2])?)
+}
+
+#[gpu_kernel]
+fn k010(x1: Tensor, x0: Tensor, x2: Tensor, t0: Tensor, b0: bool) -> Vec<Tensor> {
+    let mut r1: usize = (4 % 3) + (x0.dim(0) / 2);
+    let mut v2 = !((x1.broadcast_to([3]).cast(F32) != Tensor::full([3], 0.5, F32)) && (x0 <= x0));
+    let mut v3 = x0.cast(S32).cast(F32) + x0.dim(0);
+    let mut c4 = Tensor::scalar(0.0, S32);
+    while c4 < v3.dim(0) {
+        v2 = ((!v2) || (!Tensor::full([3], 1.0, PRED))) && ((c4.broadcast_to([3]) * x1.broadcast_to([3])) > (x2.cast(S32) - v2.cast(S32)));
+        let v5 = v3.argmax(0).cast(F32) * 2.0f32;
+        v3 = ((c4.broadcast_to([3]) + v3.cast(S32)).clamp(-1024, 1024).cast(F32) * ((x2 * -1.0) - 2.0)).clamp(-64.0, 64.0);
+        let mut parts6 = Vec::new();
+        for k7 in 0..2usize {
+            parts6.push(v3);
         }
-        x2.cast(PRED)
-    };
-    x2
+        let v8 = concat(&parts6, 0);
+        v3 = x0;
+        c4 = c4 + 1;
+    }
+    #[unroll]
+    'l10: for k9 in 0..0 {
+        v3 = x1.broadcast_to([3]).cast(F32);
+        r1 /= 2;
+    }
+    let v11 = x1.cast(F32);
+    for _ in 0..x1 {
+        let v12 = ((x2.cast(S32) * v11.broadcast_to([1]).cast(S32)) * 3) - (x0.cast(S32) * 3);
+        let v13 = if (v11 >= 0.5) & v11.cast(PRED) {
+            let mut r14: f32 = 0.25f32 * -1.0;
+            v2 = c4.broadcast_to([3]).cast(PRED);
+            ((c4 == x1).select(t0.abs(), x2[x1].cast(PRED).select(c4, x2[1].cast(S32))) + 3).clamp(-1024, 1024)
+        } else {
+            let mut v15 = ((v3 / 2.0).minimum(t0.broadcast_to([3]).cast(F32).clamp(-0.5, 4.0)).clamp(-1.0, 1.0) * 8.0).floor() * 0.125;
+            (v11 == x2[t0]).select(x0[0].cast(S32).maximum(t0), x1.abs()) + t0
+        };
+        v3 = ((x2 - Tensor::iota([3], 0, F32)) - 3.0) + (x2.dim(0) + r1).min(8);
+    }
+    vec![v2, x1, c4]
 }
 
 fn run_k010(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k010::run(dev, &a[0], &a[1], &a[2], &a[3], false)?])
+    Ok(k010::run(dev, &a[0], &a[1], &a[2], &a[3], false)?)
 }
 
 #[cpu_kernel]
 fn k011(b0: bool, x1: Tensor, x0: Tensor, x2: Tensor) -> Tensor {
-    let v1 = if (1 % 2 == 0) && (!(x1.dim(0) < 3)) {
-        let mut v2 = Tensor::scalar(0.0, F32).cast(S32);
-        for i3 in -1..2 {
-            v2 = if (3 + 4) < 2 {
-                let mut v5 = x2.broadcast_to([3]);
-                v5 = ((x2.broadcast_to([3]) * (x1 / 2.0)).minimum(x2.broadcast_to([3]) + 1.0) * 8.0).floor() * 0.125;
-                x1[0].cast(S32) * x2.cast(S32).clamp(0, 2)
-            } else if (v2.maximum(v2) < i3).select(v2.cast(PRED), (x1[v2].cast(S32) % 5) < x0.min(&[0]).cast(PRED).cast(S32)) {
-                v2 = (i3.clamp(0, 4) - i3) * 1;
-                v2 = i3 - (i3 - i3);
-                v2
+    let mut v1 = x2.cast(S32).clamp(0, 7);
+    for i2 in 0..x1.dim(0) {
+        let mut c3 = Tensor::scalar(0.0, S32);
+        while c3 < 4 && ((i2.cast(PRED).select(x2, x2) * (x2 * x2)) < (x0.sum(&[0]) <= x2).select(x2 * x2, x1.min(&[0]).cast(PRED).cast(F32))) {
+            v1 = (x2.cast(S32) * ((-c3) * i2.clamp(1, 7))).clamp(-1024, 1024);
+            c3 = c3 + 1;
+        }
+        for i4 in 1..i2 {
+            let v5 = if (x1.max(&[0]).cast(PRED) ^ (i4 > v1)).select(i2.cast(PRED) & (i4 <= -1), !x1.max(&[0]).cast(PRED)) {
+                let mut v6 = ((!i2.broadcast_to([3]).cast(PRED)).select(i4.broadcast_to([3]), v1.broadcast_to([3]) + 3).clamp(-1024, 1024) + 1).clamp(-1024, 1024);
+                ((i2.cast(F32) + i4.cast(F32)) % (Tensor::full([3], 0.0, PRED).cast(F32).abs() + 0.5)).cast(S32)
+            } else if 3 < 0 {
+                let r7: f32 = -2.0f32;
+                ((v1.broadcast_to([3]) + x0.cast(S32)) - x0.cast(S32)).clamp(-1024, 1024)
+            } else if !(x2.cast(PRED).select(x1.argmax(0), x0.sum(&[0]).cast(S32)) >= (i4 % 5)) {
+                let v8 = Tensor::iota([3], 0, S32) + 3;
+                let mut v9 = (i4.broadcast_to([3]).cast(F32) != x1.argmin(0).cast(F32)).cast(S32).cast(F32);
+                let mut v10 = (x0.max(&[0]) - i4.cast(F32).square()) - Tensor::scalar(0.0, F32);
+                ((v10.broadcast_to([3]).cast(PRED).select(Tensor::full([3], 3.0, S32), v1.broadcast_to([3])) * 1).clamp(-1024, 1024) + 2).clamp(-1024, 1024)
             } else {
-                let mut v6 = x0;
-                x1.min(&[0]).cast(PRED).select(v6.sum(&[0]).clamp(-64.0, 64.0).cast(S32).abs() + x0[i3].cast(PRED).cast(S32), (x0.argmax(0) * 1) * 3)
+                let mut v11 = x0.sort(0, true);
+                v11.sort(0, true).cast(S32).maximum(Tensor::full([3], 3.0, S32)).minimum(x1.cast(PRED).cast(S32)) / 5
             };
-            for i7 in 0..1 {
-                let mut v8 = x1.minimum(x0);
-                let mut v8 = (x1[v2] != 2.0).cast(S32).clamp(-3, 7);
-                let v9 = x1.sort(0, true);
-                v2 = Tensor::scalar(3.0, S32) % 2;
+            v1 = (v1 * c3.abs()).clamp(-1024, 1024);
+            let r12: usize = x0.dim(0);
+            for i13 in 0..i4 {
+                let mut v14 = x1.argmax(0).cast(PRED);
+                let mut v15 = x1;
+                let v16 = (-x1.min(&[0]).cast(S32)) / 5;
+                v15 = v15;
+                v1 = (i2.maximum(i4).maximum(v5.max(&[0])) * 2).clamp(-1024, 1024);
             }
         }
-        (v2 * 1).clamp(-1024, 1024)
+    }
+    for i17 in 0..4 {
+        v1 = -v1;
+    }
+    let mut c18 = Tensor::scalar(0.0, S32);
+    while c18 < 4 {
+        let v19 = x2.broadcast_to([3]).cast(S32) - (!c18.broadcast_to([3]).cast(PRED)).select(x1[2..3].cast(PRED).select(x2.broadcast_to([3]).cast(S32), v1.broadcast_to([3])), x2.broadcast_to([3]).cast(S32).clamp(0, 2));
+        let mut c20 = Tensor::scalar(0.0, S32);
+        while c20 < 4 && (v1.cast(PRED) | (v19.sum(&[0]).clamp(-1024, 1024).cast(F32) > Tensor::scalar(3.0, S32).cast(F32))) {
+            let mut v21 = (!v19.clamp(-1024, 1024).cast(PRED)).cast(F32) * x2.broadcast_to([3]).cast(PRED).cast(F32);
+            v1 = Tensor::scalar(0.0, S32);
+            v21[1..2] = (v1.broadcast_to([1]).cast(F32) + c20.broadcast_to([1]).cast(F32)).clamp(-64.0, 64.0);
+            c20 = c20 + 1;
+        }
+        let mut r22: f32 = 2.0f32;
+        c18 = c18 + 1;
+    }
+    if 0.5f32 >= 0.5 {
+        if (1.5f32 + 2.0f32) > -1.0 {
+            return c18;
+        }
+        v1 = x0.min(&[0]).cast(PRED).cast(S32);
+        let mut v23 = (2.0f32 * (x0 + (1 + 1))).clamp(0.0, 0.5);
+        for i24 in 1..=3 {
+            let mut v25 = !(v23[i24] > Tensor::scalar(0.125, F32)).select(v1.broadcast_to([3]).cast(F32) != x1, i24.broadcast_to([3]).cast(PRED));
+            let mut r26: usize = 1 + (x0.dim(0) / 3);
+            v1 = (x2.cast(S32) == -1).select((x1[v1] - Tensor::scalar(0.5, F32)).cast(S32), v25.any(&[0]).cast(S32));
+        }
+    }
+    let v27 = (Tensor::full([3], -2.0, S32) / 3) * -1;
+    let v28 = if (x0.dim(0) + 2) > 1 {
+        let mut v29 = (x0.max(&[0]).cast(S32) * 3).cast(F32) + -0.25;
+        for i30 in -1..3 {
+            let mut v31 = x0;
+            let mut v32 = ((x1 / 2.0) * 8.0).floor() * 0.125;
+            v31 = (((x0 * (v31 / 2.0).relu()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v29 = (((x0.min(&[0]).cast(PRED) && v31[c18].cast(PRED)).select(v29 == 2.0, x1.sum(&[0]).cast(S32) > v1).select(v29 * 0.25, (v27.min(&[0]).cast(PRED) && v32[-3].cast(PRED)).select(x2, x2 + v31.min(&[0]))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        }
+        v27[c18].cast(F32)
     } else {
-        let mut v10 = x1;
-        x1.max(&[0]).cast(S32)
+        if b0 {
+            return c18;
+        }
+        x1.max(&[0]).clamp(0.0, 0.5)
     };
-    let v11 = x0.argmin(0).cast(PRED).cast(S32).cast(F32) * x2;
-    let mut v12 = v1.cast(F32).clamp(-64.0, 64.0);
-    for i13 in 0..0 {
-        let mut v14 = (v11.broadcast_to([3]).cast(S32) * -1).cast(F32);
-        if (x2.cast(S32) <= x0.argmax(0)).cast(S32) > (v1 - i13).clamp(-3, 2) {
-            v12 = v14[i13] % (0.5f32 - v11);
-            let mut c15 = Tensor::scalar(0.0, S32);
-            while !(c15 >= 0) && ((v11.cast(S32).abs() - Tensor::scalar(0.0, S32)) <= 2) {
-                let v16 = v1.cast(F32).floor().relu();
-                let mut v17 = (v1.cast(F32) * 3.0).minimum(v11).clamp(-64.0, 64.0);
-                v12 = c15.cast(F32).clamp(-64.0, 64.0);
-                c15 = c15 + 1;
-            }
-        } else {
-            let mut v18 = v1.broadcast_to([3]).cast(F32).clamp(-64.0, 64.0);
-        }
-        v12 = (2.0f32 * v12).clamp(-64.0, 64.0);
+    for _ in 0..3 {
+        let mut v33 = (x2.broadcast_to([3]).cast(PRED).select(x1, Tensor::full([3], 0.125, F32)) * x0.cast(PRED).cast(F32)).clamp(-0.5, 0.5);
+        v1 = (-(-x0[2].cast(S32))) - x1.max(&[0]).cast(S32);
     }
-    for i19 in 0..(x0.dim(0) + x1.dim(0)).min(4) {
-        if (!(x1.max(&[0]).cast(PRED) ^ x2.cast(PRED))) && (x2.cast(PRED) && (!x2.cast(PRED))) {
-            let r20: f32 = 0.25f32;
-            let mut c21 = Tensor::scalar(0.0, S32);
-            while c21 < 4 && ((Tensor::scalar(0.0, PRED).cast(F32) < x1.argmin(0).cast(PRED).select(v11, x1[0])) | (i19.cast(F32) <= 2.0)) {
-                let v22 = x0[-1].cast(PRED).cast(F32).clamp(-2.0, 4.0);
-                let v23 = (x1[0].cast(PRED) | x0[c21].cast(PRED)) ^ (!(v22 < v12));
-                let mut v24 = ((x1 * 3.0) + x0.clamp(-1.0, 0.5)) + (Tensor::full([3], 0.0, F32) * (x0 - x2.broadcast_to([3])));
-                let mut v25 = (v22 / 4.0) + 1.0;
-                v12 = (Tensor::scalar(2.0, F32) <= 0.5).cast(F32).round();
-                c21 = c21 + 1;
-            }
-        } else if ((v12 * 0.5) == 0.5).select(x1[0].cast(PRED) || (i19 <= x1.argmin(0)), v1.cast(PRED)) {
-            let r26: usize = x0.dim(0);
-            v12 = v1.cast(F32).clamp(-64.0, 64.0);
-            if v1 != i19 {
-                let v27 = (!(x1.min(&[0]).cast(PRED) | v1.cast(PRED))).select(i19.cast(F32) >= 0.5, v1.cast(PRED));
-                v12 = (v11.ceil() - (Tensor::scalar(0.5, F32) / 2.0)).relu();
-            }
-        } else if b0 {
-            let v28 = v1;
-            v12 = ((((x1.max(&[0]) + (2 / 3)) - x2.cast(S32).cast(F32)) / 4.0) * 8.0).floor() * 0.125;
-        } else {
-            for i29 in 0..(4 % 2) {
-                let mut r30: bool = (0.25f32 * 2.0) < 1.5;
-                r30 = ((-1.0f32) * 0.5) < -1.0;
-                let mut v31 = x1[i19].cast(PRED).cast(F32);
-                v12 = Tensor::scalar(0.5, F32);
-            }
-            v12 = ((v12.cast(PRED).select(0.25f32 * x1.sum(&[0]), i19.cast(F32)) + (v11 / 4.0).minimum(-1.0f32 * x2)) * 8.0).floor() * 0.125;
-        }
-    }
-    if b0 {
-        v12 = if ((x2 * -2.0) >= (v11 * (2 as f32))) & x0.max(&[0]).cast(PRED).select(x2.cast(PRED), v1 > 0) {
-            let mut v33 = Tensor::scalar(1.0, PRED).select(Tensor::scalar(0.0, F32), x2.cast(S32).cast(F32).round());
-            (v1.cast(PRED).select(x0[2].cast(S32), v1) - x2.cast(S32)).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0)
-        } else {
-            if (x1.min(&[0]).cast(S32) * v11.cast(S32)) == 1 {
-                v12 = (v1 > x1[v1].cast(S32)).select(Tensor::scalar(-1.5, F32), x2).minimum((x1[2] != x0.max(&[0])).select(Tensor::scalar(0.5, F32) + Tensor::scalar(2.0, F32), x1[2]));
-                let r34: bool = b0;
-                let mut v35 = (x2.broadcast_to([3]).cast(S32) * x2.broadcast_to([3]).cast(S32).minimum(x2.broadcast_to([3]).cast(S32))) - ((x2.broadcast_to([3]).cast(S32) * v12.broadcast_to([3]).cast(S32)) * 1);
-            } else {
-                let mut v36 = (x2.square() * 8.0).floor() * 0.125;
-            }
-            v12 = x0[0];
-            (x2 + 2.0).minimum(x0.max(&[0]).maximum(x1[2]) * x2.floor())
-        };
-        let mut r37: bool = x0.dim(0) % 2 == 0;
-    }
-    v12 = ((x1.min(&[0]) * (1.5f32 - 0.25f32)) * 8.0).floor() * 0.125;
-    for i38 in 0..(1 + x1.dim(0)) {
-        let mut v39 = x1.cast(S32);
-        if (4 / 2) % 2 == 0 {
-            #[unroll]
-            for k40 in 0..1usize {
-                v39[1..3] = (x1[ds(v1, 2)] > -1.0).cast(S32);
-                v39[0..2] = Tensor::full([2], 0.125, F32).cast(S32) % 2;
-                let r41: f32 = 0.5f32;
-                if k40 <= 1 {
-                    break;
-                }
-            }
-            for i42 in 0..=1 {
-                let v43 = v39.min(&[0]);
-                let v44 = x0.cast(S32);
-                let mut v45 = v39;
-                let mut v1 = x1[1].cast(PRED);
-                v39 = (x0 <= x2.broadcast_to([3])).cast(S32).maximum((v44 + v45) - v39).clamp(-1024, 1024);
-            }
-            let mut r46: usize = 0 / 3;
-        }
-        v39 = ((!Tensor::full([3], 1.0, PRED)).select(v39, x0.cast(S32)) + ((x0.max(&[0]).cast(S32) * 2) * i38.broadcast_to([3]))).clamp(-1024, 1024);
-        v12 = ((Tensor::scalar(-1.5, F32) < x0[i38]).select(v1.cast(F32).clamp(-64.0, 64.0).square(), i38.cast(F32)) - v12).clamp(-64.0, 64.0);
-    }
-    x1
+    c18
 }
 
 fn run_k011(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -1096,7 +885,7 @@ fn run_k011(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 }
 
 #[cpu_kernel]
-fn k012(x0: Tensor, x2: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor) {
+fn k012(x0: Tensor, x2: Tensor, b0: bool, x1: Tensor) -> Tensor {
     let mut r1: bool = (-0.5f32) < 0.5;
     let mut v2 = x0[(1, 0)].cast(S32).clamp(1, 2) < x0.sum(&[0, 1]).cast(PRED).select(x2.cast(PRED), x0[(4, 0)].cast(PRED)).cast(S32);
     if !(1 % 2 == 0) {
@@ -1104,177 +893,57 @@ fn k012(x0: Tensor, x2: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor) {
         let v3 = x0.sort(1, false).cast(PRED);
     }
     let v4 = (-x1).maximum(x0[(4, 0)]).cast(S32);
-    (v2, v2)
+    v2
 }
 
 fn run_k012(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k012::run(dev, &a[0], &a[1], false, &a[2])?;
-    Ok(vec![o0, o1])
+    Ok(vec![k012::run(dev, &a[0], &a[1], false, &a[2])?])
 }
 
-#[tpu_kernel]
-fn k013(b0: bool, x0: Tensor) -> Tensor {
-    let mut v1 = (x0.argmin(0).cast(PRED) || x0[1].cast(PRED)).select(Tensor::full([3], -2.0, S32), x0.cast(S32).clamp(-3, 2)).minimum((x0.cast(S32) + 3).clamp(0, 7));
-    let v2 = v1.max(&[0]).cast(PRED).select(v1.sum(&[0]), x0.sum(&[0]).cast(S32) * (x0.max(&[0]).cast(S32) + v1[1]));
-    v1[ds(v2, 2)] = ((x0[2..3].cast(S32) * v1[2..3]) - v2.broadcast_to([2])).clamp(-1024, 1024);
-    v1[0..1] = ((-v1[1..2]) - v2.broadcast_to([1])).clamp(-1024, 1024);
-    let v3 = if 2.0f32 >= 0.5 {
-        let v4 = (x0[2].cast(S32) + v2.clamp(0, 4)) * 1;
-        for i5 in -1..4 {
-            let mut c6 = Tensor::scalar(0.0, S32);
-            while c6 < i5 && (Tensor::scalar(2.0, F32) == (v2.clamp(-1024, 1024).cast(F32) * 0.25)) {
-                let mut v7 = (v1 + 2).clamp(-1024, 1024);
-                let mut v8 = (v1.abs() + i5.broadcast_to([3])) == v1;
-                let mut v9 = v7.min(&[0]).cast(F32).clamp(-64.0, 64.0);
-                let v10 = x0;
-                v1 = v7;
-                c6 = c6 + 1;
-            }
-            for i11 in 2..=5 {
-                let v12 = (Tensor::scalar(-1.5, F32) / 2.0).square() - 2.0;
-                let mut v13 = (!c6.cast(PRED)).cast(S32).cast(F32);
-                let v14 = c6.broadcast_to([3]).cast(F32);
-                v1 = (v4.broadcast_to([3]).cast(F32) * 3.0).clamp(-64.0, 64.0).cast(S32);
-            }
-            if (v4.cast(F32) - x0.sum(&[0])) >= -1.0 {
-                let mut v15 = (x0 + c6.broadcast_to([3]).cast(F32)).round().round().clamp(-64.0, 64.0);
-            }
-        }
-        v1.cast(F32).clamp(-64.0, 64.0) * (-1.0f32)
-    } else if (v1[0].cast(F32).clamp(-64.0, 64.0).square() % v2.clamp(-1024, 1024).cast(F32)) <= 0.5 {
-        v1 = v1 / 5;
-        (v2.broadcast_to([3]).clamp(-1024, 1024).cast(F32) < x0).cast(S32).cast(F32)
-    } else if v1[v2].cast(PRED) | (!(x0[1] >= v2.clamp(-1024, 1024).cast(F32))) {
-        for i16 in 0..1 {
-            let mut r17: f32 = (2.0f32 * 2.0) + (1.5f32 * -1.0);
-            let mut r18: bool = ((r17 + r17) > 1.5) && b0;
-            let f19 = move |a20: Tensor| x0 * x0.maximum(x0);
-            v1 = if (v1.max(&[0]).cast(PRED) ^ Tensor::scalar(1.0, PRED)).cast(S32) != i16.maximum(i16 * v2) {
-                v1 = v1;
-                v2.broadcast_to([3]).clamp(-1024, 1024)
-            } else {
-                let r21: f32 = v1.dim(0) as f32;
-                ((x0 + x0.sort(0, false)) == 0.0).cast(S32)
-            };
-        }
-        match 4 {
-            0 => {
-                for i23 in 0..2 {
-                    let r24: f32 = 2.0f32;
-                    let mut v2 = (((x0 / 2.0) + ((v1.argmin(0).cast(F32) * (2 as f32)) * x0[i23])) * 8.0).floor() * 0.125;
-                    v2 = x0;
-                    v1 = ((i23.broadcast_to([3]) - (v2[-1].cast(S32) * v1.sort(0, false))).clamp(-1024, 1024) * (x0.cast(PRED).cast(S32) - (x0.sort(0, true).cast(S32) - v1)).clamp(-1024, 1024)).clamp(-1024, 1024);
-                }
-            }
-            1 | 2 => {
-                v1[ds(v2, 1)] = v2.broadcast_to([1]).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0).cast(S32);
-            }
-            r22 => {
-                v1 = ((v2.broadcast_to([3]) * Tensor::full([3], 1.0, S32)).minimum(-v1) - v1).clamp(-1024, 1024);
-                let mut v25 = ((x0 * -1.0).maximum(v2.broadcast_to([3]).clamp(-1024, 1024).cast(PRED).select(x0, x0)), (Tensor::scalar(0.125, F32) * 3.0) + 1.0, (v2.broadcast_to([3]).clamp(-1024, 1024).cast(F32) - x0).clamp(-0.5, 4.0));
-            }
-        }
-        v1.cast(F32).clamp(-64.0, 64.0)
-    } else {
-        v1[0] = v1[0];
-        v1 = ((x0 / 4.0) > (v2.broadcast_to([3]).clamp(-1024, 1024).cast(F32) + 2.0)).cast(S32);
-        v2.broadcast_to([3]).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0)
-    };
-    'l27: for (k26, &w28) in [0.5f32, -1.0f32].iter().enumerate() {
-        if b0 {
-            let mut r29: bool = !(2 % 2 == 0);
-        } else {
-            v1 = v1.minimum(Tensor::full([3], 0.0, PRED).select(v1, v3.cast(S32))).maximum((!Tensor::full([3], 0.0, PRED)).select(-v1, -v1));
-            #[unroll]
-            for k30 in 0..1usize {
-                let v31 = (v1 + v1).maximum(x0.argmin(0).clamp(-3, 4)).clamp(-1024, 1024) * (x0.sort(0, false) > v3).select(x0.cast(S32), v2.broadcast_to([3]) + v2.broadcast_to([3])).clamp(-1024, 1024);
-                v1 = v1.cast(PRED).cast(S32);
-                v1 = (v31.abs().clamp(-1024, 1024) - (Tensor::iota([3], 0, S32) - v2.broadcast_to([3])).clamp(-1024, 1024)).abs().clamp(-1024, 1024);
-            }
-            v1 = v3.cast(PRED).cast(S32);
-        }
-        for i32 in 2..=2 {
-            let mut c33 = Tensor::scalar(0.0, S32);
-            while (i32 < 1) && (!(c33 >= 3)) {
-                let v34 = x0.sum(&[0]);
-                let mut v35 = c33.cast(F32).clamp(-1.0, 0.5).minimum(v34) + 1.0;
-                let mut v36 = ((c33.broadcast_to([3]).cast(F32) / 2.0) % x0).clamp(0.0, 4.0);
-                let v37 = v3.cast(S32);
-                v1 = v36.sort(0, false).cast(S32);
-                c33 = c33 + 1;
-            }
-            let mut c38 = Tensor::scalar(0.0, S32);
-            while !(c38 >= (k26 + 3)) && (x0.argmin(0).cast(PRED) & v3[i32].cast(PRED)).select(x0[0] != x0.sum(&[0]), v3.max(&[0]) == 2.0) {
-                v1 = (((v1 * 1) / 5).clamp(-1024, 1024) + 1).clamp(-1024, 1024);
-                c38 = c38 + 1;
-            }
-            let mut c39 = Tensor::scalar(0.0, S32);
-            while (((v3.min(&[0]).cast(PRED) & i32.cast(PRED)) | (!v3[c33].cast(PRED))) & (v3[i32].cast(S32).cast(F32) >= (v3.min(&[0]) - v3.max(&[0])))) && (!(c39 >= x0.dim(0))) {
-                let mut v40 = ((x0[0].cast(PRED) && i32.cast(PRED)) & (i32.cast(PRED) ^ c33.cast(PRED))).select(Tensor::scalar(0.125, F32), x0[c33].cast(S32).cast(F32) / 4.0);
-                let v41 = ((v3.sum(&[0]) % v40) + v1[0].cast(F32).minimum(v40)) - ((v40 - v40) - 2.0);
-                let v42 = (v1[2].cast(F32) / 2.0).clamp(-0.5, 1.0) * w28.abs();
-                let v43 = v1 - v1.abs();
-                v1 = Tensor::iota([3], 0, S32).maximum((Tensor::full([3], 1.0, PRED) && c33.broadcast_to([3]).cast(PRED)).select(v1 % 2, v43)).clamp(-1024, 1024);
-                c39 = c39 + 1;
-            }
-        }
+#[gpu_kernel]
+fn k013(b0: bool, x0: Tensor) -> Vec<Tensor> {
+    if b0 {
+        return vec![x0, x0];
     }
-    let mut r44: bool = (4 % 2 == 0) && (x0.dim(0) % 2 == 0);
-    let mut c45 = Tensor::scalar(0.0, S32);
-    while ((!v3.min(&[0]).cast(PRED)) || (v1.max(&[0]).cast(F32) != 2.0)).select(v3[v2].cast(PRED), (x0[1].cast(PRED) | x0.max(&[0]).cast(PRED)) && x0[2].cast(PRED)) && (c45 < 3) {
-        let mut r46: f32 = 1.5f32;
-        v1 = (v3[ds(v2, 1)].cast(PRED).select(c45.broadcast_to([1]).cast(PRED), v2.broadcast_to([1]).clamp(-1024, 1024).cast(PRED)) | c45.broadcast_to([1]).cast(PRED)).select(v2.broadcast_to([3]).maximum(x0.cast(S32) % 5), v1.abs() / 3).clamp(-1024, 1024);
-        c45 = c45 + 1;
-    }
-    c45
+    let mut v1 = x0.cast(S32);
+    let f2 = move |a3: Tensor| (2.0f32 - x0) * 0.25;
+    v1[0] = -(v1.argmin(0) + 2);
+    let mut v4 = (((0.25f32 * x0.maximum(x0[-1])) / 2.0) * 8.0).floor() * 0.125;
+    v4[2] = v1.max(&[0]).cast(PRED).select(Tensor::scalar(-1.5, F32), v4.argmax(0).cast(F32)).floor();
+    let v5 = x0.argmin(0).cast(F32);
+    vec![v4, v4]
 }
 
 fn run_k013(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k013::run(dev, false, &a[0])?])
+    Ok(k013::run(dev, false, &a[0])?)
 }
 
 #[cpu_kernel]
 fn k014(x1: Tensor, n0: usize, x0: Tensor) -> (Tensor, Tensor) {
-    let v1 = ((x0 + x0) * -1.0).clamp(-0.5, 0.5);
+    let mut v1 = Tensor::zeros([2], F32);
     #[unroll]
-    for k2 in 0..1usize {
-        let mut v3 = x0.cast(S32).clamp(0, 7) % 3;
-        for i4 in 0..3 {
-            v3 = (-i4).abs() + 3;
-            let mut v5 = v1;
-            let mut v6 = x1[(1, 0)].cast(PRED);
-        }
-        if (k2 as f32) < -1.0 {
-            break;
+    for b2 in blocks_of(x1.dim(0), 8) {
+        v1 = (v1 + x1.block_sized(0, b2, 8, -1.0).sum(&[0])).clamp(-64.0, 64.0);
+        let v3 = v1[0].cast(PRED).select(x1[(0, 0)], x1[(2, 0)]).clamp(-1.0, 1.0);
+        let mut m4 = 0usize;
+        while m4 < (v1.dim(0) + n0).min(3) {
+            v1[1] = x1.sum(&[0, 1]);
+            m4 += 1;
         }
     }
-    let v7 = if ((!x1[(0, 1)].cast(PRED)) && Tensor::scalar(1.0, PRED)) || ((-v1.cast(S32)) <= (v1.cast(S32) + x1[(1, 0)].cast(S32))) {
-        for (k8, &w9) in [0.5f32, -1.0f32].iter().enumerate() {
-            let f10 = move |a11: Tensor| !(!x1[(2, 0)].cast(PRED));
-        }
-        x0.broadcast_to([1, 1]).cast(PRED).select(v1.broadcast_to([3, 2]).cast(S32), Tensor::scalar(1.0, S32).clamp(0, 2))
-    } else if !((n0 + 3) >= 3) {
-        let r12: bool = !(1 % 2 == 0);
-        (x1.sum(&[0, 1]).cast(PRED).select(x1.cast(S32), v1.broadcast_to([3, 2]).cast(S32)) != 1).cast(S32)
-    } else {
-        let mut v13 = ((x0 / 2.0) * 8.0).floor() * 0.125;
-        let mut c14 = Tensor::scalar(0.0, S32);
-        while c14 < 3 {
-            v13 = x0;
-            let mut v15 = (!x1[(2, 1)].cast(PRED), v13.broadcast_to([3, 2]).cast(PRED));
-            let v15 = x1.cast(S32);
-            if (c14 < 2) && ((x1[(2, 0)] - 1.0) < Tensor::scalar(0.0, PRED).select(x1[(2, 0)], v1)) {
-                let v15: usize = v15.dim(1);
-                let mut v16 = ((c14 - v13.cast(PRED).select(c14, c14)) + (c14.clamp(0, 7) % 5)).clamp(-1024, 1024);
-            } else {
-                let mut v17 = (!x0.cast(PRED)).cast(F32);
-            }
-            c14 = c14 + 1;
-        }
-        v1.broadcast_to([3, 2]).cast(S32)
-    };
-    let mut v18 = v7.cast(PRED).select((Tensor::full([3, 2], 1.0, S32) + 3) + -1, (v7 - v1.broadcast_to([3, 2]).cast(S32)).abs()).clamp(-1024, 1024);
-    (v18, v1.tanh())
+    let mut parts5 = Vec::new();
+    for k6 in 0..1usize {
+        parts5.push(Tensor::full([3, 2], 1.0, PRED));
+    }
+    let v7 = concat(&parts5, 0);
+    let mut m8 = 0usize;
+    'l9: while m8 < 1 && ((m8 as f32) < -1.0) {
+        v1 = (((((v1 + 3.0) * v7.all(&[0]).cast(F32).clamp(-0.5, 4.0)) - (v1.cast(S32) + 2).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        let mut v10 = x0;
+        m8 += 1;
+    }
+    let mut v11 = Tensor::scalar(1.0, PRED).cast(F32);
+    (x1, (v1.abs() + 1.0).log())
 }
 
 fn run_k014(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -1282,9 +951,10 @@ fn run_k014(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
     Ok(vec![o0, o1])
 }
 
-#[gpu_kernel]
-fn k015(b0: bool, x0: Tensor) -> Vec<Tensor> {
-    let mut v1 = ((3.0f32 - ((x0 / 4.0) - Tensor::scalar(0.0, S32).cast(F32))) * 8.0).floor() * 0.125;
+#[cpu_kernel]
+fn k015(b0: bool, x0: Tensor) -> (Tensor, Tensor) {
+    let mut v1 = x0 - 1.0;
+    v1 = x0 + 3.0;
     for (k2, &w3) in [0.5f32].iter().enumerate() {
         for i4 in 0..1 {
             let v5 = v1.broadcast_to([2]);
@@ -1298,332 +968,529 @@ fn k015(b0: bool, x0: Tensor) -> Vec<Tensor> {
     } else if !b0 {
         let mut v9 = v1.cast(S32);
         if b0 {
-            return vec![v9, v1, v9];
+            return (v9, v1);
         }
-        let mut v10 = Tensor::scalar(1.0, S32).cast(F32);
-    }
-    let mut m11 = 0usize;
-    while m11 < 3 && ((-(-1.0f32)) > 1.5) {
-        let v1 = v1.cast(PRED).select(v1.cast(S32), (v1.cast(S32) * 3).minimum(x0.cast(PRED).cast(S32)));
-        let mut v12 = x0;
-        m11 += 1;
-    }
-    let f13 = move |a14: Tensor| {
-        let v15 = x0.broadcast_to([2]).cast(S32);
-        let mut parts16 = Vec::new();
-        for k17 in 0..1usize {
-            parts16.push(v1.broadcast_to([2]).cast(PRED).cast(S32));
+        #[unroll]
+        for k10 in 0..2usize {
+            #[unroll]
+            'l12: for k11 in 0..2usize {
+                let v9 = Tensor::full([2], 3.0, S32);
+                let mut v13 = x0.broadcast_to([2]);
+            }
+            if b0 {
+                continue;
+            }
         }
-        let v18 = concat(&parts16, 0);
-        v1.sign() - v15[0].cast(F32)
-    };
-    v1 = Tensor::scalar(0.0, F32) + -0.25;
-    vec![v1, x0, v1.exp()]
+    } else {
+        for i14 in 1..=3 {
+            let v15 = ((x0.broadcast_to([2]) * (4 as f32)) % ((i14.broadcast_to([2]).cast(F32) + v1.broadcast_to([2])).abs() + 0.5)) / 2.0;
+            let v16 = (v1.broadcast_to([2]).cast(S32).clamp(1, 4) / 2).abs();
+            let v17 = (i14.broadcast_to([2]).cast(F32) * v15).relu();
+            v1 = (v1 - 3.0).clamp(-64.0, 64.0);
+        }
+    }
+    v1 = ((((Tensor::scalar(1.0, PRED).select(v1, x0) - (v1 / 2.0)) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    let mut r18: f32 = -(-1.0f32);
+    for i19 in 0..1 {
+        let mut m20 = 0usize;
+        'l21: while m20 < 2 {
+            let mut v22 = ((x0.clamp(-0.5, 0.5) * (i19.cast(PRED).select(x0, x0) / 4.0)) * 8.0).floor() * 0.125;
+            v22 = x0.cast(PRED).select(v22.maximum(Tensor::scalar(-1.5, F32)) + v22.cast(S32).cast(F32), i19.cast(F32).floor()).clamp(-64.0, 64.0);
+            m20 += 1;
+        }
+        let v23 = (v1.broadcast_to([2]).cast(S32).cast(F32) * (Tensor::full([2], 0.125, F32) / 4.0)) - (Tensor::iota([2], 0, S32).cast(F32) + 3);
+        v1 = ((i19.cast(F32) - (v1 * 0.25)).maximum((v1 - x0) * 0.25) * 8.0).floor() * 0.125;
+    }
+    (v1, v1)
 }
 
 fn run_k015(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k015::run(dev, false, &a[0])?)
+    let (o0, o1) = k015::run(dev, false, &a[0])?;
+    Ok(vec![o0, o1])
 }
 
 #[tpu_kernel]
-fn k016(x1: Tensor, t0: Tensor, x0: Tensor) -> Tensor {
-    let mut v1 = [t0.broadcast_to([2]).cast(F32), t0.broadcast_to([2]).cast(F32)];
-    let r2: usize = 1;
-    let mut parts3 = Vec::new();
-    for k4 in 0..3usize {
-        parts3.push(t0.broadcast_to([2, 3]));
+fn k016(x1: Tensor, t0: Tensor, x0: Tensor) -> Vec<Tensor> {
+    for (k1, &w2) in [0.5f32, -1.0f32].iter().enumerate() {
+        if !(((x1.dim(0) + x0.dim(0)) % 2 == 0) || (x0.dim(0) < 2)) {
+            break;
+        }
+        let mut v3 = (t0.broadcast_to([2, 3]).cast(F32).square() >= (t0.broadcast_to([2, 3]).cast(F32) * t0.broadcast_to([2, 3]).cast(F32))).select(t0.cast(PRED).select(x0[0].cast(S32), Tensor::scalar(3.0, S32)) + Tensor::full([2, 3], 3.0, S32), t0.broadcast_to([2, 3]).cast(PRED).cast(S32));
+        for i4 in 0..t0 {
+            'l6: for (k5, &w7) in [0.5f32, -1.0f32].iter().enumerate() {
+                let mut v8 = t0.broadcast_to([2]).cast(F32);
+            }
+            let mut r9: usize = (1 + k1) + 4;
+            v3 = v3;
+        }
+        let mut r10: usize = (1 + x0.dim(0)) % 2;
     }
-    let v5 = concat(&parts3, 0);
-    let mut v6 = -(x0.cast(PRED) ^ x1.cast(PRED)).select(x0.min(&[0]).cast(S32).minimum(x1.cast(S32)), Tensor::iota([1], 0, S32).abs());
-    let mut v7 = (t0.broadcast_to([2]).cast(PRED).cast(F32) * (-1.0f32).abs(), (v5[3..5].cast(F32) - 1.0) + (1 / 2));
-    let mut v8 = ((t0.broadcast_to([2]) + 1) + Tensor::full([2], 1.0, PRED).cast(S32)).abs();
-    for i9 in 0..2 {
-        let mut v10 = (v6.abs() * -1).maximum(v6.cast(PRED).select(x1.cast(S32), v6)).clamp(-1024, 1024);
-        v6 = (v8[ds(i9, 1)] * 2).clamp(-1024, 1024);
+    if (t0 + 1).cast(F32) <= ((x1.argmin(0).cast(F32) / 4.0) * 2.0) {
+        let v11 = t0.broadcast_to([2]).cast(F32);
+    } else {
+        let mut v12 = x0.sort(0, false).cast(S32);
+        let mut v13 = t0.broadcast_to([2, 3]);
     }
-    v8 = v8.minimum((v7.1[(.., t0)].cast(PRED) && Tensor::full([2], 0.0, PRED)).cast(S32));
-    v6
+    #[unroll]
+    for k14 in 0..(4 / 2).min(2) {
+        if 4 % 2 == 0 {
+            break;
+        }
+        let mut v15 = t0.broadcast_to([1]).cast(F32).cast(S32);
+        #[unroll]
+        'l17: for k16 in 0..1usize {
+            v15 = (-(Tensor::iota([1], 0, S32) + v15)).clamp(-1024, 1024);
+            let mut parts18 = Vec::new();
+            for k19 in 0..2usize {
+                parts18.push((!Tensor::full([2], 0.0, PRED)).cast(F32));
+            }
+            let v20 = concat(&parts18, 0);
+            v15 = (t0.broadcast_to([1]).cast(F32) <= x1).select(v20[3..4].cast(PRED).select(v20[3..4].cast(S32), Tensor::full([1], 0.0, S32)) * (v15 * 3), v15.clamp(0, 4)).clamp(-1024, 1024);
+        }
+        for i21 in 0..t0 {
+            let mut v22 = ((i21.broadcast_to([2]) + t0.broadcast_to([2])) * (i21.broadcast_to([2]) + t0.broadcast_to([2]))).cast(F32);
+            let mut c23 = Tensor::scalar(0.0, S32);
+            while !(c23 >= 2) {
+                let mut v24 = t0.broadcast_to([2, 3]).cast(F32).minimum(i21.broadcast_to([2, 3]).cast(F32));
+                v15 = (v22[ds(t0, 1)].cast(S32) * (v15 + 3)).clamp(0, 2);
+                c23 = c23 + 1;
+            }
+            let v25 = (x1.cast(S32) * 1) >= ((v15 * v15) % 5);
+            let mut v25: f32 = (k14 + k14) as f32;
+            let mut m26 = 0usize;
+            while m26 < 2 {
+                let mut v27 = t0.broadcast_to([2, 3]).cast(F32).clamp(-0.5, 1.0);
+                let v28 = ((v22.min(&[0]) / 4.0) + x1) + ((x0.sort(0, false) + x0) * 2.0);
+                m26 += 1;
+            }
+        }
+    }
+    let mut v29 = t0.broadcast_to([2, 3]).cast(F32) * 1.5f32;
+    let mut c30 = Tensor::scalar(0.0, S32);
+    while (x1[t0].cast(S32).cast(F32) > x1.sum(&[0]).clamp(-2.0, 1.0)) && (c30 < t0) {
+        let v31 = c30.broadcast_to([1]).cast(PRED).select((x1 != x1).cast(F32), t0.broadcast_to([1]).cast(F32));
+        let v32 = ((v29.cast(S32) % 3) >= v29.cast(S32)).cast(S32);
+        v29 = v29;
+        c30 = c30 + 1;
+    }
+    v29 = c30.broadcast_to([3]).cast(PRED).select(c30.broadcast_to([3]), c30.broadcast_to([3])).minimum(t0.minimum(t0.broadcast_to([2, 3]))).cast(F32).clamp(-64.0, 64.0);
+    v29 = if 0 % 2 == 0 {
+        v29 = ((((t0.broadcast_to([2, 3]).cast(PRED) || v29.cast(PRED)).select(v29 * 0.5f32, v29.relu()) - t0.broadcast_to([2, 5]).cast(F32).matmul(Tensor::iota([5, 3], 0, F32)).clamp(-2.0, 4.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        (((((((v29 / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (-0.5f32)) * 3.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+    } else if (v29[(1, 1)] == v29[(0, 1)]).select(Tensor::scalar(0.125, F32) * (0.25f32 + 2.0f32), x0.sum(&[0]).cast(PRED).cast(F32)) >= -1.0 {
+        let mut v29 = v29[(.., c30)];
+        v29 = (((((c30.broadcast_to([2]).cast(F32) * v29[ds(t0, 1)]).clamp(-64.0, 64.0) + (4 % 2)) * ((c30.cast(F32) - v29) + c30.broadcast_to([2]).cast(F32).clamp(-2.0, 0.5))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        ((t0.broadcast_to([2, 3]).cast(F32) / 2.0) + 1.0) / 4.0
+    } else if (x1.dim(0) / 2) >= 0 {
+        let v29 = if x1.max(&[0]).cast(PRED).select(t0, v29.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32)) == v29[(1, 1)].cast(S32) {
+            'l35: for (k34, &w36) in [0.5f32].iter().enumerate() {
+                v29 = v29.sign();
+            }
+            'l38: for (k37, &w39) in [0.5f32, -1.0f32].iter().enumerate() {
+                v29 = v29;
+            }
+            v29.sort(0, true).cast(PRED)
+        } else {
+            let mut r40: usize = (1 + x0.dim(0)) + (1 + v29.dim(1));
+            v29.cast(S32) >= v29.max(&[0]).cast(S32)
+        };
+        let mut r41: f32 = 2.0f32 * 2.0;
+        (-1.0f32 * (Tensor::full([2, 3], 0.0, F32) - x1[c30])) + (v29[1..2].cast(F32) + 2)
+    } else {
+        let mut v42 = ((v29.cast(S32) * 3) + c30.broadcast_to([2, 3])).clamp(-1024, 1024);
+        v29.clamp(0.0, 1.0).maximum((v29[(.., ds(t0, 1))].cast(S32) != c30).select(c30.broadcast_to([2, 3]).cast(F32), v29)).clamp(-64.0, 64.0)
+    };
+    vec![c30, v29]
 }
 
 fn run_k016(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k016::run(dev, &a[0], &a[1], &a[2])?])
+    Ok(k016::run(dev, &a[0], &a[1], &a[2])?)
 }
 
 #[tpu_kernel]
-fn k017(s0: f32, x0: Tensor, x1: Tensor) -> Vec<Tensor> {
-    let v1 = if (x0 != 0.5) ^ x0.cast(PRED) {
-        let mut v2 = (x1.broadcast_to([1, 1]).cast(F32) >= x0.broadcast_to([1, 1])).select(x1.broadcast_to([1, 1]).cast(F32), Tensor::full([1, 1], 0.0, F32) + x0.broadcast_to([1, 1])) <= 0.5;
-        x1.clamp(-3, 4)
-    } else {
-        let mut v3 = x1.broadcast_to([1, 1]).cast(F32);
-        let mut c4 = Tensor::scalar(0.0, S32);
-        while ((!(x0 <= x0)) && ((x1 / 2) >= -1)) && (!(c4 >= 4)) {
-            v3 = ((x0 >= x0) ^ (x1.broadcast_to([1, 1]).cast(PRED) || v3.transpose(&[1, 0]).cast(PRED))).select(x1.broadcast_to([1, 1]).cast(F32) + 1.0, v3);
-            v3 = (c4.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(c4.broadcast_to([3, 1]).cast(F32).clamp(-8.0, 8.0)) != x0.broadcast_to([1, 1])).cast(F32);
-            c4 = c4 + 1;
-        }
-        v3 = (c4.broadcast_to([1, 1]).cast(F32) - v3).clamp(-64.0, 64.0);
-        if v3.dim(0) % 2 == 0 {
-            let mut c5 = Tensor::scalar(0.0, S32);
-            while c5 < (v3.dim(1) % 2) && (v3.sum(&[0, 1]).cast(S32) <= Tensor::scalar(-2.0, S32)) {
-                let mut v6 = (c4.cast(PRED).select(c4.cast(F32), c4.cast(F32)) + x0.cast(S32).cast(F32)).clamp(-64.0, 64.0);
-                let v7 = (x0.cast(S32) - x1).clamp(-3, 4);
-                v3 = Tensor::full([1, 1], 0.125, F32).clamp(-1.0, 0.5).round() % v3.cast(PRED).select(v3.transpose(&[1, 0]), v3.sort(0, true));
-                c5 = c5 + 1;
+fn k017(s0: f32, x0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
+    let f1 = move |a2: Tensor| {
+        let mut v3 = (1.0f32 - x1.broadcast_to([1, 1]).cast(F32).clamp(-0.5, 1.0)).floor();
+        for i4 in 0..=2 {
+            for i5 in 0..4 {
+                v3 = ((-1.0f32 * ((i4.broadcast_to([1, 1]).cast(F32) - v3).clamp(-64.0, 64.0) * (0.25f32 * 0.5))) * 8.0).floor() * 0.125;
+                let mut r6: f32 = s0;
+                let v7 = (x0 - x1.cast(F32)).relu() + (4 + 0);
+                v3 = ((((a2.broadcast_to([1, 1]).cast(F32).clamp(-64.0, 64.0) * (3 as f32)) + (x0.broadcast_to([1, 3]).matmul(v7.broadcast_to([3, 1]).clamp(-8.0, 8.0)) / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             }
-        } else {
-            let f8 = move |a9: Tensor| (v3 - 1.0).clamp(-64.0, 64.0) + v3.dim(1);
-            for i10 in -1..0 {
-                let v11 = v3 % (v3 + 3.0);
-                v3 = i10.broadcast_to([1, 1]).cast(F32);
+            for _ in 0..1 {
+                let mut v8 = x0 + (x0 * 3.0);
+                let mut v9 = i4.cast(PRED);
+                let mut v10 = v8;
+                v3 = v3;
             }
-            v3 = (v3 + v3).sign() * -1.0;
+            let mut v11 = (((i4.broadcast_to([1, 1]) + v3.transpose(&[1, 0]).cast(S32)) + (i4.broadcast_to([1, 1]) - Tensor::full([1, 1], 0.0, S32))) * a2.broadcast_to([1, 1])).clamp(-1024, 1024);
         }
-        v3[(0, 0)].cast(S32)
+        let r12: f32 = -(0 as f32);
+        x0
     };
-    if v1.cast(PRED) && ((x0.cast(S32) <= v1) && x0.cast(PRED).select(x0.cast(PRED), x0.cast(PRED))) {
-        let mut v12 = x0.clamp(0.0, 0.5);
-        let mut v13 = !(!(x1.broadcast_to([1, 1]).cast(F32) > 0.0));
-    }
-    let v1 = Tensor::full([1, 1], 1.0, PRED).select((x0 + 0) + (v1.broadcast_to([1, 1]).cast(F32) - -0.25), x0.broadcast_to([1, 1]));
-    let mut v14 = ((v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32) * v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32)) % 3).maximum((v1[(0, 0)].clamp(-64.0, 64.0).cast(S32) + Tensor::scalar(3.0, S32)) * (Tensor::scalar(3.0, S32) + 2));
-    let mut c15 = Tensor::scalar(0.0, S32);
-    while v14.cast(PRED) && (c15 < 3) {
-        let mut r16: bool = v1.dim(1) <= 3;
-        let mut v17 = [v1.clamp(-64.0, 64.0), v1.clamp(0.0, 0.5).sign()];
-        v14 = ((c15 + v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32).minimum(v17[1][(0, 0)].cast(S32))) + x0.cast(PRED).cast(S32).abs()).clamp(-1024, 1024);
-        c15 = c15 + 1;
-    }
-    let f18 = move |a19: Tensor| v14.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(v14.broadcast_to([3, 1]).cast(F32).clamp(-8.0, 8.0)).clamp(-0.5, 1.0);
-    for i20 in 0..x1 {
-        if ((x0 + v1.sum(&[0, 1])) * x1.cast(F32)) <= (Tensor::scalar(0.0, PRED).select(v1[(0, 0)], x0) / 4.0) {
-            v14 = (!v14.cast(PRED)).select(c15 % 3, Tensor::scalar(0.0, S32) + v1[(0, 0)].clamp(-64.0, 64.0).cast(S32)) / 2;
-        }
-        let mut v21 = x0;
-        v21 = x0.cast(S32).cast(F32).maximum(v1[(0, 0)] - -0.25).clamp(-64.0, 64.0);
-        v14 = c15;
-    }
-    #[unroll]
-    'l23: for k22 in 0..(0 + v1.dim(1)) {
-        if v1.dim(0) % 2 == 0 {
-            break;
-        }
-        let v24 = v1[(0, 0)].relu().clamp(-0.5, 4.0);
-        let mut r25: f32 = v1.dim(1) as f32;
-        #[unroll]
-        'l27: for k26 in 0..3usize {
-            let v28 = if (k22 + k22) % 2 == 0 {
-                let mut r25 = v24;
-                let mut v29 = v24;
-                (((c15 * 2) + r25.cast(S32)) - v29.cast(S32).clamp(-3, 4).clamp(0, 4)).clamp(-1024, 1024)
+    let v13 = if x1.cast(F32) >= x1.cast(F32) {
+        'l15: for (k14, &w16) in [0.5f32].iter().enumerate() {
+            if !((k14 % 2) % 2 == 0) {
+                break;
+            }
+            let v17 = if !(!(4 < 3)) {
+                let mut v18 = x0.broadcast_to([1, 1]);
+                v18.cast(S32)
             } else {
-                v14 = x1;
-                let mut v30 = ((Tensor::scalar(1.0, S32) / 3) * -1).abs();
-                let mut r31: usize = k22;
-                v30
+                let v19 = (x1.broadcast_to([1, 1]).cast(F32).maximum(Tensor::full([1, 1], 0.125, F32)) % (x1.broadcast_to([1, 1]).cast(F32).floor().abs() + 0.5)) + (1.5f32 * (x1.broadcast_to([1, 1]).cast(F32) * x1.broadcast_to([1, 1]).cast(F32)));
+                let mut v20 = v19.transpose(&[1, 0]).cast(S32);
+                v20 = (x1.broadcast_to([1, 1]).cast(PRED).select(v20, v20) % 2).clamp(1, 2);
+                v20.transpose(&[1, 0]).cast(PRED).cast(S32)
             };
-            #[unroll]
-            'l33: for k32 in 0..3usize {
-                let v34 = v14;
-                v14 = (-(Tensor::scalar(3.0, S32) + v34).maximum(Tensor::scalar(1.0, S32).abs())).clamp(-1024, 1024);
-                let mut v1 = f18(v24.broadcast_to([1, 1]).clamp(-2.0, 1.0)).abs();
+        }
+        let mut v21 = x1.broadcast_to([1, 1]).cast(PRED).select(x1.broadcast_to([1, 1]).cast(F32), (x0.broadcast_to([1, 1]) + 3).abs());
+        if (-s0) < 1.5 {
+            v21 = if (x1 - v21[(0, 0)].cast(S32)).cast(F32) != Tensor::scalar(0.125, F32) {
+                let v23 = x1;
+                let mut v24 = x0.broadcast_to([1, 1]).cast(PRED).select(v23.broadcast_to([1, 1]).clamp(1, 2) - v21.cast(S32), (v21.cast(S32) * v23.broadcast_to([1, 1])) - v21.sort(0, true).cast(S32));
+                (v21.transpose(&[1, 0]).cast(S32) > 0).select(v23.broadcast_to([1, 1]).cast(F32).clamp(-2.0, 4.0), v23.broadcast_to([1, 1]).cast(PRED).cast(F32) * s0)
+            } else {
+                v21 = v21;
+                let v25 = x0 * x1.cast(F32);
+                ((((v21 + v21.transpose(&[1, 0])).clamp(-64.0, 64.0) * s0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+            };
+        } else if !(((1 + 4) == 2) && ((0.25f32 * 0.5) >= 0.0)) {
+            v21[x1] = (v21[x1] % ((v21[0] - v21[(.., 0)]).abs() + 0.5)).clamp(-64.0, 64.0);
+            for i26 in 0..(v21.dim(1) % 2) {
+                let mut v27 = x0 + (Tensor::scalar(2.0, F32) + x0).round();
+                let mut v28 = v27.broadcast_to([1, 1]).cast(PRED);
+                v28[x1] = v21.sum(&[0]).cast(PRED);
+                v21 = v27.broadcast_to([1, 1]).cast(S32).cast(F32).clamp(-64.0, 64.0);
             }
-            r25 = r25;
+            let mut v29 = (((((x1.broadcast_to([1, 3]).cast(F32) < 0.0).select(x0.broadcast_to([1, 3]) * 1.5, x1.broadcast_to([1, 3]).cast(F32)) * 8.0).floor() * 0.125).matmul(x0.broadcast_to([3, 1])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        } else if x1.cast(PRED).select(Tensor::scalar(0.0, PRED) ^ (x1.cast(PRED) && x1.cast(PRED)), x1.minimum(x1) <= v21[(0, 0)].cast(S32)) {
+            let mut v30 = x1.abs().clamp(0, 4) + x1;
+            for i31 in 0..0 {
+                let mut v32 = ((Tensor::scalar(-1.5, F32) + f1(v21.sum(&[0, 1]).cast(S32))) + 3.0) <= x1.cast(F32).clamp(-1.0, 4.0);
+                v21 = v21.transpose(&[1, 0]);
+            }
+            let mut r33: usize = 0;
         }
-    }
-    vec![c15, v14, v14]
-}
-
-fn run_k017(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k017::run(dev, 1.0, &a[0], &a[1])?)
-}
-
-#[cpu_kernel]
-fn k018(x2: Tensor, x1: Tensor, n0: usize, x0: Tensor) -> Vec<Tensor> {
-    let r1: bool = 2.0f32 < -1.0;
-    let mut v2 = (x2.broadcast_to([5]).cast(PRED).select(Tensor::full([5], 2.0, F32), x0.broadcast_to([5])) - (x1 + x0.broadcast_to([5])), (x1.sort(0, false).cast(S32) * x1.min(&[0]).cast(S32)).cast(F32), x0.clamp(-1.0, 4.0));
-    let r3: bool = x1.dim(0) == 0;
-    let mut m4 = 0usize;
-    'l5: while m4 < 1 {
-        let r6: f32 = (-1.5f32) * 0.5;
-        if (x1.dim(0) > 3) && (!r3) {
-            break 'l5;
+        v21.cast(PRED).select((x1.broadcast_to([1, 1]) * -1).maximum(v21.cast(S32) * 3), x0.broadcast_to([1, 1]).cast(S32))
+    } else {
+        #[unroll]
+        'l35: for k34 in 0..3usize {
+            let mut v36 = (((Tensor::scalar(2.0, F32) - f1(x0.cast(S32) + x1)) * (x0 * x1.cast(F32))).clamp(-0.5, 0.5) * 8.0).floor() * 0.125;
+            for i37 in 0..3 {
+                let v38 = (3.0f32 - i37.broadcast_to([1, 1]).cast(F32)) * v36.broadcast_to([1]);
+                v36 = i37.cast(F32);
+            }
+            v36 = x1.cast(F32);
+            v36 = x0;
         }
-        let v7 = (x1.cast(PRED) || v2.2.broadcast_to([5]).cast(PRED)).select(v2.2.broadcast_to([5]).cast(PRED) & v2.2.broadcast_to([5]).cast(PRED), v2.2.broadcast_to([5]).cast(PRED)).select(x1, x1);
-        m4 += 1;
+        for (k39, &w40) in [0.5f32].iter().enumerate() {
+            let mut m41 = 0usize;
+            while m41 < 2 {
+                let mut v42 = x1 == 1;
+                if (3 % 2 == 0) || ((m41 + 0) % 2 == 0) {
+                    break;
+                }
+                m41 += 1;
+            }
+            let mut r43: usize = k39 / 2;
+            r43 /= 2;
+            let mut v44 = (x0.broadcast_to([1, 1]).matmul(Tensor::full([1, 1], 2.0, F32)) * 8.0).floor() * 0.125;
+        }
+        #[unroll]
+        for k45 in 0..0 {
+            let mut v46 = ((0.25f32 * x0) * 8.0).floor() * 0.125;
+            for i47 in 0..0 {
+                let mut v48 = x0.broadcast_to([1, 1]).cast(PRED).cast(S32);
+                let mut r49: f32 = -s0;
+                let mut v50 = (((-v46) * x0.clamp(-2.0, 1.0)).clamp(-2.0, 1.0) * 8.0).floor() * 0.125;
+                v46 = (v48.sum(&[0, 1]).cast(PRED).select(i47.cast(F32), x1.cast(F32)) + i47.cast(F32)) + (v48.dim(0) / 2);
+            }
+            if 4 % 2 == 0 {
+                break;
+            }
+            let mut v51 = x1.broadcast_to([1, 1]).cast(F32);
+        }
+        x1.broadcast_to([1, 1])
+    };
+    for (k52, &w53) in [0.5f32].iter().enumerate() {
+        let v54 = (x1 >= x0.cast(S32)).select(x0 == v13[(0, 0)].cast(F32), x0.cast(PRED).select(v13[(0, 0)].cast(PRED), v13[(0, 0)].cast(PRED))) && (v13.sum(&[0, 1]) < x1);
     }
-    let mut v8 = (x2.broadcast_to([5]) - x1) % Tensor::scalar(0.5, F32);
-    for i9 in 1..=1 {
-        v8 = v2.0;
-        let r10: f32 = -1.0f32;
-        match x1.dim(0) {
+    if 3 % 2 == 0 {
+        match (4 / 3) + v13.dim(1) {
             0 => {
-                let r12: usize = (v8.dim(0) + x1.dim(0)).min(6);
-            }
-            1 | 2 => {
-                let mut c13 = Tensor::scalar(0.0, S32);
-                while v8[1].cast(PRED) && (c13 < 3) {
-                    let mut v14 = v2.0[i9];
-                    let v15 = c13.cast(PRED).select(v14 + (1.5f32 * x2), c13.clamp(-3, 4).cast(F32));
-                    v8 = v8;
-                    c13 = c13 + 1;
+                let mut v56 = (v13.cast(PRED).select(v13, v13.reshape(&[1])) * x1).clamp(1, 2);
+                #[unroll]
+                'l58: for k57 in 0..(1 + v13.dim(0)) {
+                    v56[0] = Tensor::full([1], 1.0, S32);
+                    v56 = v56.transpose(&[1, 0]);
                 }
             }
-            r11 => {
-                v8 = if (v2.0.max(&[0]).cast(PRED).select(x2.cast(PRED), v2.1.min(&[0]).cast(PRED)) & (Tensor::scalar(1.0, PRED) || i9.cast(PRED))) || (i9.cast(F32) == 2.0) {
-                    let mut v17 = x0;
-                    let v18 = Tensor::full([5], 1.0, PRED).select(v2.0.sort(0, true).cast(S32) * v2.1.sort(0, true).cast(S32), v2.0.sort(0, false).cast(S32));
-                    let v17 = ((x1 >= v8) || (v18.sort(0, false).clamp(-1024, 1024).cast(PRED) && x1.sort(0, true).cast(PRED))).cast(S32);
-                    (v2.1 + 0.5).clamp(-2.0, 1.0)
+            1 | 2 => {
+                let mut r59: f32 = -(s0 * 0.5);
+                let mut v60 = x0;
+                for i61 in -1..3 {
+                    let mut v62 = f1(x1);
+                    v60 = Tensor::scalar(1.0, S32).cast(F32);
+                }
+            }
+            r55 => {
+                let v63 = if !((v13.sum(&[0, 1]) != x1) | x1.cast(PRED)) {
+                    let mut v64 = x1.broadcast_to([1, 1]).cast(PRED);
+                    x0
+                } else if (v13.dim(1) + r55) == 0 {
+                    let v65 = Tensor::full([1, 1], 0.125, F32).relu().sign() * 3.0;
+                    let mut v66 = v13.sum(&[0, 1]).cast(PRED) && (v65[(0, 0)].cast(PRED) | (v13[(0, 0)] == 1));
+                    (v65[(0, 0)].clamp(0.0, 0.5) * x0.ceil()) * (2 as f32)
                 } else {
-                    let mut r1: f32 = -1.0f32;
-                    Tensor::iota([5], 0, F32)
+                    let mut v67 = (x1.broadcast_to([1, 1]).abs() * v13).clamp(-1024, 1024);
+                    let mut v68 = ((v67.sum(&[0, 1]) + x1) * (x1 * 1)).clamp(-1024, 1024);
+                    (v13.sum(&[0, 1]).cast(PRED) | v68.cast(PRED)).select(v13[(0, 0)].clamp(-3, 7), v68 % 5).cast(F32)
                 };
             }
         }
-        v8 = v2.1.cast(PRED).select((v8 - x0.broadcast_to([5])).clamp(0.0, 4.0), x1[ds(i9, 1)]);
-    }
-    let mut c19 = Tensor::scalar(0.0, S32);
-    while (!((v2.0[4].cast(S32) == v8.sum(&[0]).clamp(-64.0, 64.0).cast(S32)) || (Tensor::scalar(3.0, S32) >= v8.argmax(0)))) && (c19 < 3) {
-        for _ in 0..3 {
-            v8[0] = v8[4];
-            let mut parts20 = Vec::new();
-            for k21 in 0..3usize {
-                parts20.push(v2.1.sum(&[0]).clamp(-64.0, 64.0).cast(PRED).select(v2.2.broadcast_to([5]) + x2.broadcast_to([1]), x1.sort(0, true) * 2.0f32));
+    } else {
+        match 4 / 2 {
+            0 => {
+                let mut v70 = v13.transpose(&[1, 0]).cast(F32).clamp(-64.0, 64.0);
+                let v13: usize = v13.dim(1);
             }
-            let v22 = concat(&parts20, 0);
-            v8 = (!(v8.cast(PRED) | v2.2.broadcast_to([5]).cast(PRED))).select(v8, (x1 - v8.sort(0, false)) - x0.broadcast_to([5])).clamp(-64.0, 64.0);
-            for i23 in 0..2 {
-                let r24: bool = r3;
-                let mut v25 = (!v2.1.argmin(0).cast(PRED)).select(c19, v22[3].clamp(-64.0, 64.0).cast(S32) + v2.2.cast(S32)).clamp(0, 4);
-                let mut r24 = x0.cast(S32).cast(F32) != (Tensor::scalar(0.5, F32).clamp(-0.5, 0.5) * v2.1.sum(&[0]));
-                v8 = x1;
+            1 | 2 => {
+                let mut v71 = x0 - 3.0;
+                for i72 in 0..=0 {
+                    v71 = ((v71.cast(S32) - v71.cast(S32)) <= -1).cast(F32);
+                    let mut v73 = !v13[(0, 0)].cast(PRED);
+                    v73 = (v71 != 0.5).cast(F32) >= 2.0;
+                    let mut v74 = (((Tensor::full([1, 1], 0.0, F32) - v13.transpose(&[1, 0]).cast(F32)) / 4.0) + (v13.transpose(&[1, 0]).cast(F32) - v13.transpose(&[1, 0]).cast(F32))).clamp(-64.0, 64.0);
+                }
+            }
+            r69 => {
+                if !(v13.sum(&[0, 1]).cast(F32).minimum(v13.sum(&[0, 1]).cast(F32)) <= 2.0) {
+                    let mut v75 = x0;
+                    let v75 = x1.broadcast_to([1, 1]).cast(F32);
+                    let mut r76: usize = v13.dim(0) % 3;
+                } else {
+                    let v77 = x0;
+                    let mut v78 = (v77.broadcast_to([1, 1]).cast(PRED).select(x0.broadcast_to([1, 1]).cast(S32), v13) + (v13 - x1.broadcast_to([1, 1])).clamp(1, 7)).clamp(-1024, 1024);
+                    let mut v79 = (((v78[(0, 0)].cast(F32) * x1.cast(F32)) + (v13.sum(&[0, 1]).cast(F32) * 2.0)) * f1((v78[(0, 0)] + x1).clamp(-1024, 1024))).clamp(-64.0, 64.0);
+                }
             }
         }
-        let mut parts26 = Vec::new();
-        for k27 in 0..3usize {
-            parts26.push((x2.broadcast_to([5]).cast(S32) + v8.cast(S32)).cast(F32));
-        }
-        let v28 = concat(&parts26, 0);
-        c19 = c19 + 1;
+        let mut v80 = (v13.transpose(&[1, 0]).cast(F32) / 2.0).clamp(-64.0, 64.0).cast(S32);
     }
-    v8[c19] = (x2 + (m4 + x1.dim(0))).minimum(v2.1[c19] + (v8.dim(0) + v8.dim(0)).min(8)).clamp(-64.0, 64.0);
-    let v29 = x1[4].clamp(-0.5, 4.0).clamp(-2.0, 1.0);
-    vec![c19, v29]
+    let mut v81 = x0 != 0.0;
+    let mut v82 = x0 * -1.0;
+    let mut c83 = Tensor::scalar(0.0, S32);
+    while !(c83 >= 3) && (x0.cast(PRED).cast(S32) >= 0) {
+        let mut parts84 = Vec::new();
+        for k85 in 0..1usize {
+            parts84.push(v82.broadcast_to([1, 1]));
+        }
+        let v86 = concat(&parts84, 0);
+        v81 = ((v82 == v82) || Tensor::scalar(1.0, PRED)).select((v81.cast(F32) - v82) == 0.0, (Tensor::scalar(0.5, F32) <= c83.cast(F32)) || v86.sum(&[0, 1]).cast(PRED));
+        c83 = c83 + 1;
+    }
+    for i87 in 0..0 {
+        v81 = c83.cast(PRED);
+        let mut v88 = (c83.clamp(0, 2) == 0) && v81;
+    }
+    (v81, v82.abs().sqrt(), v82 / (v82.abs() + 0.5))
+}
+
+fn run_k017(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
+    let (o0, o1, o2) = k017::run(dev, 1.0, &a[0], &a[1])?;
+    Ok(vec![o0, o1, o2])
+}
+
+#[cpu_kernel]
+fn k018(x2: Tensor, x1: Tensor, n0: usize, x0: Tensor) -> (Tensor, Tensor) {
+    let mut v1 = x2;
+    let mut c2 = Tensor::scalar(0.0, S32);
+    while ((v1.cast(S32) < 0).select(x2.cast(S32) + 3, x2.cast(S32)) <= ((x0.cast(S32) + x1.max(&[0]).cast(S32)) + 1)) && (c2 < 1) {
+        v1 = (3.0f32 * v1.cast(PRED).select(x1[1], x1[2])) + x1.sum(&[0]);
+        v1 = x2;
+        c2 = c2 + 1;
+    }
+    let v3 = v1.broadcast_to([5]) * x1;
+    let v4 = (((v3[4] * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(PRED) && v1.cast(PRED)).select(x2.clamp(-2.0, 4.0), v1.cast(PRED).cast(F32)) * (x2 - v1);
+    let mut m5 = 0usize;
+    while m5 < 0 && ((x1.dim(0) as f32) >= 1.5) {
+        v1 = Tensor::scalar(0.0, F32);
+        v1 = if (-c2) > c2 {
+            let r7: usize = (2 + m5) + 2;
+            Tensor::scalar(2.0, F32)
+        } else if c2 != x0.cast(PRED).select(x1.sum(&[0]).cast(S32), x2.cast(S32)) {
+            let v8 = ((v4 * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32).clamp(-3, 4).cast(F32) / 4.0;
+            x0.floor().cast(S32).cast(F32)
+        } else {
+            let mut v9 = (c2 * 2).clamp(-1024, 1024);
+            v1 = ((((((v1 * v4) + (v1 - v1)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            Tensor::scalar(0.5, F32)
+        };
+        let mut v10 = (-((x1.argmin(0).cast(F32) + c2.cast(F32)) / 2.0)).clamp(-64.0, 64.0);
+        m5 += 1;
+    }
+    (v1, v1)
 }
 
 fn run_k018(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k018::run(dev, &a[0], &a[1], 0, &a[2])?)
+    let (o0, o1) = k018::run(dev, &a[0], &a[1], 0, &a[2])?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel(precision = "highest")]
-fn k019(b0: bool, n0: usize, t0: Tensor, x0: Tensor, x1: Tensor) -> Tensor {
-    let mut m1 = 0usize;
-    'l2: while m1 < (1 % 2) {
-        let mut v3 = (Tensor::scalar(-1.5, F32).floor() - x0.sign()) != x0;
-        let mut v4 = x0.broadcast_to([3]);
-        if (n0 + n0) % 2 == 0 {
-            break 'l2;
+#[cpu_kernel]
+fn k019(b0: bool, n0: usize, t0: Tensor, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
+    let mut v1 = 2.0f32 - (x1 + (0.5f32 - t0.broadcast_to([2]).cast(F32)));
+    for i2 in 1..t0 {
+        if !((2.0f32 * 0.5) > 0.5) {
+            let v3 = t0.broadcast_to([3]).cast(F32);
+            let mut v4 = 1.0f32 - (t0.broadcast_to([3]).cast(F32) * v3.min(&[0]).cast(PRED).select(v3, v3));
+            let mut v5 = t0.broadcast_to([3]).cast(PRED).select(t0.broadcast_to([3]).cast(F32), v3.argmin(0).cast(F32)) + n0;
         }
-        m1 += 1;
+        if x1.dim(0) % 2 == 0 {
+            v1 = i2.broadcast_to([2]).cast(F32);
+            v1 = t0.broadcast_to([2]).cast(F32);
+            v1 = i2.broadcast_to([2]).cast(F32);
+        } else {
+            let v6 = if ((i2 - i2) != i2).select((t0 % 5) <= 0, (!x0.cast(PRED)).select(x1[i2].cast(PRED) & Tensor::scalar(1.0, PRED), v1.max(&[0]).cast(S32) >= 0)) {
+                let mut r7: f32 = 0.5f32;
+                v1[t0] = x0;
+                let f8 = move |a9: Tensor| (Tensor::full([2], 1.0, S32) + 1).cast(F32);
+                ((x0.broadcast_to([3]).cast(S32) + t0.broadcast_to([3])) % 2) * (t0.broadcast_to([3]).abs() + (Tensor::full([1], 3.0, S32) * t0.broadcast_to([3])))
+            } else {
+                v1[t0] = (x0 * -1.0) + -0.25;
+                let v10 = ((v1.sort(0, false) * t0.broadcast_to([2]).cast(F32)) < v1) | ((v1.min(&[0]).cast(S32) + 1) == -1);
+                v1 = (v1.floor() * -1.0).clamp(-2.0, 1.0);
+                (-x0.broadcast_to([3]).cast(S32)) * -1
+            };
+            let v11 = v6[0..2].cast(PRED).select(v6[ds(i2, 2)].cast(PRED), i2.broadcast_to([2]).cast(PRED)).select(!v6[1..3].cast(PRED), !i2.broadcast_to([2]).cast(PRED)) ^ ((t0.broadcast_to([2]) + x0.broadcast_to([2]).cast(S32)) <= i2.broadcast_to([2]).cast(F32).cast(S32));
+            let r12: usize = x1.dim(0);
+        }
     }
-    if ((t0.cast(F32) - 0.5) + (x1.max(&[0]) + x0)) > 0.5 {
-        let v5 = t0.broadcast_to([3]).cast(F32);
-    } else {
-        let mut v6 = ((x1.cast(S32) != 1).select(1.5f32 * x1, t0.broadcast_to([2]).cast(F32).clamp(-0.5, 4.0) / 4.0) * 8.0).floor() * 0.125;
-    }
-    if !b0 {
-        let v7 = -x0.broadcast_to([2]).cast(PRED).cast(S32);
-    }
-    let mut parts8 = Vec::new();
-    for k9 in 0..2usize {
-        parts8.push(Tensor::full([2], -1.5, F32));
-    }
-    let v10 = concat(&parts8, 0);
-    if (m1 / 2) % 2 == 0 {
-        let v10 = (x0 - -0.25).clamp(-1.0, 0.5) * 0.5;
-    } else {
-        let mut v11 = 0.5f32 - (x0 + (x0 * (m1 as f32)));
-        let v12 = ((v10[ds(t0, 2)].cast(S32) * x1.sort(0, false).cast(S32)) % 2).cast(F32);
-    }
-    let mut v13 = (x1[1] + 3).maximum(x0.relu()) + ((v10.min(&[0]) + Tensor::scalar(0.5, F32)) / 2.0);
-    let mut r14: usize = x1.dim(0) + (2 / 2);
-    match m1 {
-        0 => {
-            for i15 in 1..t0 {
-                for i16 in 0..3 {
-                    let v17 = v10[ds(t0, 3)];
-                    let mut v18 = x0.broadcast_to([3]).cast(S32).abs();
-                    v13 = x1.max(&[0]);
-                }
-                #[unroll]
-                for k19 in 0..2 {
-                    let mut v20 = (x1 > 2.0).cast(S32).clamp(-3, 2);
-                    let mut v21 = v10[ds(i15, 2)].cast(PRED).select((Tensor::full([2], 1.0, S32) - x1[0..1].cast(S32)) + v10.max(&[0]).cast(PRED).cast(S32), (x1[0..1].cast(S32) + x1[ds(t0, 1)].cast(S32)) * i15.broadcast_to([1]).cast(PRED).select(v13.broadcast_to([1]).cast(S32), v13.broadcast_to([1]).cast(S32)));
-                }
-                if ((v10[i15] / 4.0) > v10.sum(&[0])) | (x1[-1].cast(PRED).select(v13.cast(PRED), x1[1].cast(PRED)) && x0.cast(PRED)) {
-                    let mut v22 = v10[ds(t0, 2)].cast(S32).minimum(v10.sum(&[0]).cast(S32).minimum(i15.broadcast_to([2])) + -1);
-                    let mut r23: f32 = 3 as f32;
-                    let mut v24 = ((((Tensor::full([2], 1.0, PRED) && x1.cast(PRED)).select(x1, v13 / 4.0) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                } else {
-                    let v25 = (v10.min(&[0]).cast(PRED).select(x1, x1.sort(0, true)) <= i15.broadcast_to([2]).cast(F32)).cast(F32);
-                }
-                let v10: bool = (-1.0f32).abs() > 0.5;
+    for i13 in 0..3 {
+        if 1.5f32 > 0.5 {
+            let v14 = !((Tensor::full([3], 0.0, S32) * x0.broadcast_to([3]).cast(S32)) >= i13.broadcast_to([3]));
+            v1[t0] = x0;
+        } else {
+            v1[1..2] = v1[0..1].cast(S32).cast(F32).clamp(-64.0, 64.0);
+            for i15 in 0..4 {
+                let v16 = x0.broadcast_to([3]) / 4.0;
+                v1 = x1.sort(0, false).cast(S32).clamp(1, 2).abs().cast(F32);
             }
         }
-        1 | 2 => {
-            let mut v10 = ((((x0.broadcast_to([2]).cast(PRED) && v10[1..3].cast(PRED)) || (x0.broadcast_to([2]).cast(PRED) | v13.broadcast_to([2]).cast(PRED))).select((v13.broadcast_to([2]) + t0.broadcast_to([1]).cast(F32)) * (v13.broadcast_to([1]) - t0.broadcast_to([1]).cast(F32)), (x1 - v13.broadcast_to([2])).ceil()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        }
-        v10 => {
-            for (k26, &w27) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
-                for i28 in -1..4 {
-                    let v29 = Tensor::scalar(-1.5, F32).sign().cast(S32);
-                    v13 = (x1.min(&[0]) + (3.0f32 - v13.ceil())).clamp(-64.0, 64.0);
-                }
-            }
-            v13 = (((v13 * 0.5) % (x0 - -0.25)).clamp(0.0, 4.0) * 8.0).floor() * 0.125;
-        }
     }
-    v13
+    if (3 + v1.dim(0)) % 2 == 0 {
+        return (v1.sigmoid(), t0);
+    }
+    let mut v17 = x0.broadcast_to([3]).cast(S32).abs();
+    v1[-2] = ((x0 * (-0.25f32)).clamp(-2.0, 4.0) * 8.0).floor() * 0.125;
+    let mut c18 = Tensor::scalar(0.0, S32);
+    while c18 < (v1.dim(0) / 2) && (Tensor::scalar(2.0, F32) <= v17[0].cast(F32)) {
+        for i19 in 0..v1.dim(0) {
+            let v1 = (t0.cast(PRED).select(c18, Tensor::scalar(3.0, S32)) + 3) / 3;
+            let mut parts20 = Vec::new();
+            for k21 in 0..3usize {
+                parts20.push((!Tensor::full([2], 0.0, PRED)).cast(F32));
+            }
+            let v22 = concat(&parts20, 0);
+            v17[v1] = (c18.cast(F32) != Tensor::scalar(0.125, F32)).select(v22[c18].cast(S32), i19.maximum(v1)).clamp(-1024, 1024);
+            let v23 = if (x1[v1] > c18.cast(F32)).select(i19.cast(PRED), t0.cast(PRED)) {
+                let v24 = ((t0.broadcast_to([3]).cast(F32) - c18.broadcast_to([3]).cast(F32)) <= 0.0).cast(S32);
+                ((x0.broadcast_to([2]).cast(S32) + c18.broadcast_to([2])) + Tensor::full([2], -2.0, S32)).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0)
+            } else {
+                let v1 = x0.abs() == c18.cast(F32);
+                x1.relu()
+            };
+        }
+        v17 = x0.broadcast_to([3]).cast(S32);
+        c18 = c18 + 1;
+    }
+    let mut c25 = Tensor::scalar(0.0, S32);
+    while (((x0 <= c18.cast(F32)) ^ (v1[1].cast(PRED) || v17[1].cast(PRED))) || ((v17[2].cast(F32) + v1[t0]) == (x1[0] - x0))) && (c25 < 0) {
+        let mut v26 = Tensor::scalar(0.0, F32);
+        #[unroll]
+        for b27 in blocks_of(v1.dim(0), 16) {
+            v26 = (v26 + v1.block_sized(0, b27, 16, -1.0).sum(&[0])).clamp(-64.0, 64.0);
+        }
+        v1 = v26.broadcast_to([2]);
+        c25 = c25 + 1;
+    }
+    (v17, c18)
 }
 
 fn run_k019(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k019::run(dev, false, 2, &a[0], &a[1], &a[2])?])
+    let (o0, o1) = k019::run(dev, false, 2, &a[0], &a[1], &a[2])?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel(precision = "highest")]
+#[cpu_kernel]
 fn k020(b0: bool, x0: Tensor) -> (Tensor, Tensor) {
-    let mut v1 = x0[(1, 2)].cast(S32);
-    for i2 in -1..3 {
-        #[unroll]
-        'l4: for k3 in 0..1usize {
-            if (x0[(0, 2)].cast(PRED) | (v1.cast(F32) == x0[(0, 1)])) & ((v1 < v1) || (i2.cast(F32) > 0.5)) {
-                let v5 = x0[(0, 0)];
-                let mut v6 = ((v5 * v5) == 0.0).cast(S32);
-            } else {
-                v1 = Tensor::scalar(0.0, S32) % 5;
+    let mut v1 = x0.sum(&[0, 1]).clamp(-0.5, 1.0).cast(S32);
+    for i2 in 0..(x0.dim(0) + 2).min(4) {
+        v1 = -(x0.sum(&[0, 1]).cast(S32) + 1).abs();
+        let mut parts3 = Vec::new();
+        for k4 in 0..2usize {
+            parts3.push(x0.ceil() / 4.0);
+        }
+        let v5 = concat(&parts3, 0);
+        if !b0 {
+            let mut parts6 = Vec::new();
+            for k7 in 0..3usize {
+                parts6.push(x0.maximum(x0 - i2.cast(F32)));
             }
-            let v7 = (x0.sum(&[0, 1]) / 4.0) + i2.abs().cast(F32);
-            let r8: bool = b0;
+            let v8 = concat(&parts6, 0);
+            let v9 = i2.cast(F32);
+            let mut parts10 = Vec::new();
+            for k11 in 0..1usize {
+                parts10.push(Tensor::full([3, 3], 1.0, PRED).cast(F32));
+            }
+            let v12 = concat(&parts10, 0);
+        } else {
+            let r13: usize = (4 + 3).min(6);
+            if v5.dim(0) % 2 == 0 {
+                let v14 = x0[(2, 2)].cast(S32);
+            } else {
+                let v15 = x0 / 2.0;
+            }
         }
-        for i9 in 1..i2 {
-            v1 = i2 * (x0[(0, 1)].cast(PRED) && i9.cast(PRED)).select(x0.sum(&[0, 1]).cast(S32).abs(), v1.clamp(-3, 4));
-            let v10 = x0[(2, 0)];
-        }
-        let mut v11 = -0.25f32 - x0[(1, 2)];
-        for i12 in 0..i2 {
-            let v13 = i2.cast(F32);
-            v1 = (!x0.sum(&[0, 1]).cast(PRED)).select(i2 * v1, i2.cast(PRED).cast(S32)) % 5;
+        let mut v16 = ((x0.sum(&[0, 1]) * 0.25) * 3.0) != (x0[(0, 0)].clamp(-2.0, 4.0) * Tensor::scalar(0.5, F32).sign());
+    }
+    v1 = v1;
+    let mut v17 = v1;
+    let mut r18: usize = 4 / 2;
+    let v19 = x0[(1, 0)].minimum(Tensor::scalar(0.125, F32) * x0[(2, 1)]) * -2.0;
+    for i20 in -1..2 {
+        let mut c21 = Tensor::scalar(0.0, S32);
+        while ((v1.cast(PRED).cast(F32) < -1.0) ^ (x0.sum(&[0, 1]).cast(S32) == 0)) && (c21 < (x0.dim(1) % 3)) {
+            if (4 == 1) || ((0.25f32 * -1.0) >= 0.5) {
+                let mut v22 = Tensor::scalar(0.0, PRED) | v17.cast(PRED);
+            } else if (2.0f32 * 2.0) >= 0.0 {
+                let mut v23 = [(x0[(2, 2)].cast(S32) / 2).minimum(c21.clamp(0, 2)), (-(i20 + c21)).clamp(-1024, 1024)];
+                v17 = ((v1 <= x0[(0, 0)].cast(S32)) && (!x0[(1, 1)].cast(PRED))).select(x0[(0, 2)].cast(S32).clamp(1, 7) + v17.cast(PRED).select(v23[0], v17), (i20 + -1) * i20).clamp(-1024, 1024);
+                let mut v24 = v23[1].cast(F32).clamp(-64.0, 64.0);
+            }
+            v1 = ((i20.cast(F32) - v19) == 2.0).cast(S32);
+            c21 = c21 + 1;
         }
     }
-    v1 = ((v1.cast(PRED) && v1.cast(PRED)) ^ (x0[(1, 2)].cast(PRED) & x0.sum(&[0, 1]).cast(PRED))).select(v1, x0[(1, 1)].cast(S32).clamp(0, 7) + (v1 + -1)).clamp(-1024, 1024);
-    let mut v14 = x0[(1, 1)].cast(S32);
-    let mut r15: f32 = 0 as f32;
-    v14 = v1;
-    v1 = ((v1 / 2) % 2) + -1;
-    let mut r15 = (v14.minimum(v1) * (v1 + v14).clamp(-1024, 1024)).abs().clamp(-1024, 1024);
-    let mut r16: f32 = (2.0f32 * 2.0) * 2.0;
-    (v1, v1)
+    if v1.cast(PRED) || (!Tensor::scalar(0.0, PRED)) {
+        let mut v25 = (!x0.transpose(&[1, 0]).cast(PRED)).select(x0.transpose(&[1, 0]).cast(PRED).cast(S32), v1.broadcast_to([3, 3]));
+        let mut c26 = Tensor::scalar(0.0, S32);
+        while !(c26 >= 1) && ((v17 > v17).select(v1.cast(PRED) ^ ((v19 * 8.0).floor() * 0.125).cast(PRED), v19 != v17.cast(F32)) & ((Tensor::scalar(2.0, F32) == x0.sum(&[0, 1])) | (Tensor::scalar(0.125, F32) != v25[(0, 2)].cast(F32)))) {
+            if b0 {
+                let mut r27: f32 = 1.5f32;
+            } else if (v1.cast(PRED).select(v1.cast(PRED), c26.cast(PRED)) ^ (x0.sum(&[0, 1]).cast(PRED) && v25[(2, 2)].cast(PRED))) | (v17.cast(F32) >= v19) {
+                let mut r28: f32 = -0.5f32;
+            } else {
+                v25[2] = (v1.broadcast_to([3]) % 3).abs();
+            }
+            v17 = v17.clamp(1, 4).clamp(-3, 7) + (c26.clamp(0, 2) + -1);
+            c26 = c26 + 1;
+        }
+    } else {
+        let v29 = x0[(2, 1)].cast(S32).cast(F32);
+    }
+    (v17, v1)
 }
 
 fn run_k020(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -1631,642 +1498,328 @@ fn run_k020(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
     Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
-fn k021(b0: bool, n0: usize, x0: Tensor, s0: f32) -> Tensor {
-    let r1: usize = (3 + n0).min(6);
-    let mut v2 = x0.sort(1, true);
-    if 2.0f32 < 1.5 {
-        for i3 in -1..4 {
-            let v4 = v2.max(&[1]).cast(S32) * Tensor::full([3], -2.0, S32).minimum(x0.min(&[1]).cast(S32).maximum(x0.argmin(1)));
-            v2 = ((((Tensor::scalar(0.125, F32) * v4.argmin(0).cast(F32)) + x0[(.., ds(i3, 1))].matmul((i3.broadcast_to([1, 5]).cast(F32) + v2[1..2]).clamp(-8.0, 8.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+#[tpu_kernel]
+fn k021(b0: bool, n0: usize, x0: Tensor, s0: f32) -> Vec<Tensor> {
+    let v1 = Tensor::scalar(0.5, F32);
+    let mut v2 = ((((v1.broadcast_to([3, 5]) * s0) * x0) * 8.0).floor() * 0.125) + (x0.dim(0) + n0);
+    let mut v3 = ((v2.argmin(1).cast(F32) * (s0 * 2.0)) / 2.0, -(v2.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32) + -1));
+    for i4 in 0..0 {
+        for (k5, &w6) in [0.5f32, -1.0f32].iter().enumerate() {
+            if k5 != 3 {
+                continue;
+            }
+            let v7 = if x0[(1, 0)].cast(S32) == (-v3.1.cast(PRED).select(v1.cast(S32), i4)) {
+                let v1 = v1.minimum(v1);
+                let mut v8 = (x0.sum(&[0, 1]) * -2.0).clamp(-64.0, 64.0);
+                v3.0 = v3.1.broadcast_to([1]).cast(PRED).select(v1.broadcast_to([3]).cast(PRED).select(v2[(.., 3)], i4.broadcast_to([3]).cast(F32)), Tensor::scalar(-2.0, S32).cast(F32));
+                (v2[(1, 2)] * x0[(.., i4)].cast(PRED).select(v1.broadcast_to([3]), Tensor::full([3], 0.125, F32)).round()).clamp(-64.0, 64.0)
+            } else if (!(Tensor::scalar(0.125, F32) >= 0.5)) || v2[(1, 2)].cast(PRED) {
+                let mut v9 = (i4.broadcast_to([3, 5]).cast(F32) + v3.1.broadcast_to([1, 1]).cast(F32)).clamp(0.0, 0.5).relu();
+                let r10: bool = w6.abs() > 0.0;
+                let r11: bool = !(b0 && ((n0 / 3) < 2));
+                x0[(.., 4)] - -0.25
+            } else {
+                v2 = v3.1.broadcast_to([3, 5]).cast(F32).clamp(-64.0, 64.0);
+                (i4.broadcast_to([3]).cast(F32).cast(S32) != x0[(.., i4)].cast(S32).minimum(Tensor::full([3], 3.0, S32))).cast(F32)
+            };
         }
-    } else if b0 {
-        v2 = ((Tensor::full([3, 5], 0.0, S32) * x0.cast(S32)) <= Tensor::full([5], 0.0, PRED).cast(S32)).select(Tensor::full([3, 5], -1.5, F32) % v2.cast(S32).cast(F32), x0.max(&[0]).cast(PRED).select(v2[1].relu(), v2.min(&[0]).minimum(Tensor::full([5], 0.5, F32)))).clamp(-64.0, 64.0);
-        let mut m5 = 0usize;
-        'l6: while m5 < 0 && ((v2.dim(1) as f32) >= -1.0) {
-            let mut v7 = (x0[(.., 0)].cast(S32), (v2.sum(&[0, 1]) - x0.sum(&[0, 1])).sign());
-            let mut r8: bool = !(((v2.dim(0) + 3) > 2) || (0 == 2));
-            m5 += 1;
+        #[unroll]
+        for k12 in 0..(n0 + n0).min(1) {
+            let v13 = v3.0.min(&[0]).cast(PRED);
+            let v14 = v2[(1, 0)];
+            v2[(.., i4)] = v13.broadcast_to([3]).cast(F32);
         }
+        v2 = (v2 <= v2).cast(S32).cast(F32);
+        let r15: f32 = s0;
+        v2 = (((v2 / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     }
-    v2 = Tensor::full([3, 5], 0.0, F32);
-    if (((0 + x0.dim(1)) < 0) && (2 == 0)) && b0 {
-        v2 = (((v2[(.., 1..4)].clamp(-8.0, 8.0).matmul(x0[(.., 3..4)]).clamp(-1.0, 0.5) * 8.0).floor() * 0.125).matmul((v2[2..3] + x0[2..3]).clamp(-2.0, 0.5)) * 8.0).floor() * 0.125;
-    } else {
-        v2 = (v2 < Tensor::iota([1, 1], 0, F32)).select(x0.cast(PRED), x0.cast(PRED) && v2.cast(PRED)).cast(F32);
-        for i9 in -1..3 {
-            let mut v10 = v2[(0, 4)].cast(S32);
-            let mut v11 = (x0.sum(&[0, 1]) / 2.0).floor().relu();
-            v2 = ((((v2 + r1) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        }
-        let mut v12 = Tensor::full([3, 5], 0.125, F32).cast(S32);
+    let mut parts16 = Vec::new();
+    for k17 in 0..2usize {
+        parts16.push(v3.1.broadcast_to([3, 5]).cast(PRED).select(v2, x0));
     }
-    let mut v13 = (((v2[(.., 4)] + x0[(.., 3)]).clamp(-1.0, 1.0) * 0.25) * 8.0).floor() * 0.125;
-    let v14 = v13.min(&[0]);
-    let r15: f32 = (-s0) + 0.25f32;
-    x0
+    let v18 = concat(&parts16, 0);
+    let mut v19 = (Tensor::full([3], 0.0, F32) * Tensor::iota([3], 0, F32)).clamp(-2.0, 1.0).maximum(v2.argmin(1).cast(F32));
+    let v20 = v3.1;
+    vec![x0, v2, v19]
 }
 
 fn run_k021(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k021::run(dev, false, 0, &a[0], -0.5)?])
+    Ok(k021::run(dev, false, 0, &a[0], -0.5)?)
 }
 
-#[cpu_kernel]
-fn k022(x2: Tensor, x1: Tensor, x0: Tensor) -> Tensor {
-    let mut v1 = x2[2..4].cast(F32).cast(S32).cast(F32) * 1.5;
-    #[unroll]
-    for k2 in 0..1usize {
-        let v3 = Tensor::iota([2], 0, S32).cast(F32).clamp(-2.0, 0.5);
-        for i4 in 1..=4 {
-            let mut r5: usize = k2;
-            v1 = -x2[1..3].cast(F32).clamp(-2.0, 4.0);
+#[tpu_kernel]
+fn k022(x2: Tensor, x1: Tensor, x0: Tensor) -> (Tensor, Tensor, Tensor) {
+    let mut v1 = (x2[3..5] * 3).clamp(-3, 7).minimum(x1[1..2] * x1);
+    for i2 in 1..=4 {
+        let mut r3: usize = 0;
+        v1 = (x1.sort(0, true).cast(F32) < (x1[0..1].cast(F32) - Tensor::iota([1], 0, F32))).cast(S32);
+    }
+    let v1 = x2.cast(F32);
+    let mut v4 = (v1[0..2] == 0.5).cast(F32) / 4.0;
+    for i5 in 2..=3 {
+        let v6 = ((x2[ds(i5, 3)].cast(F32) * x0.cast(F32)) + (2 + 4)).cast(S32);
+        let mut r7: usize = 3 / 3;
+        let mut parts8 = Vec::new();
+        for k9 in 0..1usize {
+            parts8.push(v6);
         }
+        let v10 = concat(&parts8, 0);
+        v4 = (-(-v4).ceil()).clamp(-64.0, 64.0);
     }
-    let mut r6: bool = 2.0f32 < 1.5;
-    let mut m7 = 0usize;
-    while m7 < 1 {
-        v1 = (x2.sum(&[0]).cast(PRED) | x2[0..2].cast(PRED)).select(v1, v1);
-        m7 += 1;
-    }
-    let mut c8 = Tensor::scalar(0.0, S32);
-    while (x1.max(&[0]).cast(F32).clamp(-0.5, 1.0) == (v1[1] - x2.sum(&[0]).cast(F32).clamp(-0.5, 4.0))) && (!(c8 >= 3)) {
-        let v9 = v1.cast(S32);
-        for i10 in 0..3 {
-            let mut v11 = (i10.broadcast_to([2]).cast(PRED), x2[0..3].cast(F32) + x0.cast(PRED).cast(F32));
-            v1 = c8.broadcast_to([2]).cast(PRED).select(x1, v9).cast(F32).clamp(-2.0, 4.0);
-            v1 = v1;
+    let mut v11 = (x1.cast(F32) - ((2.0f32 - v4) + v1[1..3].cast(PRED).cast(F32))).clamp(-64.0, 64.0);
+    let mut v12 = (v1.cast(S32).maximum(x2) <= (x2 + 1)).select((x1[0..1] + v1.cast(S32)) % 3, v1.cast(S32));
+    for _ in 0..=1 {
+        let mut c13 = Tensor::scalar(0.0, S32);
+        while (x2.argmax(0) <= (x1.min(&[0]) - v11[-2].cast(S32))).select(v1[2] > v4[1].cast(PRED).cast(F32), (-x2[4]) != (x0.min(&[0]) / 2)) && (!(c13 >= 1)) {
+            v4[1..2] = ((1.5f32 * v11[0].clamp(-0.5, 0.5)) * 8.0).floor() * 0.125;
+            let mut c14 = Tensor::scalar(0.0, S32);
+            while !(c14 >= v4.dim(0)) {
+                let mut v15 = ((v12[ds(c13, 3)].cast(F32).clamp(-64.0, 64.0).square() + c13.broadcast_to([3]).cast(F32).abs()) - 2.0).clamp(-64.0, 64.0);
+                v15 = (v15 * 2.0).clamp(-64.0, 64.0);
+                v4[1..2] = c13.broadcast_to([1]).cast(F32).clamp(-64.0, 64.0);
+                v15 = (v15 + (3 % 3)).clamp(-64.0, 64.0);
+                c14 = c14 + 1;
+            }
+            v4 = v11;
+            c13 = c13 + 1;
         }
-        let mut v9 = -((x0.cast(F32) / 4.0) + (x2[1..4].cast(F32) + (v1.dim(0) / 2)));
-        c8 = c8 + 1;
+        let v16 = c13.broadcast_to([2]) + -1;
     }
-    v1 = c8.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0);
-    c8
+    (v4.tanh(), v12, v11)
 }
 
 fn run_k022(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k022::run(dev, &a[0], &a[1], &a[2])?])
+    let (o0, o1, o2) = k022::run(dev, &a[0], &a[1], &a[2])?;
+    Ok(vec![o0, o1, o2])
 }
 
-#[cpu_kernel]
-fn k023(t0: Tensor, n0: usize, x0: Tensor) -> Tensor {
-    if !(t0.cast(F32) >= -1.0) {
-        let mut v1 = (t0 / 3).abs().clamp(-3, 7);
+#[gpu_kernel]
+fn k023(t0: Tensor, n0: usize, x0: Tensor) -> (Tensor, Tensor) {
+    let mut v1 = (x0.sum(&[0]).cast(S32) - x0.argmax(0)).cast(F32).round();
+    for i2 in 0..t0 {
+        for (k3, &w4) in [0.5f32].iter().enumerate() {
+            let mut v5 = x0.cast(S32);
+        }
+        v1 = x0.argmax(0).cast(F32);
     }
-    let r2: bool = !(x0.dim(0) > 3);
-    let mut v3 = t0.cast(PRED);
-    let r4: bool = 0.25f32 > 0.0;
-    v3 = x0[t0].cast(PRED);
-    let mut r5: f32 = (n0 as f32) - (-1.0f32);
-    v3
+    let r6: bool = (x0.dim(0) / 2) % 2 == 0;
+    let v7 = x0;
+    v1 = ((((x0.max(&[0]).cast(PRED) && x0[1].cast(PRED)).select(v1 % (v1.abs() + 0.5), x0.sum(&[0]) - v1) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    (v1.exp(), v1)
 }
 
 fn run_k023(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k023::run(dev, &a[0], 3, &a[1])?])
+    let (o0, o1) = k023::run(dev, &a[0], 3, &a[1])?;
+    Ok(vec![o0, o1])
 }
 
 #[cpu_kernel]
-fn k024(b0: bool, x0: Tensor) -> Tensor {
-    let mut v1 = x0.broadcast_to([5, 3]).cast(F32).matmul(x0.broadcast_to([3, 3]).cast(F32)).clamp(-64.0, 64.0).cast(S32) % 2;
-    for i2 in -1..1 {
-        v1 = v1;
-        v1 = -(i2.broadcast_to([5, 3]) / 2);
-    }
-    if (v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) & (v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) ^ x0.cast(PRED))) && ((v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) & x0.cast(PRED)) ^ (!v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED))) {
-        let mut m3 = 0usize;
-        while m3 < 1 {
-            let mut v4 = [x0.broadcast_to([5, 3]).cast(F32), Tensor::full([5, 3], 0.5, F32) + 1, (v1.sort(1, false).cast(F32).clamp(-64.0, 64.0) + m3).clamp(-64.0, 64.0)];
-            m3 += 1;
-        }
-    } else if b0 {
-        v1 = ((Tensor::full([5, 3], 3.0, S32).clamp(-3, 4) % 5) - (v1 * 3)).clamp(-1024, 1024);
-        let mut v5 = v1.maximum(v1) * (v1.sort(0, true) > 2).cast(S32);
-    }
-    let mut m6 = 0usize;
-    while m6 < 1 {
-        let mut v7 = (x0 + v1[(2, 1)]).clamp(1, 7).cast(F32);
-        for (k8, &w9) in [0.5f32, -1.0f32].iter().enumerate() {
-            let mut c10 = Tensor::scalar(0.0, S32);
-            while !(c10 >= (v1.dim(0) % 2)) {
-                let mut v11 = v7.broadcast_to([5, 3]).cast(PRED);
-                v1 = (v11[3].cast(F32).cast(S32) / 3).minimum(v1.sort(0, true).cast(PRED).cast(S32).minimum(v11.cast(S32)));
-                let mut v12 = v11.cast(S32) * 1;
-                let v12 = v12.sort(1, true) * 3;
-                c10 = c10 + 1;
+fn k024(b0: bool, x0: Tensor) -> (Tensor, Tensor, Tensor) {
+    let v1 = Tensor::full([5, 3], 2.0, F32);
+    let mut v2 = v1.round();
+    let mut v3 = (v2.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32) % 2).cast(F32);
+    let mut c4 = Tensor::scalar(0.0, S32);
+    while !(c4 >= 1) && ((-(v3 - v3)) >= ((v3 - v3) % (x0.cast(F32).abs() + 0.5))) {
+        v2 = ((v3.broadcast_to([5, 3]).cast(S32) + v3.broadcast_to([1, 1]).cast(S32)).cast(F32) * v2).clamp(-64.0, 64.0);
+        if v2[(2, 0)].maximum(c4.cast(F32)) != 0.0 {
+            v3 = (((v3 * 0.5f32) * 8.0).floor() * 0.125) * (-1.0f32);
+        } else if ((v2[(0, 1)].cast(PRED) ^ v1.sum(&[0, 1]).cast(PRED)) ^ (!v2.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED))) && (v3 <= 0.5) {
+            v3 = ((((v2.sum(&[0, 1]) + (c4.cast(F32) + v1[(4, 2)])).clamp(-64.0, 64.0) * 1.5f32) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            let mut parts5 = Vec::new();
+            for k6 in 0..3usize {
+                parts5.push(v1.cast(S32).minimum(v1.sort(0, true).cast(S32)) * 2);
             }
-            let mut r13: bool = (k8 == 1) || (!(k8 == 1));
+            let v1 = concat(&parts5, 0);
         }
-        v1 = x0.maximum((x0.broadcast_to([5, 3]) - v1).clamp(-1024, 1024) * 1).clamp(-1024, 1024);
-        m6 += 1;
+        c4 = c4 + 1;
     }
-    v1[(.., -1)] = (x0.broadcast_to([5]) * x0.broadcast_to([5])) / 5;
-    let v14 = if ((-v1.sum(&[0, 1])) * v1.sum(&[0, 1]).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0).cast(S32)) <= 1 {
-        v1 = (v1.maximum(v1) / 3) % 5;
-        x0.broadcast_to([5, 3]).cast(PRED).cast(S32).abs() % 2
-    } else {
-        let mut v1 = x0.cast(PRED).select(x0, x0).cast(F32) == 2.0;
-        (x0.broadcast_to([5, 3]) * v1.broadcast_to([5, 3]).cast(S32)).minimum(-v1.broadcast_to([5, 3]).cast(S32)) * v1.broadcast_to([5, 3]).cast(S32)
-    };
-    x0
+    let mut v7 = (((((2.0f32 - v2) + (v2 - c4.broadcast_to([5, 3]).cast(F32))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    for _ in 1..x0 {
+        v3 = v3.clamp(-0.5, 4.0) + x0.cast(F32);
+    }
+    (c4, v7, v3)
 }
 
 fn run_k024(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k024::run(dev, true, &a[0])?])
+    let (o0, o1, o2) = k024::run(dev, true, &a[0])?;
+    Ok(vec![o0, o1, o2])
 }
 
 #[cpu_kernel]
-fn k025(x0: Tensor, t0: Tensor, s0: f32, n0: usize) -> Vec<Tensor> {
-    let f1 = move |a2: Tensor| {
-        let v3 = a2 % 3;
-        let mut v4 = a2;
-        v4 = v3 * (t0.broadcast_to([1, 3]).cast(PRED).cast(S32) + 2);
-        ((Tensor::full([2, 5], 2.0, F32) + a2.dim(0)) % t0.broadcast_to([2, 5]).cast(F32).matmul(t0.broadcast_to([5, 5]).cast(F32))).clamp(-64.0, 64.0)
-    };
-    let mut v5 = x0.transpose(&[1, 0]).cast(S32).minimum(t0.broadcast_to([1, 3]));
-    for i6 in 0..(n0 + v5.dim(0)).min(4) {
-        v5 = if (3 % 2 == 0) || ((v5.dim(0) + 2) <= 1) {
-            v5[0] = i6.broadcast_to([3]).cast(PRED).cast(S32) * (t0.broadcast_to([3]) * 3);
-            let mut c8 = Tensor::scalar(0.0, S32);
-            while !(c8 >= 3) {
-                v5 = (c8.broadcast_to([1, 3]).cast(F32) / 4.0).clamp(-64.0, 64.0).cast(S32);
-                v5 = v5;
-                v5 = c8.broadcast_to([1, 3]);
-                c8 = c8 + 1;
-            }
-            v5 = x0.reshape(&[1, 3]).cast(S32) * 2;
-            v5
-        } else {
-            let v9 = x0.reshape(&[1, 3]).cast(S32);
-            for i10 in 0..i6 {
-                let mut v11 = i6.broadcast_to([1, 3]).cast(PRED);
-                let mut v12 = Tensor::full([1, 3], 0.0, PRED).cast(S32).minimum(v9 - v9).abs();
-                let mut v13 = (((f1(x0.transpose(&[1, 0]).cast(F32).cast(S32)).clamp(-8.0, 8.0).matmul(t0.broadcast_to([5, 5]).cast(F32) + -0.25) * -2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                v5 = v9.minimum((v9[0].cast(F32) / 2.0).cast(S32));
-            }
-            (i6.broadcast_to([1, 3]) / 5) - v9
-        };
-        let v14 = ((t0.broadcast_to([2, 5]) % 3) - i6.broadcast_to([2, 5]).cast(PRED).cast(S32)) + 3;
-        let v15 = if !((3.0f32 - Tensor::scalar(2.0, F32)) < 0.5) {
-            let mut v16 = v14 == t0.broadcast_to([2, 5]);
-            for i17 in 0..3 {
-                let v16 = x0.cast(F32).maximum(x0.cast(F32).round()).clamp(-1.0, 4.0);
-                let v18 = t0.broadcast_to([1, 3]);
-                v5[0] = v16.reshape(&[3]).cast(S32);
-                let mut v19 = i6.broadcast_to([2, 5]).cast(F32).maximum(i17.broadcast_to([2, 5]).cast(F32));
-            }
-            let mut parts20 = Vec::new();
-            for k21 in 0..3usize {
-                parts20.push((v14.sort(0, true).cast(PRED) | v14.cast(PRED)).cast(F32));
-            }
-            let v16 = concat(&parts20, 0);
-            if ((4 > 1) || ((s0 + s0) < -1.0)) && (s0.abs() > 0.5) {
-                let mut v22 = (Tensor::full([3], 1.0, PRED).select(i6.broadcast_to([1, 3]).cast(F32), v5.cast(F32).clamp(-8.0, 8.0).matmul(i6.broadcast_to([3, 3]).cast(F32))).clamp(-64.0, 64.0) + 4).clamp(-64.0, 64.0);
-            }
-            Tensor::full([2, 5], 1.0, PRED).select(v16[ds(t0, 2)].cast(S32) >= 2, v16[1..3].cast(S32) != Tensor::full([2, 5], 0.0, PRED).cast(S32))
-        } else {
-            v5 = (v5 >= i6.broadcast_to([1, 3])).select(v5.cast(F32) >= x0.reshape(&[1, 3]).cast(F32), !x0[(.., 0)]).cast(S32);
-            if x0[(1, 0)] | x0[(2, 0)] {
-                let v23 = ((i6.broadcast_to([1, 3]).cast(F32) / 2.0) / 2.0) > 2.0;
+fn k025(x0: Tensor, t0: Tensor, s0: f32, n0: usize) -> (Tensor, Tensor) {
+    if s0.abs() > -1.0 {
+        let mut v1 = t0.broadcast_to([2, 5]);
+        for i2 in 0..=1 {
+            let mut v3 = ((t0.broadcast_to([3, 1]) - t0.broadcast_to([3, 1])) * x0.cast(S32)) - t0.broadcast_to([3, 1]);
+            v1[ds(i2, 1)] = i2.broadcast_to([1, 5]);
+            let v4 = if (v3.dim(1) as f32) < 1.5 {
+                let v5 = t0.broadcast_to([1, 3]).cast(F32) % ((i2.broadcast_to([1, 3]).cast(F32).matmul(t0.broadcast_to([3, 3]).cast(F32)) - (x0.transpose(&[1, 0]).cast(F32) + v3.reshape(&[1, 3]).cast(F32))).abs() + 0.5);
+                v3 = v5.reshape(&[3, 1]).clamp(-64.0, 64.0).cast(S32);
+                v5.transpose(&[1, 0]).clamp(-64.0, 64.0)
             } else {
-                v5 = v5.argmax(0).cast(PRED).select(v5 > v5, x0.reshape(&[1, 3])).select((x0.transpose(&[1, 0]).cast(S32) * v5) * -1, v5).clamp(-1024, 1024);
-                let mut v14 = i6.broadcast_to([2, 5]).cast(F32).cast(S32).clamp(1, 2);
-            }
-            ((i6.broadcast_to([2, 5]).cast(F32) > t0.broadcast_to([2, 5]).cast(F32)) || (v14 >= t0.broadcast_to([2, 5]))) & ((v14 % 5) <= v14)
-        };
-    }
-    let mut c24 = Tensor::scalar(0.0, S32);
-    while c24 < (x0.dim(1) / 2) {
-        v5 = Tensor::iota([1, 3], 1, F32).relu().cast(S32).clamp(-3, 2);
-        c24 = c24 + 1;
-    }
-    let mut v25 = t0.broadcast_to([3, 1]);
-    for _ in 0..t0 {
-        let v26 = (-1.0f32 * Tensor::iota([2, 5], 0, F32)).clamp(-1.0, 1.0);
-        let mut r27: usize = (1 / 3) + (v26.dim(0) % 2);
-        let mut v28 = v5.reshape(&[3, 1]).cast(F32).clamp(-64.0, 64.0);
-        for _ in -1..0 {
-            let v29 = if (v25[(0, 0)] / 3) > v5.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED).cast(S32) {
-                let mut v30 = (f1(v25.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED).select(v28.transpose(&[1, 0]).cast(S32), c24.broadcast_to([3]))).clamp(-1.0, 1.0) / 4.0) + (v28.dim(0) + v26.dim(1));
-                let v31 = v5.reshape(&[3, 1]).cast(F32).clamp(-64.0, 64.0).cast(S32).cast(F32);
-                let f32 = move |a33: Tensor| t0.broadcast_to([2, 5]).cast(F32);
-                ((((0.5f32 - v30[0..1]).clamp(-8.0, 8.0).matmul((c24.broadcast_to([5, 3]).cast(F32) / 2.0).clamp(-8.0, 8.0)) - (t0.broadcast_to([1, 3]).cast(F32) / 4.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-            } else {
-                v28[(.., 0)] = (v5.reshape(&[3]).cast(PRED) || v28.sum(&[1]).cast(PRED)).select(t0.broadcast_to([3]).cast(F32), Tensor::full([3], 0.5, F32).minimum(x0.any(&[1]).cast(F32)));
-                v25 = (-((v28.cast(S32) / 3) * v25)).clamp(-1024, 1024);
-                (x0.reshape(&[1, 3]).cast(F32) + ((v26.sum(&[0, 1]) - v25.transpose(&[1, 0]).cast(F32)) + v5.cast(F32))).clamp(-64.0, 64.0)
+                v3 = (v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) ^ (i2.broadcast_to([3, 1]) <= 2)).cast(S32);
+                Tensor::full([3, 1], 2.0, F32) + x0.dim(1)
             };
-            let f34 = move |a35: Tensor| x0.transpose(&[1, 0]).cast(F32);
-            let mut parts36 = Vec::new();
-            for k37 in 0..1usize {
-                parts36.push(v26.sort(0, false).cast(S32).clamp(-3, 4).cast(F32));
-            }
-            let v26 = concat(&parts36, 0);
-            let v38 = v29;
+            v1 = (v1.cast(F32) / 2.0).clamp(-64.0, 64.0).cast(S32).minimum(v1);
         }
-        v28 = v25.cast(F32).clamp(-64.0, 64.0);
-        v25 = ((-v25) - Tensor::full([3, 1], 3.0, S32).clamp(0, 4)).clamp(0, 7);
-    }
-    let mut parts39 = Vec::new();
-    for k40 in 0..3usize {
-        parts39.push(x0.reshape(&[1, 3]).cast(F32).clamp(-0.5, 4.0) + t0.broadcast_to([1, 3]).cast(F32).square());
-    }
-    let v41 = concat(&parts39, 0);
-    let v42 = if (0.5f32 * -1.0) >= 1.5 {
-        if t0 <= (c24 - v5[(0, 0)]) {
-            let mut v43 = ((v5 * Tensor::iota([1, 3], 1, S32)) % 2).cast(F32);
-            let mut r44: usize = v25.dim(1) % 3;
-            let mut parts45 = Vec::new();
-            for k46 in 0..3usize {
-                parts45.push((c24.broadcast_to([2, 5]).cast(PRED) & t0.broadcast_to([2, 5]).cast(PRED)).select(c24.broadcast_to([2, 5]), Tensor::full([5], 3.0, S32) * -1));
-            }
-            let v47 = concat(&parts45, 0);
-        } else {
-            let v5 = Tensor::full([1, 3], 1.0, PRED) | c24.broadcast_to([1, 3]).cast(PRED);
-        }
-        let mut v48 = v5.reshape(&[3, 1]).cast(F32).minimum(v5.transpose(&[1, 0]).cast(F32) - x0.cast(F32)).clamp(-64.0, 64.0);
-        ((v48.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED).select(x0.cast(F32), v48) + (2 % 2)) + (t0.broadcast_to([3, 1]).cast(PRED).select(x0.cast(F32), v48) + (t0.broadcast_to([1]).cast(F32) * c24.broadcast_to([3, 1]).cast(F32)))).clamp(-64.0, 64.0)
+        let mut v6 = v1;
     } else {
-        v25[(.., t0)] = v41[(.., 1)].cast(S32);
-        let v49 = if c24.cast(F32) <= v5[(0, 2)].cast(F32) {
-            v5 = (v5.sort(1, false).cast(PRED) || t0.broadcast_to([1, 3]).cast(PRED)).cast(S32) - v25.transpose(&[1, 0]).cast(PRED).cast(S32);
-            (t0.broadcast_to([2, 5]).cast(F32) + c24.broadcast_to([2, 5]).cast(F32)).clamp(-64.0, 64.0)
-        } else {
-            let mut v50 = t0.broadcast_to([2, 5]).cast(F32) > x0[0..2].cast(F32);
-            #[unroll]
-            for k51 in 0..2usize {
-                v25 = (v5.transpose(&[1, 0]).minimum(t0) - (t0.broadcast_to([1, 1]) * c24.broadcast_to([3, 1]))).minimum(v25.abs()).clamp(-1024, 1024);
-                let mut v52 = x0.cast(F32);
-                let r53: bool = 2.0f32 > 0.5;
-            }
-            if v41.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED) ^ (!(Tensor::scalar(3.0, S32) == 2)) {
-                let mut v54 = (x0.transpose(&[1, 0]).cast(S32) % 3).minimum(t0.broadcast_to([1, 3]));
-            } else {
-                let v55 = t0.broadcast_to([2, 5]).cast(PRED).select(-c24.broadcast_to([2, 5]), v50.cast(S32) * Tensor::full([2, 5], 0.0, S32)).minimum((v50.cast(S32) + t0.broadcast_to([2, 5])) + 2);
-            }
-            (c24.broadcast_to([2, 5]).cast(F32) % (c24.broadcast_to([2, 5]).cast(F32) * c24.broadcast_to([2, 5]).cast(F32)).maximum(t0.broadcast_to([2, 5]).cast(F32) / 4.0)).clamp(-64.0, 64.0)
-        };
-        v5[t0] = (v41[t0] >= v5[t0].cast(F32)).cast(S32);
-        (v5.transpose(&[1, 0]).cast(F32) + v25.cast(PRED).select(c24.broadcast_to([3, 1]).cast(F32), v25.cast(F32).abs())).clamp(-64.0, 64.0)
-    };
-    vec![v5, c24, c24]
+        let v7 = 2.0f32 - (t0.broadcast_to([3, 1]).cast(F32) - t0.broadcast_to([1]).cast(F32)).abs();
+    }
+    let mut v8 = (x0.cast(S32) + (t0.broadcast_to([3, 1]) / 5)).cast(F32);
+    let v9 = (Tensor::full([2, 5], -2.0, S32) + 2) - (t0.broadcast_to([2, 5]) - (t0.broadcast_to([2, 5]) / 2));
+    for i10 in 0..t0 {
+        v8 = x0.cast(F32) - t0.broadcast_to([3, 1]).cast(F32);
+    }
+    (x0, t0)
 }
 
 fn run_k025(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k025::run(dev, &a[0], &a[1], -1.5, 3)?)
+    let (o0, o1) = k025::run(dev, &a[0], &a[1], -1.5, 3)?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
-fn k026(x0: Tensor, b0: bool, x1: Tensor) -> Tensor {
-    let mut v1 = Tensor::iota([2, 3], 1, F32) + Tensor::iota([2, 3], 0, F32);
-    for i2 in -1..2 {
-        if (0.25f32 * 2.0) > -1.0 {
-            let f3 = move |a4: Tensor| v1;
-        } else if x0.dim(0) >= 3 {
+#[gpu_kernel]
+fn k026(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor, Tensor) {
+    if (x1.dim(0) + 4) % 2 == 0 {
+        let f1 = move |a2: Tensor| {
+            let v3 = a2[(0, 2)].cast(PRED).select(Tensor::scalar(0.5, F32) / 2.0, x0.max(&[0]) + x1.sum(&[0])) * x0.sum(&[0]);
+            let mut v4 = a2.cast(F32).clamp(-64.0, 64.0);
             let mut c5 = Tensor::scalar(0.0, S32);
-            while !(c5 >= i2) && (x1[-2] <= -1.0).select(i2.cast(PRED) || x1.min(&[0]).cast(PRED), !v1[(0, 0)].cast(PRED)) {
-                v1 = (v1 <= v1.abs()).cast(F32);
-                let v6 = (i2 - c5).clamp(-1024, 1024).cast(F32).clamp(-0.5, 0.5);
-                let mut v7 = x1;
-                v1 = v1;
+            while !(c5 >= 3) && (!(x1[-3].cast(PRED) & x0.sum(&[0]).cast(PRED)).select(x0[0].cast(PRED) ^ x1[2].cast(PRED), v4.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32) >= ((v3 * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32))) {
+                let f6 = move |a7: Tensor| v3.broadcast_to([2, 3]);
+                v4 = ((v3.broadcast_to([2, 3]) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v4 = (v4 - 2.0).clamp(-64.0, 64.0);
                 c5 = c5 + 1;
             }
-            let mut v8 = v1;
-        } else {
-            for (k9, &w10) in [0.5f32].iter().enumerate() {
-                v1[ds(i2, 1)] = ((i2.broadcast_to([1, 5]).cast(F32).matmul(i2.broadcast_to([5, 3]).cast(F32) * w10) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                if x1.dim(0) % 2 == 0 {
-                    break;
-                }
-            }
-            let mut c11 = Tensor::scalar(0.0, S32);
-            while (((i2.cast(F32) * x0[0]) * -2.0) > (Tensor::scalar(2.0, F32).clamp(-2.0, 0.5) / 4.0)) && (!(c11 >= (x1.dim(0) + x1.dim(0)).min(4))) {
-                let mut v12 = ((x0[c11] / 4.0) * 0.25) >= (x0.argmin(0).cast(F32) / 2.0);
-                let r13: usize = 4;
-                let mut v14 = ((v1 * 0.5f32) * 8.0).floor() * 0.125;
-                v1 = (v14.cast(S32).cast(F32) - 3.0).clamp(-64.0, 64.0);
-                c11 = c11 + 1;
-            }
-        }
-        v1 = v1;
-    }
-    let r15: bool = b0;
-    v1[1] = x1;
-    if x1.max(&[0]) <= (Tensor::scalar(0.5, F32) / 4.0) {
-        for (k16, &w17) in [0.5f32].iter().enumerate() {
-            let v18 = if x0[0].cast(S32) >= x1.argmax(0).clamp(1, 4).minimum(x1.argmin(0) + x1[0].cast(S32)) {
-                v1 = (!v1.cast(PRED)).select(v1, v1).clamp(-0.5, 4.0);
-                let mut v19 = x0[1].cast(S32);
-                (((v1 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-            } else if !((v1[(0, 0)].cast(S32) > 2) || (v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED) && x0.max(&[0]).cast(PRED))) {
-                let mut v20 = x0[1];
-                let mut v21 = v1.sort(1, true);
-                v21
-            } else {
-                v1[(.., 0)] = (v1[(.., 0)].cast(PRED).select(x0[1..3], v1.sum(&[1])) - x1[0..2].clamp(-1.0, 1.0)).clamp(-64.0, 64.0);
-                let v22 = v1.cast(S32);
-                (((v22 <= -1).select(v22.cast(F32).clamp(-0.5, 1.0), v1).minimum((v1 + v1.sort(0, false)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-            };
-        }
-        let mut v23 = v1.cast(S32);
-        let mut v24 = v1.cast(PRED) || v1.cast(PRED);
-    } else {
-        let mut v25 = Tensor::scalar(0.0, PRED) | ((v1.sum(&[0, 1]) < x0[-1]) ^ v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED));
-    }
-    for _ in 0..4 {
-        v1 = ((v1.cast(S32) % 3) / 3).cast(F32);
-        let mut v26 = ((((0.5f32 * (2.0f32 * v1)) + (v1.clamp(0.0, 0.5) + v1.sort(0, false))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        for i27 in 0..4 {
-            let r28: usize = 3;
-            v1 = ((Tensor::iota([2, 3], 0, S32).abs().cast(F32).matmul((((Tensor::full([3, 1], 2.0, F32) - 3.0).matmul(i27.broadcast_to([1, 3]).cast(F32) / 4.0) * 8.0).floor() * 0.125).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        }
-        let mut r29: bool = 1 <= 3;
-    }
-    #[unroll]
-    'l31: for k30 in 0..3 {
-        if (x0.sum(&[0]) * 3.0) >= 0.5 {
-            if v1[(1, 0)].cast(PRED) | (v1[(0, 1)] != 0.5) {
-                v1 = (((((v1.clamp(-8.0, 8.0).matmul(Tensor::iota([3, 3], 0, F32)) / 4.0) * 8.0).floor() * 0.125).clamp(-8.0, 8.0).matmul(-2.0f32 * (Tensor::full([3, 3], 0.0, F32) - Tensor::full([3, 3], 0.5, F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            } else {
-                let f32 = move |a33: Tensor| Tensor::scalar(0.0, S32).cast(F32);
-                let mut v34 = v1[(1, 0)].cast(PRED).select((Tensor::scalar(-1.5, F32) * 0.5).clamp(-1.0, 1.0), (f32(v1.cast(PRED) && v1.cast(PRED)) * (2.0f32 * 0.5)).minimum(x0[2] - -0.25));
-            }
-        }
-        v1 = (((((((v1 * x1[2]) * 0.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * ((((x0[0] * v1.sum(&[0, 1])) - v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        let mut v35 = !v1[(0, 1)].cast(PRED);
-    }
-    let r15 = if x1.sum(&[0]).cast(PRED) ^ (x1[0].cast(PRED) ^ (x0.max(&[0]) > v1.sum(&[0, 1]))) {
-        let v36 = if x1.sum(&[0]).cast(PRED) || (!(x0.sum(&[0]).cast(S32) >= Tensor::scalar(0.0, S32))) {
-            let mut v37 = v1.cast(S32);
-            let r38: usize = x0.dim(0);
-            for i39 in 0..0 {
-                let mut v40 = i39.broadcast_to([2, 3]).cast(F32);
-                let v41 = v1[-1].cast(S32).cast(F32);
-                v37 = ((x0[i39].cast(S32) - (v37[(1, 0)] * x1.sum(&[0]).cast(S32))).clamp(-1024, 1024) * v37).clamp(-1024, 1024);
-            }
-            (((Tensor::iota([3], 0, F32) * (x0 * v37[0].cast(F32)).clamp(-64.0, 64.0).square()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-        } else if ((x0.argmax(0).cast(F32) / 2.0) / 2.0) > v1[(0, 0)].cast(PRED).select(Tensor::scalar(1.0, S32), v1[(1, 1)].cast(S32)).cast(F32) {
-            let v42 = if (1.5f32 * 0.5) >= 1.5 {
-                v1[1] = (Tensor::iota([3], 0, S32) - v1[-2].cast(S32)).cast(F32).clamp(-64.0, 64.0);
-                let v43 = Tensor::scalar(0.125, F32) * x0;
-                v1 = (((v1 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                v1.cast(S32)
-            } else {
-                v1 = Tensor::full([2, 3], 0.5, F32);
-                let mut r44: f32 = (2.0f32 + 0.5f32) * 0.5;
-                let v45 = !(Tensor::scalar(0.0, S32) > -1);
-                v45.broadcast_to([2, 3]).cast(S32)
-            };
-            v1[(.., 2)] = ((x1[0..2] * 0.25) * 8.0).floor() * 0.125;
-            (x1.cast(S32).clamp(1, 4) + -1).cast(F32)
-        } else {
-            v1[(.., 2)] = x1[1..3].clamp(-1.0, 4.0);
-            if x0.min(&[0]).cast(PRED) & (!(!x1.min(&[0]).cast(PRED))) {
-                let mut v46 = x1;
-                let mut v47 = ((((Tensor::scalar(0.5, F32) * (x1[2] * v46.min(&[0]))) * 0.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                let r15: bool = v1.dim(0) == 2;
-            }
-            ((x1.cast(S32) + x1.sort(0, true).cast(S32)) + (x0.cast(S32) - Tensor::scalar(0.0, S32))).cast(F32)
+            ((a2 + ((v3.broadcast_to([2, 3]) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32)).clamp(-1024, 1024) * a2.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED).select(a2, v4.cast(S32))).clamp(-1024, 1024)
         };
-        for _ in 0..0 {
-            if (v36.sum(&[0]).clamp(-64.0, 64.0).cast(PRED) || Tensor::scalar(0.0, PRED)).cast(S32) == (v36.max(&[0]).cast(S32) < 0).cast(S32) {
-                v1 = v1;
-            }
-            v1 = v1;
+        let v8 = x0.argmin(0);
+    }
+    let v9 = (x1[2].minimum(x0.min(&[0])) - 0.5).clamp(-2.0, 1.0);
+    let v9 = if ((((x1[-1] / 4.0) * 8.0).floor() * 0.125) + 0) > 0.5 {
+        let mut v9 = v9.broadcast_to([2, 3]);
+        let mut parts10 = Vec::new();
+        for k11 in 0..3usize {
+            parts10.push(v9.cast(PRED));
         }
-        x0.cast(S32).abs() <= ((Tensor::full([3], 1.0, S32) * 2) + v36.cast(S32))
-    } else if ((x1[2] - x0[1]) + (x1[0] / 2.0)) != x1.max(&[0]) {
-        #[unroll]
-        'l49: for k48 in 0..2usize {
-            if (r15 && ((x1.dim(0) + 2) == 3)) || (!((k48 / 3) < 3)) {
-                continue;
-            }
-            let mut v50 = (((v1.sum(&[0, 1]) < 2.0).select(x0[1] / 4.0, Tensor::scalar(2.0, F32)) / 2.0) * 8.0).floor() * 0.125;
-            v1 = ((v1.maximum(v50.broadcast_to([2, 3]).clamp(-2.0, 1.0) * (-1.5f32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            let mut parts51 = Vec::new();
-            for k52 in 0..3usize {
-                parts51.push(Tensor::iota([2, 3], 0, F32));
-            }
-            let v53 = concat(&parts51, 0);
+        let v12 = concat(&parts10, 0);
+        v9 = ((((v9 < x1.argmax(0).cast(F32)) || (v12[1..3] | Tensor::full([2, 3], 0.0, PRED))).select(v9.cast(S32).cast(F32) / 4.0, Tensor::full([1, 1], -1.5, F32).clamp(-2.0, 1.0) * (v9 - v9)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        (x0[1..2].cast(S32) + (x1.sum(&[0]).cast(S32) - v9.max(&[0]).cast(S32))) * 3
+    } else if (((-1.0f32) > 1.5) && (2 != 2)) && (!b0) {
+        if ((-1.0f32) < 0.5) && (0.25f32 < 0.5) {
+            let mut v13 = v9;
+            let mut r14: usize = 2;
+        } else {
+            let mut r15: f32 = -1.0f32;
         }
-        (!(x0 < x1)) & (!(x0.cast(PRED) & x1.cast(PRED)))
+        -(x0.cast(S32).clamp(-3, 7) * x1[2].cast(S32))
     } else {
-        let mut r54: f32 = 2.0f32 + (-1.0f32);
-        v1[0] = x1;
-        let mut v55 = v1.cast(S32);
-        let mut c56 = Tensor::scalar(0.0, S32);
-        while c56 < 3 {
-            v1[(.., -1)] = v1[(.., 1)];
-            match v55.dim(0) % 3 {
-                0 => {
-                    let mut v58 = v1.min(&[0]);
-                    let v59 = (c56 != c56).select(v1.sum(&[0, 1]) * -2.0, x1[c56]) / 2.0;
-                }
-                1 | 2 => {
-                    let mut v60 = x1;
-                    let mut v61 = v55.cast(PRED).select(c56.broadcast_to([2, 3]), v1.cast(S32)).clamp(0, 2).minimum(v55);
-                }
-                r57 => {
-                    let r57 = (v1[(1, 1)] + 1.0).clamp(-64.0, 64.0).cast(S32) + (-c56.abs());
-                    let v62 = (r57.broadcast_to([3]).minimum(v1[-2].cast(S32)) + x1.cast(PRED).cast(S32)) <= Tensor::iota([3], 0, S32).minimum(r57).abs();
-                }
+        let mut m16 = 0usize;
+        while m16 < (x1.dim(0) + 3).min(3) {
+            let mut v17 = v9.broadcast_to([3]).cast(S32).clamp(0, 7).cast(F32).floor();
+            let mut c18 = Tensor::scalar(0.0, S32);
+            while c18 < 3 {
+                let r19: usize = 0;
+                let mut v20 = c18;
+                v17 = ((x1.cast(S32).cast(F32) + (x1 / 2.0)) * 8.0).floor() * 0.125;
+                c18 = c18 + 1;
             }
-            v55 = c56.broadcast_to([2, 3]);
-            c56 = c56 + 1;
+            let mut v21 = v9.broadcast_to([2, 3]);
+            let v22 = (((x0 + (v21[c18] * v17)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square();
+            m16 += 1;
         }
-        v55[0].cast(PRED)
+        let mut v23 = (!(v9.broadcast_to([2, 3]) >= 2.0)).cast(F32);
+        for i24 in 0..v23.dim(0) {
+            let v25 = if (Tensor::scalar(-2.0, S32).cast(F32) * 0.25) >= (v23.sum(&[0, 1]) + v9).minimum(v9) {
+                let r26: f32 = (1.5f32 * 0.5) * 0.5;
+                let f27 = move |a28: Tensor| (x0 - v23.sum(&[0])) + a28[-1].cast(F32);
+                let f29 = move |a30: Tensor| x0;
+                (Tensor::scalar(-2.0, S32) < 0).select(Tensor::scalar(3.0, S32) <= Tensor::scalar(3.0, S32), v9 < v9).cast(S32)
+            } else if !x0.argmax(0).cast(PRED) {
+                let mut v31 = i24.broadcast_to([2, 3]).cast(PRED);
+                let v32 = ((v23 * 1.5) / 4.0).relu();
+                v31 = !v23.max(&[0]).cast(PRED).select(v31, v31).select(!v31, i24 <= x1.min(&[0]).cast(S32));
+                ((v32[(0, 1)] * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(PRED).cast(S32).clamp(-3, 2)
+            } else {
+                let v33 = v23;
+                let mut v34 = (v23.argmin(0).clamp(-3, 7) < v33.argmin(0).cast(F32).cast(S32)).cast(F32);
+                let mut v35 = Tensor::iota([3], 0, F32);
+                (i24.minimum(i24) - x1.max(&[0]).cast(PRED).cast(S32)) / 5
+            };
+            let v36 = if v23[(1, 2)].cast(PRED) || (!(i24.cast(PRED) & x0.max(&[0]).cast(PRED))) {
+                v23 = v9.broadcast_to([2, 3]);
+                let v37 = ((x1.argmin(0) + x0.sum(&[0]).cast(S32)) + 2).cast(F32);
+                let mut v38 = ((((x0.cast(S32).cast(F32) * (v23.sum(&[0]) - x1)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v38.cast(S32).cast(F32).maximum(i24.broadcast_to([3]).cast(F32) * Tensor::iota([3], 0, F32)).minimum(v23[1].cast(S32).cast(F32) / 2.0).clamp(-64.0, 64.0)
+            } else if v25.cast(PRED).select(i24.cast(PRED), v23.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED)).select(Tensor::scalar(0.5, F32), v9) >= (x1[i24].cast(S32).cast(F32) - x0.max(&[0])) {
+                let mut v39 = v23[(1, 0)];
+                let mut v40 = x0;
+                Tensor::full([3], 0.5, F32) * 1.5f32
+            } else {
+                let v41 = v23;
+                ((((2.0f32 * x1) + (m16 + v23.dim(1))) / 2.0) * 8.0).floor() * 0.125
+            };
+        }
+        (x0.relu() != (v23.sum(&[0, 1]) + v9)).select(Tensor::iota([3], 0, S32).abs(), (x0.cast(S32) + v23[1].cast(S32)) + -1)
     };
-    v1
+    let v42 = !(x0.cast(PRED) ^ (x1.cast(PRED) && Tensor::full([3], 0.0, PRED)));
+    let mut v43 = ((Tensor::scalar(0.0, S32) - v9[-1]) + (v42.all(&[0]).cast(S32) / 3)).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
+    let mut c44 = Tensor::scalar(0.0, S32);
+    while c44 < 1 {
+        v43 = if v43.cast(PRED) || (x1[c44].cast(PRED).select(v9.min(&[0]).cast(PRED), v42.any(&[0])) || (v43 >= 0.0)) {
+            v43 = (v42.any(&[0]).cast(S32) / 2).cast(F32) + 0.5;
+            let v42: bool = !(4 % 2 == 0);
+            for _ in 0..3 {
+                v43 = c44.cast(F32).clamp(-64.0, 64.0);
+                let v46 = v43 - (x1.sum(&[0]).cast(PRED).select(c44.cast(F32), Tensor::scalar(0.125, F32)) * v43);
+            }
+            v9[c44].cast(F32).clamp(-64.0, 64.0)
+        } else if 1 > 3 {
+            v43 = v43;
+            if v43.cast(PRED).select((v43 <= 2.0) | (!v9.argmax(0).cast(PRED)), x1[c44].cast(PRED)) {
+                v43 = v43.clamp(-0.5, 0.5);
+            } else if (c44.maximum(x1.sum(&[0]).cast(S32)) + -1) >= 0 {
+                let v47 = Tensor::full([3], -1.5, F32) - x1;
+                let f48 = move |a49: Tensor| v47;
+                v43 = x1[0];
+            } else {
+                v43 = (((1.5f32 * ((v9[2].cast(F32) * x1.argmin(0).cast(F32)) + v9[0].cast(PRED).select(c44.cast(F32), v43))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                let mut v50 = ((c44.broadcast_to([2, 1]).cast(F32).clamp(-8.0, 8.0).matmul((x0.reshape(&[1, 3]).ceil() * v43.broadcast_to([1, 3])).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            }
+            v43 = x1[0] + 1.0;
+            Tensor::scalar(0.125, F32)
+        } else {
+            let mut c51 = Tensor::scalar(0.0, S32);
+            while c44.cast(PRED) && (!(c51 >= 4)) {
+                v43 = (Tensor::scalar(0.0, F32) + Tensor::scalar(3.0, S32).cast(F32)).minimum(x1[c51]);
+                v43 = (c51.cast(F32) % (x0[1].abs() + 0.5)).clamp(-64.0, 64.0);
+                c51 = c51 + 1;
+            }
+            let v9 = Tensor::full([2, 3], 0.5, F32);
+            (1.0f32 - (v43 * v42.any(&[0]).cast(F32))).clamp(-1.0, 1.0)
+        };
+        c44 = c44 + 1;
+    }
+    (x1, v43, v43)
 }
 
 fn run_k026(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k026::run(dev, &a[0], false, &a[1])?])
+    let (o0, o1, o2) = k026::run(dev, &a[0], false, &a[1])?;
+    Ok(vec![o0, o1, o2])
 }
 
 #[cpu_kernel]
 fn k027(n0: usize, x1: Tensor, x0: Tensor, x2: Tensor, s0: f32) -> (Tensor, Tensor) {
-    let v1 = (x2[(3, 0)].cast(PRED).select(Tensor::scalar(0.5, F32), x1) * 2.0) + 1.0;
-    let mut v2 = ((x1 / 4.0) * 8.0).floor() * 0.125;
-    let v1 = if ((x0.any(&[0, 1]).cast(S32) - v2.cast(S32)) >= x2.sum(&[0, 1])) && (x0.any(&[0, 1]) | (Tensor::scalar(0.5, F32) == x1)) {
-        v2 = (x0.any(&[0, 1]).cast(S32).clamp(1, 2) * -1).cast(F32);
-        let mut c3 = Tensor::scalar(0.0, S32);
-        while c3 < 1 && (!((x2[(3, 1)] >= x0.any(&[0, 1]).cast(S32)) && (x1 > 2.0))) {
-            let mut v4 = x2 < 1;
-            let mut v5 = ((x0.cast(F32) * -2.0).clamp(-1.0, 4.0), x2[(.., ds(c3, 1))].cast(PRED).select(x1.broadcast_to([5, 2]), x1.broadcast_to([5, 2])) + (n0 + n0));
-            v2 = (x2[(1, 0)].cast(F32) + (v4[(1, 1)].cast(F32) + (v2 + -0.25))).clamp(-64.0, 64.0);
-            c3 = c3 + 1;
-        }
-        x0.cast(F32)
-    } else if (-0.25f32) < 1.5 {
-        let mut parts6 = Vec::new();
-        for k7 in 0..2usize {
-            parts6.push(x1.broadcast_to([5, 2]));
-        }
-        let v2 = concat(&parts6, 0);
-        let v8 = v2[2..7];
-        let mut v9 = v8 * Tensor::iota([5, 2], 0, F32);
-        v1.broadcast_to([1, 5])
-    } else if (((3 + 2) % 2 == 0) && (1 > 2)) || (x2.dim(1) % 2 == 0) {
-        #[unroll]
-        for k10 in 0..(n0 % 3) {
-            if k10 % 2 == 0 {
-                continue;
-            }
-            let v11 = (0.5f32 - (v1.broadcast_to([1, 5]) - Tensor::iota([1, 5], 1, F32))) + -0.25;
-            let mut v12 = (x0 && x0).select(v1.broadcast_to([1, 5]) - -0.25, v11 + Tensor::full([1, 5], 0.0, F32)) == (0.5f32 * (v11 / 4.0));
-        }
-        v1.broadcast_to([1, 5])
-    } else {
-        let v13 = x0.any(&[0, 1]).cast(F32);
-        let mut r14: f32 = s0 + (x2.dim(1) as f32);
-        let mut c15 = Tensor::scalar(0.0, S32);
-        while c15 < 3 {
-            let mut parts16 = Vec::new();
-            for k17 in 0..3usize {
-                parts16.push(Tensor::full([1, 5], 1.0, S32).maximum(c15.broadcast_to([1, 5])) != 1);
-            }
-            let v18 = concat(&parts16, 0);
-            let mut v19 = (c15.cast(F32).minimum(v18[(1, 1)].cast(F32)) % Tensor::scalar(0.125, F32)).clamp(-64.0, 64.0);
-            let mut c20 = Tensor::scalar(0.0, S32);
-            while (v1.cast(PRED) || ((0.25f32 * x0[(0, 0)].cast(F32)) > (v1 - v1))) && (!(c20 >= 3)) {
-                let mut v21 = c15;
-                let v22 = Tensor::full([5, 2], 2.0, F32);
-                v2 = v22[(2, 1)].maximum(c20.cast(F32) - -0.25).clamp(-64.0, 64.0);
-                c20 = c20 + 1;
-            }
-            let v18 = ((x1.cast(S32) * c15).clamp(-1024, 1024) * (c20 / 3)).clamp(-1024, 1024) * 1;
-            c15 = c15 + 1;
-        }
-        v1.broadcast_to([1, 5])
-    };
-    match n0 {
-        0 => {
-            let mut c24 = Tensor::scalar(0.0, S32);
-            while v1[(0, 0)].cast(PRED).select(v2.cast(PRED).select(v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED).select(v2.cast(PRED), v2.cast(PRED)), v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED)), (Tensor::scalar(0.125, F32) / 2.0) == 2.0) && (c24 < 3) {
-                v2 = (((-v1.sum(&[0, 1])) * Tensor::scalar(0.125, F32)) * 8.0).floor() * 0.125;
-                let mut c25 = Tensor::scalar(0.0, S32);
-                while (x1.clamp(-1.0, 4.0) == (v2 - 1.0)) && (!(c25 >= 3)) {
-                    let v26 = x2.sort(0, false).cast(F32);
-                    let v27 = c25.broadcast_to([2]).cast(PRED).select(c25.broadcast_to([5, 2]).cast(F32), x1.broadcast_to([1, 2])).minimum(v26.clamp(-1.0, 1.0)) + v2.broadcast_to([5, 2]);
-                    let v28 = Tensor::full([1, 5], 2.0, F32);
-                    let v29 = (v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED).select(x1.broadcast_to([1, 5]), v1) - 3.0) + v28;
-                    v2 = v28.sum(&[0, 1]).minimum((v28[(0, 1)].cast(PRED) || v29[(0, 1)].clamp(-64.0, 64.0).cast(PRED)).select(x2[(4, 1)].cast(F32), c24.cast(F32))).clamp(-64.0, 64.0);
-                    c25 = c25 + 1;
-                }
-                let mut m30 = 0usize;
-                while m30 < 1 && (x2.dim(1) % 2 == 0) {
-                    let mut v31 = ((v2 * x1).clamp(-0.5, 4.0) * 8.0).floor() * 0.125;
-                    let f32 = move |a33: Tensor| (c24.broadcast_to([5, 2]).cast(F32) >= x2[(2, 1)].cast(F32)).cast(S32);
-                    m30 += 1;
-                }
-                v2 = Tensor::scalar(-1.5, F32);
-                c24 = c24 + 1;
-            }
-            let mut parts34 = Vec::new();
-            for k35 in 0..3usize {
-                parts34.push((-2.0f32 * v1).clamp(-64.0, 64.0) * s0);
-            }
-            let v36 = concat(&parts34, 0);
-        }
-        1 | 2 => {
-            v2 = (v2 >= v2.cast(PRED).cast(F32)).cast(F32);
-            v2 = v2;
-        }
-        r23 => {
-            let mut v37 = (x2.cast(F32).cast(S32) - (x2 * x2)) - (x2.sort(1, true) * v1[(.., 1..3)].cast(PRED).cast(S32));
-            let mut v38 = ((((Tensor::scalar(1.0, PRED).select(x1, x1) * v1.sum(&[0, 1])) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        }
+    let v1 = x2 - x2.cast(PRED).select(x1.broadcast_to([5, 2]).cast(S32), x1.broadcast_to([5, 2]).cast(S32));
+    let mut v2 = ((x1.cast(S32).maximum(x2[(1, 1)]).cast(F32) * ((x1 + v1.dim(1)) / 2.0)) * 8.0).floor() * 0.125;
+    v2 = x0.any(&[0, 1]).cast(S32).cast(F32).ceil() - x1;
+    let mut parts3 = Vec::new();
+    for k4 in 0..2usize {
+        parts3.push(x2.cast(F32));
     }
-    v2 = (((x0[(0, 4)].cast(F32) * v2.cast(PRED).select(x1 / 4.0, v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED).select(x0[(0, 2)].cast(F32), v2))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-    v2 = x2[(3, 1)].cast(F32) * s0.abs();
-    if ((x0[(0, 1)].cast(F32) * x1) - v1[(0, 1)]) == x2.sum(&[0, 1]).cast(F32) {
-        if v1[(0, 0)].cast(S32).clamp(0, 2) <= v1[(0, 1)].cast(S32) {
-            v2 = ((3.0f32 - (x1 / 2.0)) * 8.0).floor() * 0.125;
-            let mut c39 = Tensor::scalar(0.0, S32);
-            while (v2.cast(S32) < 1) && (c39 < 2) {
-                let r40: f32 = s0 * -1.0;
-                let v41 = v2.broadcast_to([1, 5]).cast(PRED).cast(S32);
-                v2 = ((((v2.clamp(-2.0, 4.0) * c39.cast(F32)) + (x1 / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                c39 = c39 + 1;
-            }
-            v2 = ((-v2.cast(S32)) % 2).cast(F32);
-        } else {
-            let v42 = x2.cast(PRED).select(x1.broadcast_to([5, 2]) % x1.broadcast_to([1, 2]), x2[4].cast(F32) + Tensor::full([2], -1.5, F32)) * s0;
-            let v43 = v1.cast(S32);
-            let mut v44 = x0.cast(S32);
-            for _ in 0..1 {
-                let mut v45 = (x2.sort(1, false).cast(F32) + (n0 % 3)).clamp(-2.0, 4.0);
-                let f46 = move |a47: Tensor| ((x2[(.., 0..1)].cast(F32).matmul(v1[(.., 2..4)].clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square();
-                v44 = ((x1.broadcast_to([1, 5]).cast(PRED) & v43.cast(PRED)).select(v2.broadcast_to([1, 1]).cast(S32) * v44.sort(0, false), v1.cast(S32)) + v44).clamp(-1024, 1024);
-            }
-        }
-    } else if ((v2 >= -1.0) ^ (v2.cast(PRED) & x1.cast(PRED))).select(x2.sum(&[0, 1]).cast(PRED).select(!v2.cast(PRED), v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED)), x2[(0, 0)].cast(PRED)) {
-        let mut parts48 = Vec::new();
-        for k49 in 0..3usize {
-            parts48.push(x2.cast(F32) * 0.5);
-        }
-        let v50 = concat(&parts48, 0);
-    } else if (n0 + v1.dim(0)) % 2 == 0 {
-        if v2.cast(PRED) {
-            v2 = (((((v2 / 2.0) - (Tensor::scalar(0.0, F32) - x0[(0, 0)].cast(F32))) * Tensor::scalar(2.0, F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            let mut v51 = (v1 + 0.5).clamp(-64.0, 64.0);
-            for i52 in 0..1 {
-                v51 = x0.cast(F32);
-                v2 = (((v1.sum(&[0, 1]) * 0.25) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            }
-        } else if ((x1 * v1.sum(&[0, 1])) - (v2 - v1[(0, 4)])) == (x2[(1, 0)].cast(F32) - 3.0).sign() {
-            let mut v53 = ((x0[(0, 0)].cast(F32) / 4.0).sign() + (v2 - v2)).clamp(-64.0, 64.0);
-            let mut v54 = x1.broadcast_to([1, 5]).cast(PRED).cast(S32);
-            let mut c55 = Tensor::scalar(0.0, S32);
-            while !(c55 >= 3) && ((x0.any(&[0, 1]).select(v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED), v54.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED)) & (v53 != -1.0)) & v1[(0, 0)].cast(PRED).select(v54.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED), Tensor::scalar(0.0, PRED)).select(v2 < 0.5, x0.any(&[0, 1]).cast(S32) < v54.sum(&[0, 1]))) {
-                v54 = v1.cast(S32);
-                let v56 = v1;
-                let v57 = (c55.cast(F32) >= (v53 / 4.0)).cast(S32);
-                c55 = c55 + 1;
-            }
-        } else if !((1 % 2 == 0) && (1 < 3)) {
-            let mut v58 = -((v1[(0, 1)].cast(S32) - Tensor::scalar(1.0, S32)) * 3);
-            for i59 in 0..=2 {
-                let v60 = i59.broadcast_to([5, 2]).cast(F32) * v2.broadcast_to([5, 2]);
-                let v61 = (x2.sum(&[0, 1]).cast(F32).clamp(-1.0, 0.5) % v60) * -2.0;
-                let f62 = move |a63: Tensor| x0.cast(S32).cast(F32).maximum(-x0[(0, 3)].cast(F32));
-                v2 = x1;
-            }
-        } else {
-            let v64 = if x2[(1, 1)] <= 2 {
-                let v2 = x1.broadcast_to([5, 2]).cast(PRED).select(x1.broadcast_to([5, 2]).cast(PRED), x0[(.., 4..5)]).select(v2.broadcast_to([5, 2]).clamp(-2.0, 4.0), x2.cast(F32) / 2.0) + ((v2.broadcast_to([5, 2]) * 3.0) + 2.0);
-                x2.cast(F32)
-            } else {
-                let v65 = ((Tensor::iota([1, 5], 1, S32) <= x0.cast(S32)) || x1.broadcast_to([1, 5]).cast(PRED)).select((v2.broadcast_to([1, 5]).cast(S32) > v1.cast(S32)) || v1.sort(0, false).cast(PRED), v1[(.., 0..1)].cast(PRED));
-                (-1.0f32 * Tensor::iota([5, 5], 1, F32)).clamp(-1.0, 1.0).matmul(x2.cast(F32)).clamp(-64.0, 64.0)
-            };
-        }
-        let mut c66 = Tensor::scalar(0.0, S32);
-        while !(c66 >= 3) && (!v2.cast(PRED)) {
-            let v67 = (v2.broadcast_to([2]) * (v2.broadcast_to([5, 2]) + x2.cast(F32))) + (c66.broadcast_to([5, 5]).cast(F32) - x2.min(&[1]).cast(F32)).clamp(-8.0, 8.0).matmul((c66.broadcast_to([5, 2]).cast(F32) / 4.0).clamp(-8.0, 8.0));
-            let mut v68 = v1.sum(&[0, 1]).clamp(-64.0, 64.0).cast(S32);
-            v2 = (((((x0.any(&[0, 1]).cast(F32) * v2) - 3.0) * v2) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            c66 = c66 + 1;
-        }
-        v2 = if x1.cast(PRED) {
-            let mut v70 = [x2[(3, 0)].cast(F32).clamp(-1.0, 1.0) + 3.0, (!x0[(0, 1)]).cast(F32), c66.cast(F32).clamp(-64.0, 64.0)];
-            let mut parts71 = Vec::new();
-            for k72 in 0..1usize {
-                parts71.push(x2);
-            }
-            let v73 = concat(&parts71, 0);
-            v2 = (x2.sum(&[0, 1]).cast(PRED).cast(F32) / 4.0) % v70[0];
-            x0.any(&[0, 1]).cast(F32)
-        } else {
-            for i74 in 0..2 {
-                let v75 = x1.broadcast_to([1, 5]).cast(S32) * -1;
-                let mut v76 = c66.cast(F32).floor().clamp(-64.0, 64.0);
-                let mut v77 = v76.broadcast_to([5, 2]);
-                v2 = v77[(0, 0)];
-            }
-            x2[(0, 1)].cast(F32)
-        };
-    }
-    let mut v78 = v1.cast(S32);
-    (v2, v2)
+    let v5 = concat(&parts3, 0);
+    (v5.abs().sqrt(), v2)
 }
 
 fn run_k027(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -2275,182 +1828,151 @@ fn run_k027(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 }
 
 #[cpu_kernel]
-fn k028(x0: Tensor, n0: usize, t0: Tensor) -> (Tensor, Tensor, Tensor) {
-    let mut v1 = x0.cast(S32).minimum(x0.sort(0, false).cast(S32));
-    let mut c2 = Tensor::scalar(0.0, S32);
-    while !(c2 >= n0) {
-        let mut c3 = Tensor::scalar(0.0, S32);
-        while c3 < t0 {
-            if (v1.dim(0) + x0.dim(0)) % 2 == 0 {
-                let mut v4 = ((-v1[c3]).cast(F32) - (v1.max(&[0]).cast(F32) + x0[c3])).clamp(-64.0, 64.0);
-            } else if (c3 / 2) <= 1 {
-                let mut v5 = (c3.abs() != v1[2]).select(v1[-3].cast(F32).maximum(v1.sum(&[0]).clamp(-1024, 1024).cast(F32)) * 1.5, c2.cast(F32)).clamp(-64.0, 64.0);
-                let mut v6 = ((c3 + 2) + v1.max(&[0]).cast(PRED).select(v1.min(&[0]), c2)).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
-                let mut v6 = (t0 * t0).cast(F32).cast(S32);
-            }
-            let mut v7 = t0.cast(F32);
-            v1 = v1;
-            v1 = Tensor::full([3], 3.0, S32);
-            c3 = c3 + 1;
-        }
-        if v1.sum(&[0]).clamp(1, 7) <= c3 {
-            let mut c8 = Tensor::scalar(0.0, S32);
-            while !(c8 >= (n0 + 3).min(4)) {
-                let v9 = x0.min(&[0]) > -1.0;
-                v1 = (x0.sort(0, false).cast(S32) + 2) - (t0.broadcast_to([1]).cast(F32) * c3.broadcast_to([1]).cast(F32)).clamp(-64.0, 64.0).cast(S32);
-                let v10 = v9.select(x0[t0].clamp(-1.0, 4.0), 0.25f32 * (c3.cast(F32) / 4.0));
-                c8 = c8 + 1;
-            }
-            #[unroll]
-            'l12: for k11 in 0..x0.dim(0).min(2) {
-                let mut r13: f32 = 0.5f32;
-                let mut v14 = Tensor::scalar(1.0, PRED).select((c8.cast(F32) - v1.argmin(0).cast(F32)) >= c2.cast(F32), v1.min(&[0]).cast(F32) < 2.0);
-            }
-            if (1.5f32 < 0.0) && (!(1 % 2 == 0)) {
-                let mut v15 = ((t0 > 1).cast(S32) - (v1.min(&[0]).cast(PRED).select(c2, c3) + Tensor::scalar(2.0, F32).cast(S32))).clamp(-1024, 1024);
-                let v15 = c8.abs().cast(F32).maximum(v1.min(&[0]).cast(PRED).cast(F32) * x0[1]);
-                let mut v16 = v15.clamp(-64.0, 64.0);
-            } else {
-                let mut v17 = x0.min(&[0]).cast(PRED).cast(S32);
-                v1 = c2.broadcast_to([3]) * (-Tensor::full([3], 1.0, S32));
-                let v18 = v17.cast(F32) - 0.5;
-            }
-        }
-        v1 = Tensor::full([3], 3.0, S32);
-        let mut v19 = ((x0.max(&[0]).cast(PRED) || v1.sum(&[0]).clamp(-1024, 1024).cast(PRED)).cast(F32) % (c2.cast(F32).minimum(x0.argmax(0).cast(F32)) * 3.0)).clamp(-64.0, 64.0);
-        c2 = c2 + 1;
+fn k028(x0: Tensor, n0: usize, t0: Tensor) -> (Tensor, Tensor) {
+    if (x0[0].cast(PRED) ^ x0.min(&[0]).cast(PRED)) & x0.sum(&[0]).cast(PRED) {
+        let v1 = t0.broadcast_to([3]).cast(PRED);
+    } else if ((x0.max(&[0]) * x0[0]) == t0.cast(F32)).select((t0 < Tensor::scalar(0.0, S32)).select(x0.min(&[0]) <= -1.0, x0.sum(&[0]).cast(PRED)), (t0 > -1) ^ (x0.max(&[0]).cast(PRED) ^ x0[t0].cast(PRED))) {
+        let mut v2 = ((((1.5f32 * (x0[1] * 2.0)) * (1.5f32 * x0[1].maximum(x0.argmax(0).cast(F32)))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     }
-    let v20 = v1.min(&[0]).cast(F32);
-    let mut v21 = ((x0.sum(&[0]) != v1[0].cast(F32)).select(t0, x0[t0].cast(S32)) * c2).clamp(-1024, 1024);
-    for _ in 0..t0 {
-        if (n0 % 3) % 2 == 0 {
-            if (v1.min(&[0]).cast(F32) + v20) < -1.0 {
-                let r22: bool = 0 % 2 == 0;
-                let v23 = v21.broadcast_to([3]).cast(F32);
-                v1 = v1;
-            }
-            if v20 > ((v20 * 0.5) + (Tensor::scalar(-1.5, F32) + v20)) {
-                let v24 = x0[1].cast(PRED).select(x0.max(&[0]), t0.cast(F32));
-                let v25 = v1[2].cast(F32).clamp(-1.0, 1.0);
-            }
-        } else {
-            v1 = (v1[2].cast(PRED).select(x0.cast(PRED), v20.broadcast_to([3]).clamp(-64.0, 64.0).cast(PRED)).select(v1.maximum(t0.broadcast_to([3])), c2.broadcast_to([3]).cast(PRED).cast(S32)) + v1).clamp(-1024, 1024);
-        }
-        let f26 = move |a27: Tensor| Tensor::full([3], 0.0, PRED);
-        if (n0 % 2) % 2 == 0 {
-            let f28 = move |a29: Tensor| v21 / 3;
-            let v30 = if (0.5f32 - v21.cast(PRED).select(v20, Tensor::scalar(0.125, F32))) != ((v20 + c2.cast(F32)) / 4.0) {
-                let v31 = x0.sum(&[0]).cast(PRED).select(x0.sum(&[0]).cast(PRED), x0[c2].cast(PRED)).select(v20 < v20, v21.cast(F32) < v21.cast(F32)).cast(F32);
-                let mut v32 = x0;
-                let mut r33: f32 = 0.5f32;
-                (v20 + 2.0).minimum(Tensor::scalar(-1.5, F32).clamp(-1.0, 1.0).clamp(-1.0, 4.0)).clamp(-64.0, 64.0)
-            } else {
-                v1 = v1;
-                let mut v34 = (t0.cast(F32) - 2.0) - 2.0;
-                ((Tensor::scalar(2.0, F32) / 2.0) + x0[c2].cast(PRED).cast(F32)).abs()
-            };
-            let v35 = t0.cast(F32) / 2.0;
-        } else {
-            let mut parts36 = Vec::new();
-            for k37 in 0..1usize {
-                parts36.push(-v1.clamp(1, 4));
-            }
-            let v38 = concat(&parts36, 0);
-        }
+    let mut v3 = x0;
+    let mut v4 = (v3.cast(PRED).select(v3.cast(S32), t0.broadcast_to([3])) + (-v3.sort(0, true).cast(S32))) + 1;
+    let mut v4 = ((v3[1].cast(S32) - (t0 - v4[t0])) + (t0 > 0).select(Tensor::scalar(3.0, S32), Tensor::scalar(0.0, S32))).clamp(-1024, 1024);
+    let mut v5 = Tensor::scalar(0.0, F32);
+    for b6 in blocks(v3.dim(0)) {
+        v5 = (v5 + v3.block_or(0, b6, 0.5).sum(&[0])).clamp(-64.0, 64.0);
+        v4 = ((v4 + 2) * t0.clamp(1, 4)).abs().clamp(-1024, 1024);
+        v3 = v3.set_block(0, b6, (((v3.block_or(0, b6, 0.5) * 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0));
     }
-    v1 = v1.minimum(v1.clamp(-3, 4));
-    let mut c39 = Tensor::scalar(0.0, S32);
-    while !(c39 >= t0) && (x0[0].cast(PRED) & (v1[v21].cast(F32).clamp(0.0, 1.0) > v20)) {
-        v21 = c39;
-        c39 = c39 + 1;
+    let mut m7 = 0usize;
+    'l8: while m7 < x0.dim(0).min(2) {
+        v3 = (t0.broadcast_to([3]).cast(F32).square() * 1.5f32).clamp(-1.0, 4.0);
+        m7 += 1;
     }
-    v1[c39] = t0;
-    for i40 in 0..4 {
-        let mut v41 = v21;
-        let mut c42 = Tensor::scalar(0.0, S32);
-        while c42 < t0 {
-            v21 = v41;
-            v21 = (v41 * Tensor::scalar(3.0, S32)).clamp(-3, 7);
-            v1 = (v21.broadcast_to([3]) - v20.broadcast_to([3]).clamp(-64.0, 64.0).cast(S32)).clamp(-1024, 1024);
-            c42 = c42 + 1;
-        }
-        if v1.dim(0) != 1 {
-            let f43 = move |a44: Tensor| (v21.broadcast_to([3]).cast(F32) - 3.0) * (t0.broadcast_to([3]).cast(F32) - i40.broadcast_to([3]).cast(F32));
-        } else {
-            let mut v45 = (t0.cast(F32) == (v20.clamp(-64.0, 64.0) + (n0 + 4))).select(c2.cast(PRED) || c39.cast(PRED), (v20 != -1.0).select(c42.cast(PRED), c42.cast(PRED).select(v1[2].cast(PRED), v41.cast(PRED))));
-            for i46 in 0..1 {
-                let v47 = i46.broadcast_to([3]).cast(F32).abs();
-                let v48 = v20;
-                v41 = v45.cast(S32).clamp(-3, 7).clamp(-3, 7);
-            }
-            v41 = i40.clamp(1, 4) % 3;
-        }
-        for _ in 0..4 {
-            let mut v49 = ((v1[c2].cast(F32) - v21.cast(F32)) == x0[v21]).cast(S32);
-            let mut c50 = Tensor::scalar(0.0, S32);
-            while c50 < t0 && c42.cast(PRED) {
-                let mut r51: usize = n0;
-                let v52 = v20.clamp(0.0, 1.0);
-                v1 = v1;
-                let v53 = v49.cast(F32).clamp(-64.0, 64.0).cast(S32).abs();
-                v1 = (-(v1 * v1).minimum(v1 - v41.broadcast_to([3]))).clamp(-1024, 1024);
-                c50 = c50 + 1;
-            }
-            v41 = (v21 + i40).maximum(v49.clamp(0, 2)).clamp(-1024, 1024);
-            let r54: bool = !(v1.dim(0) == 0);
-        }
-        let mut v55 = ((Tensor::scalar(1.0, S32).cast(F32) * (c2.cast(F32) * v20)) / 2.0).clamp(-64.0, 64.0);
-        let mut c56 = Tensor::scalar(0.0, S32);
-        while !(c56 >= i40) {
-            let v57 = (x0 * -1.0).cast(S32);
-            let v58 = v57 > v41.broadcast_to([3]).cast(PRED).select(i40.broadcast_to([3]), x0.cast(S32));
-            v41 = c2;
-            c56 = c56 + 1;
-        }
-    }
-    (c39, (x0.abs() + 1.0).log(), v21)
+    (t0, v3)
 }
 
 fn run_k028(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k028::run(dev, &a[0], 3, &a[1])?;
-    Ok(vec![o0, o1, o2])
+    let (o0, o1) = k028::run(dev, &a[0], 3, &a[1])?;
+    Ok(vec![o0, o1])
 }
 
 #[cpu_kernel]
 fn k029(x1: Tensor, s0: f32, t0: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Tensor) {
-    let mut m1 = 0usize;
-    while m1 < 2 && (1 % 2 == 0) {
-        let v2 = x1 * s0.abs();
-        let mut v2 = v2.argmax(0).cast(F32).clamp(-0.5, 1.0) * x1.sum(&[0]).cast(PRED).cast(F32);
-        let mut c3 = Tensor::scalar(0.0, S32);
-        while !(c3 >= t0) && (((x2.cast(S32) * 1) * Tensor::scalar(0.0, F32).cast(S32)) >= 0) {
-            for _ in 0..(m1 / 2) {
-                let v4 = v2 + (v2.cast(PRED).select(v2, x2) % v2);
-                v2 = (x0.min(&[0]) - v2).sign() + 3.0;
-                let mut v5 = (v2 - (t0.cast(F32) * v4.abs())).clamp(-64.0, 64.0);
-                let v6 = (v2.broadcast_to([2]).cast(S32) >= 0).cast(F32).maximum((v2.broadcast_to([2]) + x0) - t0.broadcast_to([2]).cast(PRED).select(x2.broadcast_to([2]), x0));
-                v2 = (v5.minimum(x2).round().clamp(-64.0, 64.0) * s0).clamp(-64.0, 64.0);
-            }
-            let r7: bool = (x0.dim(0) + x1.dim(0)) % 2 == 0;
-            let v8 = x0;
-            let mut r9: usize = 3;
-            c3 = c3 + 1;
+    let mut v1 = t0;
+    let mut c2 = Tensor::scalar(0.0, S32);
+    while !(c2 >= 0) {
+        let v3 = x1[0];
+        let mut parts4 = Vec::new();
+        for k5 in 0..1usize {
+            parts4.push(x0);
         }
-        m1 += 1;
+        let v6 = concat(&parts4, 0);
+        let mut v7 = v3 == x0[0];
+        for i8 in 0..0 {
+            v1 = (c2 + Tensor::scalar(3.0, S32)).clamp(-1024, 1024);
+        }
+        let mut v9 = x0[0].cast(PRED);
+        let mut c10 = Tensor::scalar(0.0, S32);
+        while !(c10 >= 3) {
+            #[unroll]
+            for k11 in 0..(2 % 3) {
+                if (x1.dim(0) % 2 == 0) || (!(s0 > -1.0)) {
+                    break;
+                }
+                let v12 = v3.cast(S32).abs().cast(F32);
+            }
+            if (v6.sum(&[0]).cast(S32).abs() * 3) <= 1 {
+                v7 = v7;
+                let mut v13 = x2 - (-1.0f32 * (v6.sum(&[0]) - x1.sum(&[0])));
+            } else {
+                let r14: f32 = s0;
+                let v15 = (x1[1].cast(S32).cast(F32) + 0.5) * x1[0];
+                let mut v16 = (((((v15 * x1.min(&[0])) + (x2 - v15)) - x2) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            }
+            v1 = (v9.select(v1.cast(F32), v3) < 2.0).select(v7.select(v1, c2).maximum(t0), (v6.min(&[0]).cast(S32) + x1[1].cast(S32)) + (c10 + 2)).clamp(-1024, 1024);
+            c10 = c10 + 1;
+        }
+        c2 = c2 + 1;
     }
-    let v10 = ((x2 + x0[t0]) != 0.5).select((Tensor::scalar(-1.5, F32) * Tensor::scalar(0.125, F32)) - -0.25, x2.cast(PRED).select(t0, t0).cast(F32));
-    let mut v11 = ((v10.broadcast_to([2]) * 8.0).floor() * 0.125).cast(S32);
-    if (!(v11.argmin(0).cast(PRED) || ((v10 * 8.0).floor() * 0.125).cast(PRED))) && (Tensor::scalar(2.0, F32).clamp(-1.0, 4.0) != -1.0) {
-        let v11: usize = x0.dim(0);
+    let mut c17 = Tensor::scalar(0.0, S32);
+    while ((c2.abs() % 5) <= x2.cast(S32)) && (c17 < 3) {
+        let mut r18: bool = (x0.dim(0) % 2) % 2 == 0;
+        for i19 in 0..4 {
+            let v20 = if r18 {
+                let mut v21 = x2.cast(PRED);
+                Tensor::scalar(-2.0, S32) != 0
+            } else {
+                v1 = x0[1].cast(S32).clamp(-3, 4).minimum(x0.sum(&[0]).cast(PRED).select(x0[t0].cast(S32), i19 + 2));
+                let mut v22 = t0.broadcast_to([2]).cast(F32);
+                let mut v23 = (x1.cast(S32) % 3).clamp(0, 4);
+                (x1.sum(&[0]).cast(S32) != v22[v1].cast(S32)).cast(S32) == -1
+            };
+            v1 = ((c17.abs() * (Tensor::scalar(1.0, S32) + v20.cast(S32))) + (v20.cast(S32) + v20.cast(S32))).clamp(-1024, 1024);
+        }
+        for i24 in 0..t0 {
+            for i25 in 0..4 {
+                let mut v26 = (x1.max(&[0]).clamp(0.0, 4.0), i24, x0[-1]);
+                let mut v27 = x0.cast(S32).cast(F32) / 2.0;
+                let v28 = x2.cast(PRED).select(v26.2.cast(PRED), v26.2.cast(PRED) || v26.1.cast(PRED)).select((i25 * 3) + 3, v26.0.cast(PRED).select(v1, c17) * (-v27[i25].cast(S32)));
+                v1 = ((v1.cast(PRED) || v1.cast(PRED)) & (v26.1.cast(F32) <= 0.5)).cast(S32);
+            }
+            let f29 = move |a30: Tensor| (x0[0].cast(S32) / 3) / 5;
+            #[unroll]
+            for k31 in 0..2 {
+                let mut v32 = x0[0].cast(PRED).select(x1[1].cast(S32), Tensor::scalar(3.0, S32) % 5) + (x2.cast(PRED) ^ c2.cast(PRED)).cast(S32);
+                if !(!((k31 as f32) > 1.5)) {
+                    continue;
+                }
+            }
+        }
+        v1 = t0.maximum(c2.clamp(1, 7));
+        c17 = c17 + 1;
     }
-    let f12 = move |a13: Tensor| x0;
-    let mut parts14 = Vec::new();
-    for k15 in 0..3usize {
-        parts14.push(!t0.broadcast_to([2]).cast(PRED));
-    }
-    let v16 = concat(&parts14, 0);
-    v11 = (x1.min(&[0]).cast(S32) * (v11 * t0.minimum(t0))).clamp(-1024, 1024);
-    (v11, v11)
+    let f33 = move |a34: Tensor| {
+        let mut v35 = x0;
+        for i36 in 1..=1 {
+            let f37 = move |a38: Tensor| Tensor::scalar(1.0, S32).minimum(c2).maximum(-x0[i36].cast(S32));
+            let mut c39 = Tensor::scalar(0.0, S32);
+            while !(c39 >= 2) {
+                let mut v1 = ((c2.cast(F32) / 2.0) - (t0.cast(F32) - c2.cast(F32))).clamp(-64.0, 64.0).cast(S32);
+                let mut v40 = x0.cast(S32);
+                v35 = (-0.25f32 - (v1.broadcast_to([2]).cast(F32) * t0.cast(PRED).select(x1[i36], x2))).clamp(-64.0, 64.0);
+                c39 = c39 + 1;
+            }
+            v35 = (v35.cast(PRED).select(Tensor::full([2], -1.5, F32), v35) <= (t0.broadcast_to([1]).cast(F32) * x1.sort(0, false))).select((x0 + c39.broadcast_to([2]).cast(F32)) - (x2 % (Tensor::scalar(-1.5, F32).abs() + 0.5)), (((x0 * v35) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + x1.dim(0)).clamp(-64.0, 64.0);
+        }
+        for i41 in 0..t0 {
+            for (k42, &w43) in [0.5f32].iter().enumerate() {
+                if (x0.dim(0) + 2) % 2 == 0 {
+                    continue;
+                }
+                let f44 = move |a45: Tensor| v35;
+                v35 = x0.maximum((t0.broadcast_to([1]).cast(F32) != c2.broadcast_to([1]).cast(F32)).cast(F32));
+                let mut v1: usize = 2;
+            }
+            let mut v46 = Tensor::scalar(0.0, F32);
+            #[unroll]
+            for b47 in blocks(x1.dim(0)) {
+                v46 = (v46 + x1.block_or(0, b47, 0.5).sum(&[0])).clamp(-64.0, 64.0);
+                let mut v48 = (v1 * 1).clamp(-1024, 1024);
+                let v1 = -0.25f32 - (Tensor::scalar(0.0, S32).cast(F32) - (v46 * x1[v48]));
+                v35 = v35.set_block(0, b47, ((x1.block_or(0, b47, 0.5) * -1.0) * 8.0).floor() * 0.125);
+            }
+            for i49 in 1..t0 {
+                let mut v50 = x1.cast(S32).maximum(Tensor::full([2], 1.0, S32)).abs() * -1;
+                v50 = ((v50 % 5) > (i49.broadcast_to([2]) * x2.broadcast_to([2]).cast(S32))).cast(S32);
+                v35 = v50.cast(F32).clamp(-0.5, 4.0);
+            }
+            v35 = 2.0f32 - i41.broadcast_to([2]).cast(F32).clamp(-0.5, 0.5);
+        }
+        let v51 = x0;
+        x2.cast(PRED).select(c17, t0) % 2
+    };
+    v1 = Tensor::scalar(-2.0, S32);
+    v1 = c17;
+    let mut v1 = v1.cast(F32).clamp(-64.0, 64.0);
+    let mut r52: bool = s0.abs() > 0.0;
+    (c2, x0)
 }
 
 fn run_k029(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -2458,9 +1980,9 @@ fn run_k029(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
     Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
-fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> (Tensor, Tensor, Tensor) {
-    let v1 = (x0 % t0.broadcast_to([2]).cast(F32)).round().minimum(x0);
+#[tpu_kernel]
+fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> Tensor {
+    let v1 = (x0 % (t0.broadcast_to([2]).cast(F32).abs() + 0.5)).round().minimum(x0);
     if v1.max(&[0]) > (3.0f32 * t0.cast(F32)) {
         let v2 = ((t0.broadcast_to([2]) == -1) && (x0.cast(S32) > v1.cast(S32))).select(x0, x0[1] * 2.0f32.abs());
         let mut parts3 = Vec::new();
@@ -2547,25 +2069,150 @@ fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> (Tensor, Tensor
     } else {
         let mut v44 = v36.sum(&[1]).clamp(-64.0, 64.0).cast(PRED);
     }
-    (v41, v35, v35 / (v35.abs() + 0.5))
+    v41
 }
 
 fn run_k030(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k030::run(dev, 0, &a[0], true, 2.0, &a[1])?;
-    Ok(vec![o0, o1, o2])
+    Ok(vec![k030::run(dev, 0, &a[0], true, 2.0, &a[1])?])
 }
 
-#[cpu_kernel]
+#[cpu_kernel(precision = "highest")]
 fn k031(n0: usize, t0: Tensor, x0: Tensor) -> (Tensor, Tensor) {
-    let v1 = Tensor::iota([2], 0, S32);
-    let mut v2 = t0.broadcast_to([2]) * t0.broadcast_to([2]);
-    if ((x0.sum(&[0]) * v1[0].cast(F32)) * (x0.argmin(0).cast(F32) + v2[-2].cast(F32))) < 0.5 {
-        v2 = (v1.cast(F32).cast(S32) + v1).minimum(v1.max(&[0]));
-        v2[ds(t0, 1)] = v1[1..2].abs();
+    match 2 {
+        0 => {
+            let mut v2 = t0.cast(PRED).select(t0.broadcast_to([2]).cast(F32), Tensor::scalar(0.125, F32)).minimum(x0 + n0) % (((x0 + x0) + 0).abs() + 0.5);
+            let v3 = v2.cast(S32);
+        }
+        1 | 2 => {
+            let v4 = x0 * 3.0;
+        }
+        r1 => {
+            let mut v5 = t0.broadcast_to([3]);
+        }
     }
-    v2 = v2;
-    v2 = v1;
-    (v2, x0.exp())
+    let mut v6 = (t0.broadcast_to([2]).cast(F32).floor() / 2.0) + x0.sign();
+    if (0.5f32 * 0.5) >= 0.5 {
+        if (v6.min(&[0]).cast(PRED) && x0[1].cast(PRED)).select(Tensor::scalar(1.0, PRED), (t0 / 5) > t0.clamp(1, 7)) {
+            let mut c7 = Tensor::scalar(0.0, S32);
+            while c7 < 3 && (x0[t0].cast(PRED).select(x0.min(&[0]).cast(PRED), v6.min(&[0]).cast(PRED)).select(Tensor::scalar(1.0, PRED), x0.argmax(0).cast(PRED)) && ((x0.min(&[0]) * v6.min(&[0])) != (v6[-2] - v6[t0]))) {
+                v6[c7] = v6[-1];
+                c7 = c7 + 1;
+            }
+            let mut v6 = t0.broadcast_to([2]).cast(F32);
+            let r8: usize = n0;
+        } else {
+            let mut v9 = Tensor::full([2], 1.0, S32).abs() + 1;
+            if t0.cast(F32) > v9.sum(&[0]).clamp(-1024, 1024).cast(F32) {
+                let mut v10 = (-t0.broadcast_to([3]).minimum(Tensor::full([3], 0.0, S32))).minimum((t0.broadcast_to([3]) - t0.broadcast_to([3])) + t0.broadcast_to([3]));
+                let v11 = (v6.cast(S32) == v9).cast(F32) * t0.broadcast_to([2]).cast(F32).round();
+            }
+            for i12 in 1..=2 {
+                v6 = v9.sort(0, true).cast(F32).sign();
+                v9 = (((v9 * 3) - v9.maximum(t0.broadcast_to([2]))) * (-t0.broadcast_to([2]).cast(PRED).cast(S32))).clamp(-1024, 1024);
+                let v13 = (!i12.broadcast_to([2]).cast(PRED)).select(t0.broadcast_to([2]).cast(PRED) && v9.sort(0, true).cast(PRED), v9.cast(PRED)).cast(S32);
+                v6 = x0.cast(PRED).select(v13.sort(0, false).cast(F32).maximum(x0), Tensor::full([2], 0.125, F32));
+            }
+        }
+        let mut parts14 = Vec::new();
+        for k15 in 0..3usize {
+            parts14.push(x0.sort(0, true).cast(S32));
+        }
+        let v16 = concat(&parts14, 0);
+        v6[ds(t0, 1)] = v16[ds(t0, 1)].cast(F32).relu() - 1.0;
+    } else if ((n0 + n0) > 1) || (((-0.25f32) < -1.0) || ((4 % 3) > 0)) {
+        if (v6.argmax(0).cast(PRED) ^ (x0.sum(&[0]) >= 0.5)) & (x0.max(&[0]).cast(PRED).select(Tensor::scalar(1.0, S32), t0) > (t0 * Tensor::scalar(1.0, S32))) {
+            v6 = (x0.maximum((v6.argmin(0).cast(F32) % (x0.abs() + 0.5)) / 2.0) * 8.0).floor() * 0.125;
+            let mut parts17 = Vec::new();
+            for k18 in 0..3usize {
+                parts17.push((t0.broadcast_to([3]).cast(F32) + t0.broadcast_to([3]).cast(F32)) * (v6.dim(0) as f32));
+            }
+            let v6 = concat(&parts17, 0);
+            #[unroll]
+            for k19 in 0..1usize {
+                let mut v20 = v6[5..7] - ((((x0 / 2.0) * 8.0).floor() * 0.125) + v6.dim(0).min(8));
+            }
+        } else if (4 + n0) % 2 == 0 {
+            let mut v21 = (((v6 / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32).maximum(x0.maximum(x0).cast(S32));
+            for i22 in 0..1 {
+                v21[-1] = v21[0].minimum(Tensor::scalar(1.0, S32) + t0);
+                v6 = x0;
+            }
+            let r23: f32 = 2.0f32;
+        }
+        v6 = if (x0[t0].minimum(t0.cast(F32)) * (2.0f32 - 0.25f32)) >= 0.0 {
+            let mut v25 = t0.broadcast_to([3]).cast(F32);
+            v6 = if 1 < 1 {
+                v25[0] = ((x0[1] * t0.cast(F32)) % ((v6.sum(&[0]) - t0.cast(F32)).abs() + 0.5)).clamp(-64.0, 64.0);
+                let v27 = v25[1..3].cast(S32);
+                let mut v28 = [(v6.cast(S32) + Tensor::iota([2], 0, S32)) != (x0.cast(S32) * v27), (x0[ds(t0, 1)] != t0.broadcast_to([1]).cast(F32)).select(v27.cast(PRED) | v27.sort(0, true).cast(PRED), v27.cast(PRED) || v27.cast(PRED))];
+                ((v28[0].cast(F32) * 0.5f32) + 3.0) - (x0.cast(S32) / 3).cast(F32)
+            } else {
+                let mut v29 = x0;
+                ((((x0.square() * v6.clamp(-1.0, 4.0)) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+            };
+            (((v6 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32).cast(F32)
+        } else if n0 % 2 == 0 {
+            v6[t0] = (0.5f32 - v6[t0]).clamp(-64.0, 64.0);
+            (-v6.cast(S32)).cast(F32).round().clamp(-64.0, 64.0)
+        } else {
+            let f30 = move |a31: Tensor| v6;
+            let mut parts32 = Vec::new();
+            for k33 in 0..3usize {
+                parts32.push(t0.broadcast_to([3]).cast(F32));
+            }
+            let v34 = concat(&parts32, 0);
+            v6.sort(0, false)
+        };
+        if t0.cast(PRED) | ((t0 - x0[t0].cast(S32)) <= 1) {
+            v6 = (((((v6 - x0) - v6.sort(0, false).cast(S32).cast(F32)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            let mut v35 = (((v6.maximum(v6) - (1.5f32 * v6)).minimum(v6.cast(PRED).cast(S32).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v6 = v35;
+        } else {
+            let v6 = if x0.argmin(0).cast(F32).clamp(-2.0, 4.0) != x0[t0] {
+                v6[t0] = Tensor::scalar(0.5, F32).clamp(-1.0, 0.5);
+                v6 = v6;
+                t0.broadcast_to([3]).cast(PRED).cast(S32).maximum(t0.broadcast_to([3]).cast(F32).cast(S32)).cast(F32)
+            } else {
+                let mut v36 = ((t0.broadcast_to([3]).cast(F32) - t0.broadcast_to([3]).cast(F32)).round() * ((t0.broadcast_to([3]).cast(F32) * t0.broadcast_to([3]).cast(F32)) / 4.0)).clamp(-64.0, 64.0);
+                v6 = x0;
+                ((t0.broadcast_to([3]) + v36.cast(S32)) * t0.broadcast_to([3]).cast(PRED).cast(S32)).cast(F32).clamp(-64.0, 64.0)
+            };
+            let mut v37 = x0.cast(S32).clamp(0, 2);
+            let mut c38 = Tensor::scalar(0.0, S32);
+            while !(c38 >= 4) {
+                let v39 = v37 > (-v37);
+                let mut v40 = (c38.broadcast_to([3]).cast(F32).maximum(v6 + c38.broadcast_to([3]).cast(F32)).clamp(-64.0, 64.0), (c38.broadcast_to([3]).cast(F32) * (c38.broadcast_to([3]).cast(F32).clamp(-64.0, 64.0) + (x0.dim(0) + 1))).clamp(-64.0, 64.0));
+                let mut v41 = x0;
+                let v42 = (x0.cast(S32) >= (v37 * 3)).select(v6[ds(c38, 2)].cast(S32).maximum(v37), c38.minimum(v41.sum(&[0]).clamp(-64.0, 64.0).cast(S32).minimum(v40.1[-1].cast(S32))));
+                v37 = (x0 <= v40.1[ds(t0, 2)]).cast(S32) + v37.sum(&[0]).clamp(1, 7);
+                c38 = c38 + 1;
+            }
+        }
+    } else {
+        let mut r43: bool = n0 % 2 == 0;
+    }
+    for _ in 1..t0 {
+        #[unroll]
+        for k44 in 0..(v6.dim(0) / 2) {
+            if ((Tensor::scalar(0.0, PRED) || v6.min(&[0]).cast(PRED)) && x0.argmax(0).cast(PRED).select(v6.max(&[0]).cast(PRED), v6[-2].cast(PRED))) | v6.max(&[0]).cast(PRED) {
+                v6 = ((x0.cast(S32) + v6.cast(S32)).cast(F32) - 1.0).clamp(-64.0, 64.0);
+                let v45 = Tensor::full([3], 0.125, F32);
+                v6 = (x0 - x0).floor() * (t0.broadcast_to([2]) * v45[ds(t0, 2)].cast(S32)).cast(F32);
+            } else if ((x0.sum(&[0]) % (x0.sum(&[0]).abs() + 0.5)) + (v6[t0] + x0.max(&[0]))) != -1.0 {
+                v6[t0] = x0.sum(&[0]);
+                let r46: bool = (0 % 3) % 2 == 0;
+            } else if (0 + n0) % 2 == 0 {
+                let v47 = Tensor::full([3], -2.0, S32);
+            }
+            let r48: bool = !(x0.dim(0) >= 2);
+        }
+        let mut parts49 = Vec::new();
+        for k50 in 0..3usize {
+            parts49.push((1.5f32 * x0) / 4.0);
+        }
+        let v51 = concat(&parts49, 0);
+    }
+    (v6, v6)
 }
 
 fn run_k031(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -2574,61 +2221,94 @@ fn run_k031(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 }
 
 #[cpu_kernel]
-fn k032(x0: Tensor, n0: usize, b0: bool, s0: f32) -> Vec<Tensor> {
-    if (x0.sum(&[0, 1]).cast(PRED) || x0[(0, 2)].cast(PRED)) ^ x0[(0, 4)].cast(PRED).select(x0[(0, 0)].cast(PRED), x0.sum(&[0, 1]).cast(PRED)) {
-        let mut v1 = 3.0f32 - (Tensor::full([2], 0.0, F32) * 3.0);
-        let mut c2 = Tensor::scalar(0.0, S32);
-        while !(c2 >= (n0 + 3).min(4)) {
-            'l4: for (k3, &w5) in [0.5f32, -1.0f32].iter().enumerate() {
-                let f6 = move |a7: Tensor| c2.broadcast_to([1, 2]).cast(F32);
-                v1 = (c2.broadcast_to([2]).clamp(-3, 4) == 2).select(v1, 1.0f32 - v1.sort(0, true).cast(S32).cast(F32)).clamp(-64.0, 64.0);
-                let mut v8 = x0[(.., ds(c2, 2))].cast(S32) <= (v1.reshape(&[1, 2]) > v1.reshape(&[1, 2])).select(Tensor::full([1, 1], 3.0, S32) * x0[(.., 3..5)].cast(S32), c2.broadcast_to([1, 2]) * 3);
-                if !b0 {
-                    break;
-                }
-            }
-            c2 = c2 + 1;
+fn k032(x0: Tensor, n0: usize, b0: bool, s0: f32) -> (Tensor, Tensor) {
+    let mut parts1 = Vec::new();
+    for k2 in 0..1usize {
+        parts1.push((x0[(.., 1..3)] * Tensor::iota([1, 2], 1, F32)) - 0.5);
+    }
+    let v3 = concat(&parts1, 0);
+    let mut v4 = v3[0];
+    for i5 in 0..4 {
+        let mut parts6 = Vec::new();
+        for k7 in 0..2usize {
+            parts6.push(x0[(.., ds(i5, 2))].cast(S32));
         }
-    } else {
-        let f9 = move |a10: Tensor| a10.round();
+        let v8 = concat(&parts6, 0);
+        v4 = ((((v3.min(&[1]) + (v3.argmin(0).cast(F32) * (s0 - s0))) * (v8.sum(&[0, 1]).cast(F32) * 1.5)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    }
+    let mut r9: usize = 4 / 2;
+    let mut c10 = Tensor::scalar(0.0, S32);
+    while ((v3.sum(&[0, 1]).cast(PRED) && x0[(0, 3)].cast(PRED)) && (x0[(0, 4)].cast(PRED) && v4.sum(&[0]).clamp(-64.0, 64.0).cast(PRED))) && (c10 < (x0.dim(1) + v3.dim(1)).min(4)) {
         if (n0 > 3) && ((-1.0f32) >= 0.5) {
             let mut parts11 = Vec::new();
             for k12 in 0..2usize {
-                parts11.push((x0 * (-1.0f32).abs()).minimum(x0.maximum(x0[(.., 3..4)])));
+                parts11.push(c10.broadcast_to([1, 1]).cast(F32).clamp(-8.0, 8.0).matmul(c10.broadcast_to([1, 5]).cast(F32).clamp(-8.0, 8.0)).minimum(v3[(.., 0..1)].maximum(x0)));
             }
             let v13 = concat(&parts11, 0);
-            let mut v14 = (((v13[(.., 1)] * 0.5) + (v13[(.., -4)] <= Tensor::full([2], 2.0, F32)).cast(F32)) * 8.0).floor() * 0.125;
-            for _ in 0..=3 {
-                let mut v15 = ((x0[(.., 3..4)].matmul(v13[0..1]).maximum(x0) * 0.25) * 8.0).floor() * 0.125;
-                let mut v16 = (v13[(.., 4)].cast(PRED).select(v13[(.., 3)], Tensor::iota([2], 0, F32)) * v14.minimum(v13[(.., 4)])) < (v14.sort(0, false).cast(PRED) || v13[(.., 1)].cast(PRED)).select(v14.clamp(-2.0, 4.0), v14);
-                let v17 = x0[(.., 2..4)].matmul(v13);
-                v14 = ((v14 >= f9((v14 - Tensor::full([2], 0.5, F32)).clamp(-64.0, 64.0))) ^ ((v17[(0, 4)] * 8.0).floor() * 0.125).cast(PRED).select(v13.sum(&[1]).cast(PRED), v16)).cast(F32);
-            }
+            let r14: usize = n0;
         }
+        v4 = v3.min(&[0]);
+        c10 = c10 + 1;
     }
-    if x0[(0, 0)].cast(PRED).select(x0.sum(&[0, 1]).clamp(0.0, 0.5) > -1.0, x0[(0, 1)].cast(PRED)) {
-        let mut v18 = ((((x0.minimum(x0 * x0) * 8.0).floor() * 0.125) * s0) * 8.0).floor() * 0.125;
-        for i19 in 2..=3 {
-            v18[-1] = (x0.min(&[0]) - v18.reshape(&[5])).maximum(i19.broadcast_to([5]).cast(F32)).clamp(-64.0, 64.0);
-        }
+    let v15 = if !v4.min(&[0]).cast(PRED) {
+        let f16 = move |a17: Tensor| v4.reshape(&[1, 2]).cast(S32);
+        let r18: f32 = v4.dim(0) as f32;
+        c10.broadcast_to([1, 5])
     } else {
-        let v20 = ((Tensor::full([2], 1.0, S32) / 5) / 2).cast(F32);
-        let v21 = ((x0[(.., 3..5)] == x0[(.., 2..4)]) & (x0[(.., 2..4)] < 2.0)).cast(S32);
+        v4[1] = c10.cast(F32).clamp(-64.0, 64.0);
+        if (0 / 2) % 2 == 0 {
+            v4[1..2] = v4[1].maximum(v4.argmin(0).cast(F32)).clamp(-1.0, 1.0);
+            v4 = ((v4.square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        } else if b0 {
+            let v19 = c10.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(c10.broadcast_to([3, 2]).cast(F32).clamp(-8.0, 8.0)).clamp(-64.0, 64.0).cast(S32).cast(F32);
+            let mut v20 = (((v3.clamp(-8.0, 8.0).matmul(c10.broadcast_to([2, 2]).cast(F32).clamp(-8.0, 8.0).matmul(c10.broadcast_to([2, 5]).cast(F32).clamp(-8.0, 8.0)).clamp(-8.0, 8.0)) * (x0 / 4.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        } else if (s0 * 0.5) >= 0.0 {
+            v4[c10] = (v3[(0, 1)] + v3.sum(&[0, 1])).ceil();
+            v4 = v4;
+            let r21: usize = r9;
+        }
+        v4 = (v4.cast(S32).cast(F32) * 2.0f32).clamp(-64.0, 64.0);
+        Tensor::full([1, 5], 0.0, S32)
+    };
+    v4[c10] = Tensor::scalar(2.0, F32);
+    let mut m22 = 0usize;
+    while m22 < n0.min(3) {
+        let mut v23 = (v4.sort(0, false).cast(PRED).cast(S32) != 0).cast(S32);
+        let mut v24 = ((c10.broadcast_to([1, 5]).cast(F32).clamp(-8.0, 8.0).matmul(c10.broadcast_to([5, 2]).cast(F32).clamp(-8.0, 8.0)) * 0.5).clamp(-64.0, 64.0) * s0).clamp(-64.0, 64.0);
+        for i25 in 0..3 {
+            let mut c26 = Tensor::scalar(0.0, S32);
+            while ((Tensor::scalar(1.0, PRED).select(v15.sum(&[0, 1]).clamp(-1024, 1024).cast(F32), c10.cast(F32)) + v15[(0, 4)].cast(F32).sign()) > ((x0.sum(&[0, 1]) * -2.0) - v24.sum(&[0, 1]).round())) && (c26 < i25) {
+                v24 = (c10.broadcast_to([1, 3]).cast(PRED).cast(F32) + v15[(.., ds(c10, 3))].cast(F32)).clamp(-8.0, 8.0).matmul((c10.broadcast_to([3, 3]).cast(F32) - 2.0).clamp(-8.0, 8.0).matmul(c26.broadcast_to([3, 2]).cast(F32).clamp(-8.0, 8.0)).clamp(-8.0, 8.0)).clamp(-64.0, 64.0);
+                v23 = Tensor::full([2], 0.5, F32).cast(S32);
+                let v15 = x0.sort(0, true).cast(S32);
+                let mut v15 = x0.cast(PRED);
+                c26 = c26 + 1;
+            }
+            v24 = v4.reshape(&[1, 2]).cast(S32).clamp(0, 2).cast(F32) * 0.25f32.abs();
+            let v27 = if (!x0[(0, 2)].cast(PRED).select(Tensor::scalar(0.0, PRED), x0.sum(&[0, 1]).cast(PRED))) && v23.min(&[0]).cast(PRED) {
+                let mut v28 = [(v4 != v4) | v23.cast(PRED), v3[0].cast(PRED) && c10.broadcast_to([2]).cast(PRED)];
+                let v29 = v28[1].reshape(&[1, 2]).cast(F32);
+                v23.reshape(&[1, 2]).cast(PRED).select(v4.reshape(&[1, 2]).cast(PRED), i25.cast(PRED)).cast(S32).clamp(1, 2)
+            } else {
+                let v23 = (((x0[(.., 2..5)].matmul(c26.broadcast_to([3, 2]).cast(F32).clamp(-8.0, 8.0)) % ((Tensor::iota([1, 2], 1, F32) / 2.0).abs() + 0.5)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
+                let mut v30 = c26.broadcast_to([1, 2]).cast(F32).clamp(-64.0, 64.0);
+                v23
+            };
+        }
+        let v31 = ((-0.25f32 - x0[(.., 1..3)]) / 2.0) * -2.0;
+        m22 += 1;
     }
-    let v22 = (Tensor::full([1, 2], -1.5, F32).clamp(-2.0, 0.5) - (x0[(.., 0..2)] / 2.0)).floor();
-    let v23 = v22;
-    let f24 = move |a25: Tensor| x0;
-    let v26 = (v23.sum(&[0, 1]).ceil() <= v23[(0, 0)].clamp(-2.0, 0.5)).select(x0, x0);
-    let mut r27: f32 = -(n0 as f32);
-    vec![v23, v26, v26]
+    v4 = (v15[(0, 4)].cast(F32) - (c10.broadcast_to([2]).cast(F32) / 2.0).sign()).clamp(-64.0, 64.0);
+    (v4.sigmoid(), v3)
 }
 
 fn run_k032(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k032::run(dev, &a[0], 0, true, 1.0)?)
+    let (o0, o1) = k032::run(dev, &a[0], 0, true, 1.0)?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
-fn k033(x1: Tensor, n0: usize, s0: f32, b0: bool, x0: Tensor) -> (Tensor, Tensor) {
+#[gpu_kernel]
+fn k033(x1: Tensor, n0: usize, s0: f32, b0: bool, x0: Tensor) -> Tensor {
     let v1 = x0.cast(S32).abs().cast(F32);
     if !((n0 + 3) <= 1) {
         let mut m2 = 0usize;
@@ -2647,121 +2327,263 @@ fn k033(x1: Tensor, n0: usize, s0: f32, b0: bool, x0: Tensor) -> (Tensor, Tensor
     let mut v6 = -0.25f32 - x1.sort(0, false);
     let mut v7 = v1.argmax(0).cast(PRED).cast(F32);
     v6[0..1] = x1[0..1] * x1[0..1].cast(PRED).cast(F32);
-    (v6.sigmoid(), v7)
+    v6.sigmoid()
 }
 
 fn run_k033(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k033::run(dev, &a[0], 1, 1.0, true, &a[1])?;
-    Ok(vec![o0, o1])
+    Ok(vec![k033::run(dev, &a[0], 1, 1.0, true, &a[1])?])
 }
 
-#[cpu_kernel]
-fn k034(x1: Tensor, x2: Tensor, x0: Tensor) -> Tensor {
-    let mut r1: usize = 0;
-    r1 /= 2;
-    let mut v2 = (x0[(.., 0..1)].cast(S32).abs() * (x0.cast(S32) / 3)) / 5;
-    let mut v3 = x2;
-    let mut parts4 = Vec::new();
-    for k5 in 0..3usize {
-        parts4.push(-1.0f32 * (x1 / 2.0));
+#[tpu_kernel]
+fn k034(x1: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Tensor, Tensor) {
+    let mut r1: bool = (((1 + 3) < 0) && ((1.5f32 * -1.0) > 1.5)) || (x2.dim(0) == 2);
+    let mut v2 = x0.sort(0, true);
+    v2 = v2 * v2.sort(0, false).cast(PRED).cast(F32);
+    for i3 in 1..=3 {
+        let v4 = (((v2.transpose(&[1, 0]).clamp(-8.0, 8.0).matmul(i3.broadcast_to([1, 2]).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (2.0f32 * 2.0)) + (x2.cast(F32) - 0.5).matmul(x2[ds(i3, 2)].cast(F32));
+        v2 = x0;
     }
-    let v6 = concat(&parts4, 0);
-    let mut v7 = v2.clamp(1, 4);
-    let mut c8 = Tensor::scalar(0.0, S32);
-    while ((3.0f32 - (Tensor::scalar(-1.5, F32) / 4.0)) <= 0.5) && (!(c8 >= (4 + v6.dim(1)).min(4))) {
-        for i9 in 2..=3 {
-            v3[(.., 1)] = !(x1[c8].cast(PRED) && x0.min(&[0]).cast(PRED));
-            let mut c10 = Tensor::scalar(0.0, S32);
-            while c10 < i9 && (v2.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) || c8.cast(PRED)).select(x1.sum(&[0, 1]).cast(PRED) && ((v6.sum(&[0, 1]) * 8.0).floor() * 0.125).cast(PRED), v3.any(&[0, 1]).cast(S32) <= i9) {
-                v7 = (v2.maximum(v2) - v2.clamp(0, 4)).minimum((v7 > c10).select(x0.sort(1, false).cast(S32) - v2, Tensor::full([1, 3], -2.0, S32))).clamp(-1024, 1024);
-                let mut v11 = (((v2[(.., 0..1)].cast(F32) % i9.broadcast_to([1, 1]).cast(F32).square()).clamp(-8.0, 8.0).matmul((((v2.cast(F32) + x1).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                let v12 = v7.sort(0, true).cast(F32);
-                let v13 = (v11[(0, 1)].cast(PRED) | x0[(0, 1)].cast(PRED)).select(x0 + r1, v7.cast(F32)) % x0;
-                c10 = c10 + 1;
+    let mut c5 = Tensor::scalar(0.0, S32);
+    while !(c5 >= (x0.dim(1) + 1)) && ((x1[(0, 2)] <= x1.sum(&[0, 1])).select(x1.sum(&[0, 1]).cast(PRED), v2.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED).select(x2.any(&[0, 1]), x1[(0, 1)].cast(PRED))) ^ ((x1[(0, 1)].cast(S32) > 2) && (x2.any(&[0, 1]) && x2.any(&[0, 1])))) {
+        let mut r6: usize = (x0.dim(1) + 0) / 3;
+        v2 = v2;
+        c5 = c5 + 1;
+    }
+    r1 = r1;
+    if (v2.sum(&[0, 1]).clamp(-64.0, 64.0) * (1.5f32 * 2.0)) > x0.sum(&[0, 1]).round() {
+        let v7 = v2.cast(S32) >= (v2.cast(S32).abs() / 2);
+        let mut c8 = Tensor::scalar(0.0, S32);
+        while !(c8 >= 4) {
+            let mut c9 = Tensor::scalar(0.0, S32);
+            while !(c9 >= 3) {
+                let v10 = (v2.cast(S32).cast(F32) * c5.broadcast_to([1, 3]).cast(F32)).clamp(-64.0, 64.0) * (-1.0f32);
+                v2 = (((x0.cast(PRED) && v7).select(v10.sort(1, false).cast(PRED) ^ v7, v10.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED)).select((x1[(.., ds(c5, 1))] % (c8.broadcast_to([1, 1]).cast(F32).abs() + 0.5)) * (v7.cast(F32) / 2.0), (v10 + v10).clamp(-64.0, 64.0).square()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                c9 = c9 + 1;
             }
-            v2 = (((c8 * x1.sum(&[0, 1]).cast(S32)) - c10.broadcast_to([1, 3])) - ((((v6.sum(&[1]) * 8.0).floor() * 0.125).cast(S32) - i9.broadcast_to([3])) * x0.sum(&[0]).cast(S32))).clamp(-1024, 1024);
-            for _ in 0..i9 {
-                let mut r1 = x2.cast(S32);
-                let v14 = (((r1[1..2].cast(F32) + v6[(.., 0..2)]) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32) - r1;
-                r1[1] = v3.any(&[0]).cast(S32);
-                let v15 = ((((c8.broadcast_to([3, 3]).cast(PRED).select(v6, i9.broadcast_to([3, 3]).cast(F32)) * 8.0).floor() * 0.125).matmul((c10.broadcast_to([3, 2]).cast(F32) % r1.sort(0, true).cast(F32)).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * 2.0f32.abs();
-                v7 = ((x1.sort(0, false).cast(PRED) | i9.broadcast_to([1, 3]).cast(PRED)) || (x0.sort(0, false).cast(S32) < i9.broadcast_to([1, 3]))).cast(S32);
-            }
+            c8 = c8 + 1;
         }
-        c8 = c8 + 1;
+    } else {
+        let mut r11: f32 = -1.0f32;
+        v2 = if r1 {
+            let mut v13 = c5.broadcast_to([3, 2]).cast(F32).clamp(-64.0, 64.0);
+            v2
+        } else if !(4 != 2) {
+            let r1 = x2.select(x2.cast(S32) + x2.cast(S32), (x2.cast(S32) * 3) / 3);
+            (((((x0 - 2.0) * (x1 - x1)) + (x0 == 0.0).select(x0 - 2.0, x1 - v2)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+        } else {
+            let mut v14 = ((c5.broadcast_to([1, 3]) - x1.cast(S32)) < (x0.cast(S32) + c5.broadcast_to([1, 3]))) ^ ((v2.cast(PRED) && c5.broadcast_to([1, 3]).cast(PRED)) & c5.broadcast_to([1, 3]).cast(PRED));
+            let mut c15 = Tensor::scalar(0.0, S32);
+            while !(c15 >= 3) {
+                let mut v16 = (c15.broadcast_to([3, 2]).cast(F32) + 1.0).clamp(-64.0, 64.0);
+                v14 = (x0[(0, 1)].clamp(-0.5, 1.0) - (-v2)) < 0.5;
+                c15 = c15 + 1;
+            }
+            v14.cast(F32).clamp(-1.0, 0.5) - 1.0
+        };
     }
-    c8
+    for _ in 0..3 {
+        let mut v17 = ((Tensor::scalar(1.0, S32) * 2).minimum(x0.sum(&[0, 1]).cast(S32) * 1) + (c5.broadcast_to([3, 2]) * x2.cast(S32).abs())).clamp(-1024, 1024);
+        v2 = v2;
+    }
+    (v2, c5, x0 / (x0.abs() + 0.5))
 }
 
 fn run_k034(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k034::run(dev, &a[0], &a[1], &a[2])?])
-}
-
-#[cpu_kernel]
-fn k035(x0: Tensor) -> (Tensor, Tensor, Tensor) {
-    if (3 as f32) >= 1.5 {
-        let v1 = (x0.broadcast_to([1]).cast(S32).cast(F32) * x0.broadcast_to([1])) * (1.5f32 + 1.5f32);
-    } else {
-        let mut v2 = x0.broadcast_to([1]).cast(PRED);
-        for i3 in -1..0 {
-            let f4 = move |a5: Tensor| v2.cast(F32).clamp(-1.0, 4.0).minimum(a5 * 2.0);
-            v2 = (Tensor::iota([1], 0, S32) % 2).maximum(x0.broadcast_to([1]).cast(S32)) > x0.broadcast_to([1]).cast(S32);
-        }
-        v2 = x0.broadcast_to([1]).cast(S32).cast(F32).ceil() <= (x0.broadcast_to([1]).clamp(-1.0, 1.0) / 4.0);
-    }
-    let mut v6 = (((x0.broadcast_to([1]).cast(S32).cast(F32) / 4.0) * x0.broadcast_to([1])) * 8.0).floor() * 0.125;
-    for i7 in 0..4 {
-        for i8 in 0..i7 {
-            v6 = (i7.broadcast_to([1]).cast(F32) + i8.broadcast_to([1]).minimum(v6.cast(S32)).cast(F32)).clamp(-64.0, 64.0);
-            v6 = v6;
-        }
-        let mut r9: f32 = 3 as f32;
-        let mut v10 = ((3.0f32 * v6) * (v6 - 0.5)) < 2.0;
-        let mut c11 = Tensor::scalar(0.0, S32);
-        while (((x0 < 0.5) ^ (v10[0].cast(S32) <= 2)) && v10[i7]) && (!(c11 >= 1)) {
-            if 2 != 1 {
-                let mut v12 = v6.sort(0, true).cast(PRED).select(x0.broadcast_to([1]).cast(S32) == 2, !Tensor::full([1], 1.0, PRED)) && ((x0.broadcast_to([1]) * 0.5) >= (x0.broadcast_to([1]) + v6));
-            } else {
-                v10[0] = (x0 + c11.cast(F32)) < 0.5;
-                v10 = v10;
-                let mut v13 = x0 - v6.argmax(0).cast(PRED).cast(F32);
-            }
-            for i14 in -1..3 {
-                let mut v15 = (3.0f32 - v6).clamp(-64.0, 64.0);
-                v10 = v10;
-            }
-            c11 = c11 + 1;
-        }
-    }
-    let r16: f32 = (2 % 2) as f32;
-    let r16: bool = (r16 * 0.5) > 0.5;
-    let mut v17 = (-0.25f32 - (v6.minimum(v6) + 2)).clamp(-64.0, 64.0);
-    (v6.tanh(), v6, x0.exp())
-}
-
-fn run_k035(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k035::run(dev, &a[0])?;
+    let (o0, o1, o2) = k034::run(dev, &a[0], &a[1], &a[2])?;
     Ok(vec![o0, o1, o2])
 }
 
 #[cpu_kernel]
-fn k036(s0: f32, t0: Tensor, n0: usize, b0: bool, x1: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Tensor) {
-    let v1 = x0 > 2.0;
-    let mut m2 = 0usize;
-    while m2 < x0.dim(0) {
-        if (x2.dim(1) + n0) <= 2 {
-            break;
+fn k035(x0: Tensor) -> (Tensor, Tensor) {
+    let mut m1 = 0usize;
+    while m1 < (3 / 3) {
+        let mut v2 = ((((x0.broadcast_to([1]) / 4.0) / 2.0) * x0.broadcast_to([1]).cast(S32).minimum(x0.broadcast_to([1]).cast(S32)).cast(F32)) * 8.0).floor() * 0.125;
+        for i3 in 0..0 {
+            if 4 % 2 == 0 {
+                v2[i3] = ((x0.clamp(-0.5, 1.0) / 4.0) * 8.0).floor() * 0.125;
+                let mut v4 = ((Tensor::iota([1], 0, F32) + (v2 / 4.0)).clamp(0.0, 4.0) * 8.0).floor() * 0.125;
+                let mut v5 = v2;
+            }
+            v2 = ((i3.cast(PRED).select(x0 + v2, v2 + v2) * Tensor::full([1], 0.125, F32)) * 8.0).floor() * 0.125;
         }
-        #[unroll]
-        for k3 in 0..(0 + 0) {
-            let r4: bool = m2 % 2 == 0;
-        }
-        let v5 = x0.argmin(0).cast(PRED).select(t0, Tensor::scalar(0.125, F32).cast(S32)).minimum(x0[-1].cast(S32));
-        m2 += 1;
+        m1 += 1;
     }
-    let r6: bool = (v1.dim(0) + x2.dim(1)) <= 3;
-    let mut v7 = x2[(0, 1)].cast(PRED) || ((x1[0].cast(S32) >= 1) && x2[(1, 0)].cast(PRED));
-    (v7, v1)
+    let v6 = x0.broadcast_to([1]).cast(PRED) ^ x0.broadcast_to([1]).cast(PRED);
+    if v6.dim(0) % 2 == 0 {
+        return (x0, x0 / (x0.abs() + 0.5));
+    }
+    let mut v7 = ((v6.cast(F32) + m1) - x0.broadcast_to([1])) - v6.cast(F32);
+    if 4 % 2 == 0 {
+        for i8 in 0..4 {
+            for i9 in 0..i8 {
+                let v10 = v7.cast(PRED);
+                let v11 = v6.cast(S32);
+                let v12 = (v6.select(x0.broadcast_to([1]), x0) * (v7 + v7)) % ((2.0f32 * i9.broadcast_to([1]).cast(PRED).select(Tensor::iota([1], 0, F32), i8.broadcast_to([1]).cast(F32))).abs() + 0.5);
+                let v13 = i8.clamp(1, 2).maximum(i8.clamp(-3, 4)).cast(F32);
+                v7 = ((((v12 * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32) - v11) - v10.select(v11, v11)).cast(F32).clamp(-64.0, 64.0);
+            }
+            v7 = Tensor::iota([1], 0, F32).clamp(-0.5, 0.5);
+            let mut c14 = Tensor::scalar(0.0, S32);
+            while !(c14 >= 2) && (v7[0].cast(PRED).select(i8, i8 + i8) != 1) {
+                let r15: f32 = 1.5f32 - (-1.5f32);
+                let mut r16: f32 = r15 - 0.5f32;
+                v7 = ((((c14.broadcast_to([1]).cast(F32) - (x0 - v7[c14])) / 4.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                c14 = c14 + 1;
+            }
+            v7 = i8.broadcast_to([1]).cast(F32).round();
+        }
+    } else if ((v6.all(&[0]).cast(S32) * 2) < 1) && (v6[0].cast(S32) == v7.sum(&[0]).cast(S32)) {
+        let v17 = !(v7 <= (Tensor::iota([1], 0, F32) * x0));
+    } else {
+        let mut v18 = ((((x0.broadcast_to([1]).cast(PRED).select(x0.broadcast_to([1]), v7) * v7) + (v6.all(&[0]).cast(S32).cast(F32) * (Tensor::full([1], -1.5, F32) / 4.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        v18 = ((Tensor::full([1], -1.5, F32).minimum(v7) + (v18 - v6.cast(F32))) * v6.cast(F32)).clamp(-64.0, 64.0);
+        v7 = v7;
+    }
+    let mut m19 = 0usize;
+    'l20: while m19 < 3 {
+        v7 = ((v6.select(v6.cast(F32), v7) % (v7.sort(0, true).cast(PRED).cast(F32).abs() + 0.5)) - v7).clamp(-64.0, 64.0);
+        m19 += 1;
+    }
+    let mut c21 = Tensor::scalar(0.0, S32);
+    while !(c21 >= 1) {
+        v7 = (((v7 * (-0.25f32 - (c21.broadcast_to([1]).cast(F32) - 1.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        let mut c22 = Tensor::scalar(0.0, S32);
+        while ((x0.cast(PRED) & (x0.cast(S32) > 1)) || (x0 > v7[c21].cast(PRED).select(v6[c21].cast(F32), v7.argmin(0).cast(F32)))) && (!(c22 >= (v7.dim(0) + 1))) {
+            let mut v23 = (v7.cast(S32).minimum(c22.broadcast_to([1])) * x0.cast(PRED).select(x0.broadcast_to([1]).cast(S32) * c21.broadcast_to([1]), v7.max(&[0]).cast(PRED).cast(S32)).clamp(-1024, 1024)).clamp(-1024, 1024);
+            for i24 in -1..3 {
+                let mut v25 = ((((((c22.broadcast_to([1]).cast(F32) * -1.0) + (v7.sort(0, false) / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v25 = -0.25f32 - (i24.broadcast_to([1]).cast(F32) * (0.5f32 + 1.5f32));
+                v23 = v23.clamp(-3, 2);
+            }
+            v7 = v7;
+            v23 = c21.broadcast_to([1]);
+            c22 = c22 + 1;
+        }
+        let mut v6 = (3.0f32 * v7).clamp(-64.0, 64.0);
+        for _ in 2..=4 {
+            v6 = x0.broadcast_to([1]).sign();
+            let v26 = v6.max(&[0]) - x0;
+            v6 = v6;
+        }
+        c21 = c21 + 1;
+    }
+    for i27 in 2..=3 {
+        let r28: usize = 2 / 3;
+        match 1 + r28 {
+            0 => {
+                for (k30, &w31) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+                    v7[i27] = (1.0f32 - x0.cast(PRED).select(x0, v7[i27])).clamp(-64.0, 64.0);
+                }
+            }
+            1 | 2 => {
+                #[unroll]
+                for k32 in 0..1 {
+                    if 2.0f32 < 0.0 {
+                        break;
+                    }
+                    let mut v33 = (c21.cast(F32).round() * -1.0).clamp(-64.0, 64.0);
+                    let v34 = ((i27.broadcast_to([1]).cast(F32) - v7) * x0) + v33.broadcast_to([1]);
+                    let v35 = (v34.sum(&[0]) > i27.cast(F32)) && (c21 != 1).select(!x0.cast(PRED), v33.cast(PRED).select(c21.cast(PRED), ((v34[i27] * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(PRED)));
+                }
+            }
+            r29 => {
+                if c21.minimum(c21).clamp(1, 7) >= (i27 * Tensor::scalar(-2.0, S32)).abs() {
+                    let mut v36 = v6.any(&[0]);
+                    let v37 = ((((x0 * 2.0) * x0) * 8.0).floor() * 0.125) * (2.0f32 + 1.5f32);
+                    let v38 = Tensor::scalar(0.125, F32).clamp(-1.0, 0.5) / 4.0;
+                }
+                v7 = v6.cast(S32).cast(F32) * (0.25f32 * 2.0);
+            }
+        }
+        if 3 < 2 {
+            v7 = (v6.cast(F32) * i27.broadcast_to([1]).cast(F32)) - x0.broadcast_to([1]);
+        } else if (x0 / 4.0) > 2.0 {
+            v7 = v7.clamp(-2.0, 4.0);
+            let mut c39 = Tensor::scalar(0.0, S32);
+            while c39 < i27 && (!i27.cast(PRED)) {
+                let v40 = c39;
+                v7 = (i27.cast(PRED).select(c21.broadcast_to([1]), v40.broadcast_to([1])) + c21.broadcast_to([1])).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
+                c39 = c39 + 1;
+            }
+            let mut v41 = (v6[i27].cast(S32) > -1).select(x0 < x0, c39 != v6.any(&[0]).cast(S32)).cast(S32);
+        } else {
+            let v42 = c21.broadcast_to([1]).clamp(-3, 7) / 5;
+        }
+        let mut v43 = c21.broadcast_to([1]).cast(F32).clamp(-64.0, 64.0);
+    }
+    (x0, c21)
+}
+
+fn run_k035(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
+    let (o0, o1) = k035::run(dev, &a[0])?;
+    Ok(vec![o0, o1])
+}
+
+#[cpu_kernel]
+fn k036(s0: f32, t0: Tensor, n0: usize, b0: bool, x1: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Tensor) {
+    let f1 = move |a2: Tensor| a2[0].cast(F32);
+    let mut v3 = x1[t0].cast(PRED).select(x0[t0].cast(S32), t0).abs().clamp(-3, 4);
+    let mut c4 = Tensor::scalar(0.0, S32);
+    while c4 < t0 {
+        let mut v5 = (((x0 * x0) + 2.0) * 8.0).floor() * 0.125;
+        v3 = -t0;
+        c4 = c4 + 1;
+    }
+    v3 = (v3 - Tensor::scalar(1.0, S32)).clamp(-1024, 1024);
+    let mut c6 = Tensor::scalar(0.0, S32);
+    while (x1.sum(&[0]) > Tensor::scalar(-1.5, F32).clamp(-2.0, 4.0)) && (c6 < x2.dim(1)) {
+        if (x0.argmin(0).cast(F32) == 0.5) && x1.min(&[0]).cast(PRED) {
+            let mut c7 = Tensor::scalar(0.0, S32);
+            while !(c7 >= t0) {
+                let v8 = Tensor::scalar(0.0, S32);
+                v3 = c7;
+                c7 = c7 + 1;
+            }
+        }
+        let mut parts9 = Vec::new();
+        for k10 in 0..1usize {
+            parts9.push(x1);
+        }
+        let v11 = concat(&parts9, 0);
+        for (k12, &w13) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+            if !(1 == 1) {
+                v3 = (t0 * 1).abs();
+            } else {
+                let v14 = x2.transpose(&[1, 0]);
+                v3 = Tensor::scalar(2.0, F32).cast(S32);
+            }
+            for i15 in -1..2 {
+                let v11 = Tensor::full([2, 2], 0.5, F32);
+                let mut v16 = i15.broadcast_to([1]).cast(F32);
+                v3 = (c6.clamp(-3, 4) < x1[0].cast(S32)).cast(S32);
+            }
+            let v17 = t0.cast(PRED).select(t0.broadcast_to([1]).cast(PRED), t0.cast(PRED) ^ x1[0].cast(PRED)).cast(S32);
+        }
+        let mut r18: f32 = (1.5f32 - (-1.0f32)) - s0;
+        v3 = (c6 * v3).maximum(t0 % 2).minimum((v3 / 3) + x1[-1].cast(S32)).clamp(-1024, 1024);
+        c6 = c6 + 1;
+    }
+    let mut r19: f32 = 1.5f32 + (2 as f32);
+    let mut m20 = 0usize;
+    while m20 < 0 {
+        if n0 < 1 {
+            return ((x0.abs() + 1.0).log(), v3);
+        }
+        v3 = ((c6 + 3) * x1.min(&[0]).cast(S32)).clamp(-1024, 1024);
+        let f21 = move |a22: Tensor| {
+            let mut v23 = (x0.max(&[0]).cast(PRED).cast(S32).maximum(x0.argmax(0)) - v3).clamp(-1024, 1024);
+            let mut c24 = Tensor::scalar(0.0, S32);
+            while !(c24 >= m20) && (x0[-1] >= (v3.cast(F32).clamp(-64.0, 64.0) * (-0.5f32))) {
+                v23 = (((1.5f32 * (x1.sum(&[0]) + c4.cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
+                let v25 = c6.broadcast_to([2, 2]).cast(F32);
+                c24 = c24 + 1;
+            }
+            v23 = (!c24.cast(PRED)).select(c6.cast(PRED) & Tensor::scalar(0.0, PRED), Tensor::scalar(-1.5, F32) != c24.cast(F32)).cast(S32);
+            v3
+        };
+        m20 += 1;
+    }
+    (c6, v3)
 }
 
 fn run_k036(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -2770,180 +2592,291 @@ fn run_k036(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 }
 
 #[tpu_kernel]
-fn k037(n0: usize, x1: Tensor, x0: Tensor) -> (Tensor, Tensor) {
-    let r1: f32 = 0.5f32;
-    let v2 = Tensor::full([2], 1.0, PRED).select(x0.cast(F32).relu(), x1[1..3].cast(F32)) - -0.25;
-    let v3 = x1.cast(F32) + x1.cast(F32);
-    if !(0 >= 0) {
-        let mut r4: f32 = -r1;
-        let mut v5 = (x1 / 3) * x1;
-    } else {
-        let mut v6 = v3;
-        if Tensor::scalar(0.0, PRED).select((v2[0].cast(PRED) || x1.max(&[0]).cast(PRED)).select(!v6.min(&[0]).cast(PRED), x1[1].cast(F32) >= 2.0), v3[2].cast(PRED)) {
-            v6[1] = (2.0f32 * v2.min(&[0])).relu();
-        } else if x1.dim(0) > 1 {
-            let mut r7: bool = !((n0 % 2 == 0) && (v6.dim(0) != 1));
-            let v8 = Tensor::full([5, 5], 0.0, F32);
-        } else {
-            let f9 = move |a10: Tensor| (Tensor::full([2], 0.5, F32) + v2) + -0.25;
-            let r11: bool = !(!((r1 * 0.5) >= 0.0));
-            v6 = v6.floor().clamp(-64.0, 64.0);
-        }
-        #[unroll]
-        for k12 in 0..(x0.dim(0) / 2) {
-            let v2 = x1.cast(F32);
-            let mut r13: bool = (x0.dim(0) as f32) >= 0.0;
-            v6 = ((v6.sort(0, true) * 0.5) * 8.0).floor() * 0.125;
-        }
-    }
-    if v2[-1].cast(PRED).cast(S32) == x1.max(&[0]) {
-        let v14 = (v2.cast(S32) > (v3[0..2].cast(S32) - x0.cast(S32))).select((x0 | x0) & Tensor::scalar(0.0, PRED), v2 == 0.5);
-    } else if (n0 != 3) && (x1.dim(0) % 2 == 0) {
-        let r15: bool = r1 < -1.0;
-        let mut v16 = ((x0 || x0) && v2.cast(PRED).select(x0, Tensor::full([2], 1.0, PRED))).cast(S32);
-        v16 = x0.cast(S32);
-    }
-    let mut v17 = (v3 + v3.clamp(-0.5, 1.0)) + x1.dim(0);
-    for i18 in 0..=2 {
-        if (x0.dim(0) + 4) <= 2 {
-            v17 = x1.cast(F32).cast(S32).cast(F32);
-            if (0.5f32 - 0.5f32) < -1.0 {
-                let v3 = (v2.clamp(-0.5, 0.5) + Tensor::iota([2], 0, F32).minimum(v2)) / 2.0;
-                let mut v19 = (x0.cast(S32) > 0).cast(F32);
-                let v20 = (!(x0.cast(F32) != 0.5)).cast(F32);
-            } else {
-                let v21 = i18.broadcast_to([5, 5]);
-                let r22: f32 = (n0 as f32) + r1;
+fn k037(n0: usize, x1: Tensor, x0: Tensor) -> Vec<Tensor> {
+    if (x1[1].cast(F32) / 2.0).relu() >= x0[0].cast(F32) {
+        let mut v1 = x0.select(x1[0..2], x0.cast(S32)).clamp(0, 2) != -1;
+        let mut c2 = Tensor::scalar(0.0, S32);
+        while !(c2 >= v1.dim(0)) {
+            let mut v3 = (x1.cast(F32) - 2.0).maximum(x1.sort(0, true).cast(F32)) / 2.0;
+            for _ in 0..1 {
+                let mut v4 = x0.cast(F32);
+                let r5: f32 = -0.5f32.abs();
+                v1 = Tensor::full([2], 1.0, PRED).select(v1.cast(S32).cast(F32) >= Tensor::full([2], 0.0, F32).ceil(), (!v1.all(&[0])) && x1.sum(&[0]).cast(PRED));
             }
-        } else {
-            let mut v23 = ((v2 == x0.cast(F32)).select(v2.cast(S32), Tensor::full([2], 0.0, S32) % 5), ((v17 - v17) - v17.sort(0, true)).clamp(-64.0, 64.0));
+            v1 = x1[0..2].cast(PRED);
+            c2 = c2 + 1;
         }
-        v17 = x1.cast(F32) - 0.5;
-        v17 = v3.sort(0, false);
+        v1 = ((Tensor::full([2], 0.0, S32) * x1[1..3]) + -1) < (x1[ds(c2, 2)].abs() / 5);
+        for (k6, &w7) in [0.5f32, -1.0f32].iter().enumerate() {
+            let mut c8 = Tensor::scalar(0.0, S32);
+            while c8 < 3 && ((c2.cast(PRED) | x0.all(&[0])) ^ (v1[c2].cast(F32) == x1.max(&[0]).cast(F32))) {
+                let mut v9 = (Tensor::full([2], 0.5, F32) + ((c8.broadcast_to([2]).cast(F32) * -1.0).clamp(-64.0, 64.0) + x1.dim(0))).clamp(-64.0, 64.0);
+                v1 = v9.clamp(-1.0, 1.0) <= 2.0;
+                c8 = c8 + 1;
+            }
+            let r10: bool = (3 % 3) % 2 == 0;
+            v1[-1] = x0.any(&[0]);
+            if r10 {
+                break;
+            }
+        }
+    } else if !(3 % 2 == 0) {
+        let mut v11 = (x1.cast(PRED).cast(S32) == (x1 + x1)).cast(S32);
+        let mut v12 = !Tensor::full([5, 5], 1.0, PRED);
+        let mut c13 = Tensor::scalar(0.0, S32);
+        while !(c13 >= 3) && (x0[0].select(x1[0].cast(F32), x1[1].cast(F32)) <= x0[0].cast(F32).relu()).select((Tensor::scalar(0.0, PRED) ^ v11[0].cast(PRED)) && (x0[1].cast(S32) <= x0[-2].cast(S32)), !(x0.any(&[0]).cast(S32) == 1)) {
+            v11 = v11;
+            let mut v14 = x1.cast(PRED).cast(S32).clamp(-3, 7);
+            v11 = (((v14 + Tensor::full([3], -2.0, S32)) * v11.clamp(0, 4)) + v14.sort(0, true).cast(PRED).cast(S32)).clamp(-1024, 1024);
+            c13 = c13 + 1;
+        }
+        let mut v15 = x1.cast(F32);
     }
-    v17[-3] = v3.sum(&[0]).abs();
-    (x0, v17)
+    let mut v16 = (x1[0..2].cast(PRED).select(x1[1..3], x1[1..3]) * x1[1..3].maximum(x1[0..2])).abs();
+    let mut c17 = Tensor::scalar(0.0, S32);
+    while (!v16.min(&[0]).cast(PRED)) && (c17 < 3) {
+        'l19: for (k18, &w20) in [0.5f32].iter().enumerate() {
+            for _ in 0..4 {
+                v16[0] = (c17 * 2) % 5;
+            }
+            let mut c21 = Tensor::scalar(0.0, S32);
+            while c21 < (x0.dim(0) + k18) {
+                let r22: bool = !(!(0.25f32.abs() > 0.5));
+                v16 = x1[ds(c17, 2)];
+                c21 = c21 + 1;
+            }
+            v16 = ((-c17.broadcast_to([2]).abs()) - (v16.cast(F32) == c17.broadcast_to([2]).cast(F32)).select(v16.minimum(v16), c17.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0).cast(S32))).clamp(-1024, 1024);
+        }
+        c17 = c17 + 1;
+    }
+    v16 = (v16 + v16.minimum(v16).maximum(v16.clamp(-3, 4))).clamp(-1024, 1024);
+    for (k23, &w24) in [0.5f32, -1.0f32].iter().enumerate() {
+        for i25 in 0..4 {
+            let v26 = (c17.broadcast_to([3]).cast(F32).abs().clamp(-64.0, 64.0) * (w24 * -1.0)) - Tensor::iota([3], 0, F32);
+            let mut r27: bool = 2 % 2 == 0;
+            v16 = (Tensor::iota([2], 0, S32) % 3) % 5;
+        }
+    }
+    let mut c28 = Tensor::scalar(0.0, S32);
+    while !(c28 >= 3) {
+        let mut m29 = 0usize;
+        while m29 < 1 {
+            let mut v30 = (c17.broadcast_to([3]).cast(PRED).cast(S32) > (x1 * x1)).cast(S32);
+            m29 += 1;
+        }
+        let mut r31: bool = x0.dim(0) % 2 == 0;
+        let mut v32 = (c17.broadcast_to([5, 5]).clamp(1, 7) - c28.broadcast_to([5, 5]).cast(PRED).select(c28.broadcast_to([5, 5]), c28.broadcast_to([5, 5]))).abs().clamp(-1024, 1024);
+        for i33 in 0..n0 {
+            v32 = ((i33.broadcast_to([5, 5]).cast(F32) < v32.transpose(&[1, 0]).cast(F32)) && (i33.broadcast_to([5, 5]).cast(PRED) ^ i33.broadcast_to([5, 5]).cast(PRED))).cast(S32);
+            let r31: usize = n0;
+            v32 = (v32 * (v32.minimum(v32.sort(0, true)) + -1).clamp(-1024, 1024)).clamp(-1024, 1024);
+        }
+        let v34 = c17.broadcast_to([3]).cast(F32).minimum(x1.cast(F32).maximum(x1.sort(0, false).cast(F32))).round();
+        v16 = c17.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0).cast(S32);
+        c28 = c28 + 1;
+    }
+    let mut c35 = Tensor::scalar(0.0, S32);
+    while (v16.sum(&[0]).clamp(-1024, 1024).cast(PRED) && (v16[1].cast(PRED) && x0[0])).select((x0[c28].cast(F32) != v16[1].cast(F32)) & x0.all(&[0]), v16[-1].cast(PRED).select(Tensor::scalar(0.0, F32), v16.min(&[0]).cast(F32)) > 0.5) && (c35 < 1) {
+        for i36 in -1..3 {
+            let mut c37 = Tensor::scalar(0.0, S32);
+            while c37 < 2 {
+                let mut v38 = c17.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0);
+                let mut v38: f32 = 0.25f32;
+                let mut v39 = (v16, x0.all(&[0]).select(c17.broadcast_to([1]).cast(PRED), i36.broadcast_to([1]).cast(PRED)).select(c37.broadcast_to([3]).cast(PRED), c17.broadcast_to([3]).cast(F32) > x0.all(&[0]).cast(F32)), (x1.cast(F32) + (c28.broadcast_to([3]).cast(F32) / 4.0)).clamp(-64.0, 64.0));
+                let v40 = v39.1.cast(S32);
+                v16 = x1[ds(c28, 2)].cast(F32).cast(S32);
+                c37 = c37 + 1;
+            }
+            v16 = v16.abs();
+            let mut v41 = c37.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0);
+            v16 = Tensor::full([2], 3.0, S32);
+        }
+        let mut v42 = (c35.broadcast_to([3]).cast(F32).maximum(c28.broadcast_to([3]).cast(F32)) + c35.broadcast_to([3]).cast(PRED).select(c28.broadcast_to([3]).cast(F32), x1.sort(0, false).cast(F32))) < 2.0;
+        v42 = (!(c35.broadcast_to([3]) != -1)) & ((x1.cast(F32) / 4.0) == 0.0);
+        c35 = c35 + 1;
+    }
+    let mut v43 = c28.broadcast_to([5, 5]).cast(F32).clamp(-64.0, 64.0);
+    if Tensor::scalar(0.0, PRED) {
+        if (x1.argmin(0).cast(PRED).select(v43.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED), c28.cast(PRED)) || (Tensor::scalar(0.0, F32) > 2.0)) && v43[(0, 0)].cast(PRED) {
+            let mut r44: f32 = -1.0f32;
+            v43 = c28.broadcast_to([5, 5]).cast(F32).clamp(-64.0, 64.0);
+            v43 = if (!c28.cast(PRED)).select(x0[c35], c28.cast(PRED)) {
+                let mut v46 = (v16.cast(F32) - (Tensor::iota([2], 0, S32) - c35).clamp(-1024, 1024).cast(F32)).clamp(-64.0, 64.0);
+                (((((v43 + v43) / 2.0) - (c17.broadcast_to([5, 2]).cast(F32) / 4.0).clamp(-8.0, 8.0).matmul((((v43[2..4] / 4.0) * 8.0).floor() * 0.125).clamp(-8.0, 8.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+            } else {
+                let v47 = c17.broadcast_to([5, 5]).cast(F32);
+                let v48 = -x1.sort(0, true).cast(F32);
+                let v49 = c17.broadcast_to([2]).cast(PRED);
+                Tensor::full([5, 5], 2.0, F32)
+            };
+        }
+        v16 = v16;
+    } else {
+        v43 = (v43.cast(PRED).select(v43.transpose(&[1, 0]).cast(PRED), c17.broadcast_to([5, 5]).cast(PRED)).select(v43, v43.clamp(-2.0, 1.0)) - 0.5).clamp(-64.0, 64.0);
+        let mut c50 = Tensor::scalar(0.0, S32);
+        while ((v16.max(&[0]) < -1) && (x1.min(&[0]) != v16[0]).select(!c35.cast(PRED), c35.cast(PRED))) && (c50 < (1 % 2)) {
+            v43 = c28.broadcast_to([5, 5]).cast(F32).clamp(-64.0, 64.0);
+            v43[ds(c17, 2)] = -(x0[1].cast(F32) * 1.5);
+            let mut r51: usize = 4;
+            c50 = c50 + 1;
+        }
+        for i52 in 0..0 {
+            let v53 = if c28.cast(PRED) || c17.cast(PRED).select(x0.any(&[0]).select(v16[c50].cast(PRED), Tensor::scalar(0.0, PRED)), c17.cast(PRED)) {
+                let f54 = move |a55: Tensor| -c28.broadcast_to([2]).cast(F32);
+                (((v43.sum(&[0, 1]) % (v16.cast(F32).abs() + 0.5)).clamp(-64.0, 64.0) * (-2.0f32)) * 2.0).clamp(-64.0, 64.0)
+            } else {
+                let v56 = c28.broadcast_to([3]).cast(F32) * 0.25;
+                let v57 = v43;
+                ((x0.cast(F32) - (c50.cast(F32) + c50.broadcast_to([2]).cast(F32))) / 2.0).clamp(-64.0, 64.0)
+            };
+            if ((v43.sum(&[0, 1]).clamp(-64.0, 64.0) * (n0 as f32)) == 2.0) || (v43.sum(&[0, 1]).clamp(-64.0, 64.0).cast(PRED) ^ (v16[0].cast(F32) < 0.0)) {
+                let v58 = (c50.broadcast_to([5, 5]).cast(PRED).cast(S32) == v43.transpose(&[1, 0]).cast(S32)).cast(S32);
+            } else {
+                let v59 = i52.broadcast_to([5, 3]).cast(F32).matmul(((((v43[ds(c28, 3)] + v43[2..5]) * 0.5) * 8.0).floor() * 0.125).clamp(-8.0, 8.0));
+                v43[-1] = c28.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0);
+            }
+            let mut r60: usize = 0;
+            let v61 = x0;
+        }
+    }
+    vec![v16, v43.tanh(), x1]
 }
 
 fn run_k037(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k037::run(dev, 1, &a[0], &a[1])?;
-    Ok(vec![o0, o1])
+    Ok(k037::run(dev, 1, &a[0], &a[1])?)
 }
 
 #[cpu_kernel]
-fn k038(b0: bool, x0: Tensor, x1: Tensor) -> Tensor {
-    let v1 = ((x0.sort(1, true) - 1.0) + (x1.max(&[0]).cast(F32) + x1.dim(0))) * 0.5f32;
-    let mut v2 = (Tensor::full([3, 2], 3.0, S32).maximum(Tensor::iota([3, 2], 0, S32)) % 5) % 5;
-    for i3 in 0..0 {
-        let mut parts4 = Vec::new();
-        for k5 in 0..3usize {
-            parts4.push((x1 % 5).cast(F32));
+fn k038(b0: bool, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
+    let mut m1 = 0usize;
+    'l2: while m1 < (x0.dim(0) / 3).min(1) && b0 {
+        let v3 = Tensor::full([3, 2], 1.0, S32);
+        if ((v3[(2, 1)].cast(F32) * (-1.0f32)) < -1.0) || (x1[(0, 0)].cast(F32) >= v3[(1, 1)].cast(F32)).select(v3.sum(&[0, 1]).cast(PRED) | x1.sum(&[0, 1]).cast(PRED), v3[(2, 0)].cast(PRED)) {
+            let v4 = v3.cast(F32).cast(S32);
+            let mut v5 = (v3.sort(1, false).cast(F32) + v3.cast(F32)).matmul(x1.transpose(&[1, 0]).cast(F32) * (m1 as f32)).round().clamp(-64.0, 64.0);
         }
-        let v6 = concat(&parts4, 0);
-        let mut v1 = (v2.cast(F32).clamp(0.0, 0.5) < (v6[ds(i3, 3)] % i3.broadcast_to([3, 2]).cast(F32))).select(v6[1..4], (Tensor::full([3, 2], 0.5, F32) - i3.broadcast_to([3, 2]).cast(F32)) * (v2.cast(F32).clamp(-64.0, 64.0) * (-1.0f32))).clamp(-64.0, 64.0);
-        for i7 in 0..1 {
-            if v2[(1, 1)].cast(F32) != 2.0 {
-                let mut v8 = (((x1.argmax(1).cast(F32) % (v2.cast(F32) + (v1.sort(0, false) / 2.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            } else if (i7 >= x1.sum(&[0, 1])).cast(S32) == 2 {
-                let mut v9 = i7.broadcast_to([2, 2]).cast(F32) * 2.0;
-                let mut v10 = (i7.broadcast_to([2, 2]).cast(F32) + 1) % x1.transpose(&[1, 0]).cast(PRED).cast(S32).cast(F32);
-            } else if !(!(3 >= 1)) {
-                v1 = ((((v1 * (x0[0] + 1)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 4).clamp(-64.0, 64.0);
-            } else {
-                let v6 = v1;
+        if 0 >= 0 {
+            let v6 = (x0 - x0.ceil()).clamp(-8.0, 8.0).matmul(x0);
+            let mut v7 = Tensor::full([2, 2], 0.0, PRED);
+            for _ in 0..4 {
+                let mut v6 = v3;
+                v7 = !((x0.sort(0, true).cast(S32) < 1) & v7);
             }
-            for _ in 1..i3 {
-                let mut v11 = (v2[1..3] + x1).clamp(-3, 2) * 2;
-                v2 = Tensor::iota([3, 2], 0, S32);
+            let mut v8 = -x1.transpose(&[1, 0]).clamp(-3, 4);
+        } else if x0[(1, 1)].cast(PRED).cast(S32) >= 0 {
+            let v9 = v3.cast(F32);
+        } else {
+            let mut v10 = v3.cast(F32);
+            for i11 in 0..3 {
+                let v12 = x1;
+                v10 = (1.0f32 - (v10.round() + (v3.sum(&[0, 1]).cast(F32) * 1.5))).clamp(-64.0, 64.0);
             }
-            for _ in -1..0 {
-                let mut v12 = v1;
-                let mut v13 = v1.cast(PRED).cast(S32);
-                v2 = i3.broadcast_to([3, 2]).cast(F32).cast(S32).maximum((v13 * -1).clamp(-1024, 1024) + 2).clamp(-1024, 1024);
-            }
-            if (4 + v1.dim(0)) % 2 == 0 {
-                let v14 = v1.cast(PRED).select((i3.broadcast_to([3, 2]).cast(PRED) | x0.sum(&[0, 1]).cast(PRED)).select(v1 + v6[2..3], v1), v1);
-                let mut v6: f32 = 0.5f32;
-                v1 = v14.clamp(-64.0, 64.0);
-            } else if 1.5f32 > 1.5 {
-                v1 = v1;
-                let mut v15 = v2[ds(i7, 2)].cast(F32).clamp(-64.0, 64.0);
-                let mut r16: f32 = 1 as f32;
-            } else if 1.5f32 >= 0.0 {
-                let mut v17 = (Tensor::full([3, 3], -1.5, F32).matmul(v1.clamp(-8.0, 8.0)) != v1.cast(S32).cast(F32)) ^ i3.broadcast_to([3, 2]).cast(PRED).select(i3.broadcast_to([3, 2]).cast(PRED).select(v2.cast(PRED), Tensor::scalar(0.0, PRED)), v1.sort(0, true).cast(PRED).select(v6[1..4].cast(PRED), v2.cast(PRED)));
-            } else {
-                let v18 = x0;
-                let mut v19 = x1;
-            }
+            v10 = v10;
+            v10[1..2] = ((((v10[(2, 1)] * (1.5f32 * 0.5)) + (x0.sum(&[0, 1]) * x1[(1, 0)].cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
         }
-        v1[(.., i3)] = (v1.argmin(1).cast(F32) - Tensor::full([3], 0.125, F32)).clamp(-0.5, 0.5);
+        m1 += 1;
     }
-    v2[0..1] = (x0[0..1].cast(S32) % 2) + 1;
-    let mut v20 = v2.cast(PRED).cast(S32).abs().minimum(v2.cast(PRED).cast(S32));
-    x0
+    let mut v13 = Tensor::full([3, 2], 3.0, S32);
+    let mut c14 = Tensor::scalar(0.0, S32);
+    while c14 < 3 && (x0.sum(&[0, 1]).cast(S32) == (Tensor::scalar(1.0, PRED) || Tensor::scalar(1.0, PRED)).select(x0[(0, 0)].cast(PRED).cast(S32), Tensor::scalar(1.0, PRED).cast(S32))) {
+        let mut m15 = 0usize;
+        while m15 < 3 {
+            let v16 = if (Tensor::scalar(0.5, F32) <= x0.sum(&[0, 1])) ^ ((Tensor::scalar(0.0, S32) - c14) < c14) {
+                let v17 = v13.cast(F32).clamp(-64.0, 64.0).cast(S32) * 3;
+                (v17.cast(F32) + (v17.cast(F32).clamp(-64.0, 64.0) + (4 + v17.dim(0)))).clamp(-64.0, 64.0)
+            } else {
+                let v18 = v13.cast(F32);
+                let mut v19 = ((v13 + v18.clamp(-64.0, 64.0).cast(S32)) % 3).clamp(0, 4);
+                let v20 = v19.sort(1, true) % 5;
+                Tensor::full([3, 2], 1.0, PRED).cast(S32).cast(F32)
+            };
+            m15 += 1;
+        }
+        let mut r21: f32 = 0.5f32;
+        r21 = r21;
+        v13 = v13;
+        c14 = c14 + 1;
+    }
+    v13 = v13.sort(1, true);
+    let mut v22 = Tensor::full([3, 2], 1.0, PRED).select(1.0f32 - (-1.0f32 * v13.cast(F32)), Tensor::iota([3, 2], 0, F32)).clamp(-64.0, 64.0);
+    v22 = v13.cast(F32).clamp(-64.0, 64.0);
+    if (v22[(2, 0)].cast(PRED) || v13[(2, 1)].cast(PRED)) && (!v13.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED)) {
+        let mut v23 = (c14.broadcast_to([3, 2]).cast(F32) <= v22).cast(S32) != 0;
+        v23 = (v22 == (v13.sort(1, true).cast(F32).clamp(-64.0, 64.0) * 1.5f32)) ^ ((x0[(1, 1)] <= c14.cast(F32)) ^ (v13[(1, 1)].cast(F32) == Tensor::scalar(0.5, F32)));
+    }
+    let v24 = (v22.maximum(v22) + v22.clamp(-1.0, 0.5)) - c14.broadcast_to([3, 2]).cast(F32);
+    let mut r25: usize = m1;
+    (c14, v22)
 }
 
 fn run_k038(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k038::run(dev, true, &a[0], &a[1])?])
+    let (o0, o1) = k038::run(dev, true, &a[0], &a[1])?;
+    Ok(vec![o0, o1])
 }
 
 #[tpu_kernel]
 fn k039(x0: Tensor, t0: Tensor, b0: bool) -> Tensor {
-    let mut v1 = t0.broadcast_to([1]).cast(F32);
-    let mut m2 = 0usize;
-    while m2 < v1.dim(0) {
-        #[unroll]
-        for k3 in 0..1usize {
-            let f4 = move |a5: Tensor| (v1.argmax(0).cast(F32) + k3).minimum(t0.cast(F32) + v1[-1]);
-            for i6 in 0..2 {
-                let mut v7 = i6.cast(PRED).cast(F32) * 0.25f32.abs();
-                let mut v8 = f4(v7.broadcast_to([1]).cast(PRED).select(Tensor::full([1], 0.0, PRED), x0.broadcast_to([1]).cast(PRED))).clamp(-64.0, 64.0);
-                let mut v9 = v1;
-                let mut v10 = (f4(v1 >= v8.broadcast_to([1])) != 0.0).select(x0 + x0, v9.min(&[0]).cast(S32).minimum(v9.max(&[0]).cast(S32))) == (v8.cast(S32) + 1);
-                v1 = v8.broadcast_to([1]);
+    let mut v1 = ((x0.broadcast_to([1]).cast(F32) - -0.25) > (t0.broadcast_to([1]).cast(F32) * t0.broadcast_to([1]).cast(F32))).cast(S32);
+    v1[0] = t0.clamp(-3, 2) - v1[t0].cast(F32).clamp(-64.0, 64.0).cast(S32);
+    for (k2, &w3) in [0.5f32].iter().enumerate() {
+        v1 = v1;
+        for i4 in 0..2 {
+            if v1.dim(0) < 0 {
+                let mut v5 = (v1 - Tensor::full([1], 0.0, PRED).select(-Tensor::iota([1], 0, S32), v1.maximum(t0))).clamp(-1024, 1024);
+                let v6 = (t0.cast(PRED) | (!x0.cast(PRED))).select(t0.cast(F32).minimum(i4.cast(F32)), i4.cast(F32) / 4.0);
+                let v6 = v6 / 2.0;
             }
-        }
-        if m2 > 2 {
-            break;
-        }
-        let mut c11 = Tensor::scalar(0.0, S32);
-        while c11 < 2 {
-            let mut v12 = v1[0];
-            'l14: for (k13, &w15) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
-                let mut v16 = v1.cast(S32);
-                let v17 = (v16 * (v16 - v1.cast(S32)).clamp(-1024, 1024)).clamp(-1024, 1024) + 1;
-                if (w15 + w15) >= 0.0 {
-                    continue;
+            let mut v7 = (v1[-1].cast(F32).maximum(t0.cast(F32)) / 4.0).clamp(-64.0, 64.0).cast(S32);
+            if !b0 {
+                let mut v8 = t0.broadcast_to([1]).cast(F32).cast(S32);
+                let mut v9 = ((i4.cast(F32) != -1.0) | i4.cast(PRED)).cast(F32);
+            }
+            #[unroll]
+            for k10 in 0..3usize {
+                let v11 = x0 * (Tensor::scalar(1.0, PRED).cast(S32) * t0.cast(PRED).select(i4, Tensor::scalar(1.0, S32)));
+                let mut v12 = (i4.broadcast_to([1]).minimum(v1) * x0.broadcast_to([1]).cast(F32).cast(S32)).maximum(v1).clamp(-1024, 1024);
+                if (v1.dim(0) / 3) >= 1 {
+                    break;
                 }
             }
-            v1 = v1;
-            let mut v12: f32 = 0.25f32;
-            c11 = c11 + 1;
+            v1 = (i4.broadcast_to([1]).abs().abs() + (v1 + 2)).clamp(-1024, 1024);
         }
-        if (m2 + m2) == 1 {
-            break;
-        }
-        m2 += 1;
     }
-    v1[0] = Tensor::scalar(0.5, F32);
-    let mut v18 = x0.cast(F32);
-    let mut m19 = 0usize;
-    while m19 < 3 {
-        v18 = v18;
-        #[unroll]
-        'l21: for k20 in 0..v1.dim(0) {
-            if !(!((0.25f32 * -1.0) > 0.0)) {
-                break 'l21;
+    v1 = ((v1.cast(F32).clamp(-64.0, 64.0).cast(S32) % 2) - (t0.broadcast_to([1]) * (v1 * x0.broadcast_to([1])))).clamp(-1024, 1024);
+    if v1.sum(&[0]).cast(PRED) {
+        for i13 in 0..2 {
+            let v14 = (v1.argmax(0) < 2).select(v1[0].cast(F32).clamp(-64.0, 64.0).cast(S32), v1[0] + x0) * (-(Tensor::scalar(0.0, S32) * t0));
+            v1 = Tensor::iota([1], 0, F32).cast(S32);
+        }
+        let mut m15 = 0usize;
+        while m15 < 3 && (((4 / 2) <= 1) || ((4 / 3) > 1)) {
+            v1 = ((x0.broadcast_to([1]).cast(PRED).cast(S32) * 3) * ((v1 + 1) / 5)).clamp(-1024, 1024);
+            m15 += 1;
+        }
+    } else {
+        if (3 >= 2) || (2 % 2 == 0) {
+            let v1: f32 = v1.dim(0) as f32;
+            let mut v16 = (!(t0.cast(F32) > 0.0)).select(x0, (x0.cast(F32) >= t0.cast(F32)).select(x0.cast(PRED).select(t0, Tensor::scalar(3.0, S32)), x0.cast(PRED).select(t0, x0)));
+        }
+        let v1: bool = (2.0f32 + 0.25f32) >= -1.0;
+        for (k17, &w18) in [0.5f32].iter().enumerate() {
+            let mut v1 = x0.cast(F32) + x0.cast(F32);
+            let mut m19 = 0usize;
+            while m19 < (3 + k17) {
+                let mut v20 = t0.cast(F32) - -0.25;
+                let mut v21 = (((v20 == 0.5).select(Tensor::full([1], 0.0, PRED).select(t0.broadcast_to([1]).cast(F32), x0.broadcast_to([1]).cast(F32)) + k17, (x0.broadcast_to([1]).cast(F32) + 0.5) * (v1.broadcast_to([1]) - v1.broadcast_to([1]))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                m19 += 1;
             }
-            let mut v18: bool = (k20 % 2 == 0) && ((k20 % 3) >= 1);
-            if b0 || b0 {
-                continue;
+            let mut c22 = Tensor::scalar(0.0, S32);
+            while c22 < t0 {
+                let mut r23: bool = !(b0 || b0);
+                let v24 = t0.cast(F32).round() * (2 as f32);
+                v1 = ((((3.0f32 * v1) * (x0.cast(F32) - v1)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (k17 as f32);
+                c22 = c22 + 1;
             }
         }
-        m19 += 1;
     }
-    v18 = v18;
-    (v18.abs() + 1.0).log()
+    v1
 }
 
 fn run_k039(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -2951,65 +2884,76 @@ fn run_k039(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 }
 
 #[tpu_kernel]
-fn k040(x0: Tensor, x1: Tensor, b0: bool) -> Tensor {
-    let mut v1 = (Tensor::full([2], 0.0, PRED).select(Tensor::full([2], 0.125, F32).clamp(0.0, 1.0), (x1 * 0.25f32) + x0.relu()) * 8.0).floor() * 0.125;
-    let mut v2 = v1.sort(0, false).cast(PRED) & (x0.min(&[0]).cast(PRED).select(x0.sum(&[0]), v1.sum(&[0])) >= (x0[-1] + 3.0));
-    for _ in 0..3 {
-        let mut r3: bool = (0.5f32 * 2.0) > -1.0;
-        let mut m4 = 0usize;
-        while m4 < (3 / 2).min(2) {
-            let mut c5 = Tensor::scalar(0.0, S32);
-            while c5 < v2.dim(0) {
-                let r3 = x0.max(&[0]);
-                let v6 = r3.ceil().clamp(-1.0, 1.0);
-                v1 = (((((v1 * 1.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + (3 / 3)) + (x1 + v6.broadcast_to([2]).relu())).clamp(-64.0, 64.0);
-                c5 = c5 + 1;
+fn k040(x0: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor) {
+    let mut r1: f32 = 0.5f32;
+    let mut v2 = Tensor::full([2], -2.0, S32) % 2;
+    let mut c3 = Tensor::scalar(0.0, S32);
+    while (((Tensor::scalar(0.0, S32) * x1.argmin(0)) % 5) > ((x1.sum(&[0]).cast(S32) * x1.max(&[0]).cast(S32)) * x1.min(&[0]).cast(S32))) && (!(c3 >= 3)) {
+        v2 = (-(c3.broadcast_to([2]) - (v2.sort(0, false) - v2))).clamp(-1024, 1024);
+        let mut v4 = (((v2[c3].cast(F32) * Tensor::scalar(0.5, F32)).clamp(-64.0, 64.0) * r1.abs()).clamp(-1.0, 0.5) * 8.0).floor() * 0.125;
+        if 1 % 2 == 0 {
+            let v5 = if (!(r1 > 0.5)) || (!b0) {
+                let v6 = (v4.clamp(-2.0, 1.0) / 2.0).ceil();
+                Tensor::scalar(-2.0, S32).cast(F32)
+            } else if b0 {
+                let r7: f32 = r1;
+                let mut v8 = v4.cast(S32) / 3;
+                -1.0f32 * v4
+            } else {
+                let v9 = v4.cast(S32).cast(F32).minimum(c3.cast(PRED).select(x0.max(&[0]) - -0.25, x0.max(&[0]).ceil()));
+                let mut r10: bool = ((3 + 3) != 3) && (b0 && (r1 > 0.0));
+                v2[c3] = ((c3 + x1[1].cast(S32)).clamp(-1024, 1024) * c3.maximum(v2.max(&[0]))).clamp(-1024, 1024);
+                x1[c3].cast(PRED).cast(F32).relu()
+            };
+            let mut r11: bool = b0 && (((4 as f32) >= 0.0) || b0);
+            let mut m12 = 0usize;
+            while m12 < 3 {
+                v2[c3] = ((c3 - x0.argmax(0)) / 2).clamp(-1024, 1024);
+                m12 += 1;
             }
-            let mut r3 = x1[1].cast(S32) / 2;
-            m4 += 1;
+        } else if !Tensor::scalar(0.0, PRED) {
+            let mut v13 = x0.max(&[0]);
         }
-        let mut v7 = v1.maximum(x0);
-        for i8 in 0..3 {
-            let mut m9 = 0usize;
-            'l10: while m9 < 2 {
-                v7 = (((x1 * 0.5) * -2.0) * 8.0).floor() * 0.125;
-                if !(!((2.0f32 * 0.5) >= 0.0)) {
-                    break 'l10;
-                }
-                m9 += 1;
-            }
-        }
-        r3 = m4 >= 3;
+        v2 = v2;
+        c3 = c3 + 1;
     }
-    v2 = x0.sort(0, false) > x1[0];
-    v2 = (Tensor::iota([2], 0, F32) * 3.0) > -1.0;
-    let mut c11 = Tensor::scalar(0.0, S32);
-    while c11 < 3 {
-        v2[c11] = !(!v2[1]);
-        #[unroll]
-        for k12 in 0..2usize {
-            let r13: bool = (v1.dim(0) + 1) <= 2;
-            v2[c11] = (c11 * c11) < v1.max(&[0]).cast(PRED).cast(S32);
-            let mut m14 = 0usize;
-            'l15: while m14 < 1 && b0 {
-                let mut v16 = Tensor::scalar(0.0, PRED).cast(F32) * ((x1.min(&[0]) * (4 as f32)) + (x1.dim(0) + k12));
-                let v17 = v2.cast(F32);
-                let v18 = (c11.abs() + Tensor::scalar(0.0, S32)).cast(F32);
-                m14 += 1;
+    if (v2[-1].cast(F32) <= v2[0].cast(F32)).select(x1.sum(&[0]).cast(PRED) ^ x0.max(&[0]).cast(PRED), x0.argmin(0).cast(PRED)) || x0.max(&[0]).cast(PRED) {
+        let mut v14 = (2.0f32 * v2[0].cast(F32)).clamp(-64.0, 64.0);
+    } else {
+        v2 = Tensor::full([2], 0.0, S32).clamp(0, 4) - (v2.clamp(-3, 7) * 2);
+        let r1 = if (v2[c3].cast(F32) + v2.max(&[0]).cast(F32)).round() == Tensor::scalar(-1.5, F32) {
+            v2 = v2;
+            if v2[0].cast(F32) >= c3.cast(F32) {
+                let mut r15: bool = 0.25f32 > 0.5;
+                let mut v2 = c3.broadcast_to([2]).cast(F32).clamp(-64.0, 64.0);
+            } else if (2 + 4) >= 3 {
+                let v16 = (Tensor::full([2], 0.125, F32) == x0).cast(F32) - x0.cast(PRED).select(x0, x1.sum(&[0])).abs();
+            } else if (4 + x1.dim(0)) % 2 == 0 {
+                let mut v17 = x1.argmin(0).cast(F32) * 0.25;
+            } else {
+                let v18 = x0 + v2.sort(0, false).cast(F32);
             }
-        }
-        v2 = (v1.cast(S32) + 3).cast(F32) < (Tensor::iota([2], 0, S32) < v1.cast(S32)).cast(F32);
-        c11 = c11 + 1;
+            v2 = v2.sort(0, true);
+            (((x0.max(&[0]).cast(PRED).select(Tensor::scalar(-2.0, S32), x1[-2].cast(S32)).cast(F32) * ((0.5f32 - x0[1]) * x1[1])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+        } else {
+            let mut v19 = x1[0];
+            (v19 < -1.0).select(v19, (v19 == 2.0).cast(F32))
+        };
+        let mut r20: bool = b0;
     }
-    v2
+    let f21 = move |a22: Tensor| (a22[1].cast(F32) - a22.min(&[0]).cast(F32)) + a22[0].cast(F32).minimum(x0[0]);
+    v2 = (v2 + c3.broadcast_to([2])).clamp(0, 7) + (-(x0.cast(S32) * 3));
+    v2[-1] = x0.sum(&[0]).cast(S32) + c3.cast(F32).clamp(-64.0, 64.0).cast(S32);
+    (v2, v2)
 }
 
 fn run_k040(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k040::run(dev, &a[0], &a[1], false)?])
+    let (o0, o1) = k040::run(dev, &a[0], &a[1], false)?;
+    Ok(vec![o0, o1])
 }
 
 #[cpu_kernel]
-fn k041(s0: f32, t0: Tensor, x1: Tensor, x0: Tensor) -> (Tensor, Tensor) {
+fn k041(s0: f32, t0: Tensor, x1: Tensor, x0: Tensor) -> Tensor {
     let v1 = if x0[(0, 0)].clamp(0, 7) > 0 {
         let mut v2 = x1.cast(S32);
         let mut c3 = Tensor::scalar(0.0, S32);
@@ -3113,344 +3057,239 @@ fn k041(s0: f32, t0: Tensor, x1: Tensor, x0: Tensor) -> (Tensor, Tensor) {
         v31 = v33.cast(S32);
     }
     v20 = ((-v1[t0]) * -2.0).clamp(-64.0, 64.0);
-    (v31, v31)
+    v31
 }
 
 fn run_k041(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1) = k041::run(dev, 0.25, &a[0], &a[1], &a[2])?;
-    Ok(vec![o0, o1])
+    Ok(vec![k041::run(dev, 0.25, &a[0], &a[1], &a[2])?])
 }
 
 #[cpu_kernel]
-fn k042(x0: Tensor, n0: usize) -> Tensor {
-    let mut m1 = 0usize;
-    while m1 < 1 {
-        let v2 = x0.broadcast_to([5]);
-        let mut v2 = x0.broadcast_to([5]).cast(S32);
-        let mut c3 = Tensor::scalar(0.0, S32);
-        while !(c3 >= 2) && ((x0.cast(S32) * (v2[-4] / 3)) == (Tensor::scalar(0.0, S32) + 2)) {
-            if (Tensor::scalar(0.125, F32) * x0) <= (x0 % v2[-1].cast(F32)) {
-                let v4 = x0.broadcast_to([5]);
-                let mut v5 = v2[3].cast(F32).clamp(-64.0, 64.0);
-            } else if 3 % 2 == 0 {
-                let mut v6 = Tensor::full([5], 1.0, S32).clamp(1, 4);
-                let mut v7 = (v2.sort(0, false).cast(F32) + 2.0).clamp(-64.0, 64.0) * 0.25f32;
-                let v8 = v7;
+fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
+    let mut v1 = (!(x0.broadcast_to([5]) <= 2.0)).cast(F32);
+    if (v1.dim(0) + 4).min(8) < 2 {
+        if (x0.cast(S32) * (v1[-4].cast(S32) / 3)) == (Tensor::scalar(0.0, S32) + 2) {
+            if (v1[0] * x0) != (x0 + v1.dim(0)) {
+                v1[0..3] = x0;
+                let mut v2 = (v1[1].cast(S32) / 3).minimum(v1[-3].cast(S32)) * 2;
+            } else if v1.sum(&[0]).clamp(-64.0, 64.0).cast(S32).clamp(-3, 4) != 1 {
+                let v3 = x0.cast(S32);
+                let mut v3: f32 = -1.0f32;
+                let mut v4 = (x0 == v1[4]).cast(S32).clamp(0, 2);
+            } else if v1.dim(0) % 2 == 0 {
+                let mut v5 = (((Tensor::scalar(-1.5, F32) - x0) * 2.0) + (v1[4] - x0.cast(PRED).select(x0, v1[1]))).clamp(-64.0, 64.0);
             } else {
-                v2[c3] = x0.cast(S32);
+                let v6 = (x0 + x0) * 0.25f32;
+                let mut v7 = ((((2.0f32 * (v1 - x0.broadcast_to([5]))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                let mut v8 = v7[-5].cast(S32);
             }
-            for i9 in -1..2 {
-                let v10 = ((x0 * (-1.0f32)) >= 0.5).cast(S32);
-                v2 = v2.max(&[0]).cast(PRED).select((c3.broadcast_to([5]) * Tensor::iota([5], 0, S32)) - x0.broadcast_to([5]).cast(S32), c3.broadcast_to([5]).cast(PRED).cast(S32) % 2).clamp(-1024, 1024);
-            }
-            let mut v11 = [((v2 + v2) * c3.broadcast_to([5]).cast(PRED).select(x0.broadcast_to([5]).cast(S32), x0.broadcast_to([5]).cast(S32))).clamp(-1024, 1024), c3.broadcast_to([5]).cast(PRED).select(Tensor::full([5], 1.0, PRED), x0.broadcast_to([5]).cast(PRED)).select(v2 * v2, x0.cast(S32)).clamp(-1024, 1024)];
-            let mut v11 = c3.cast(PRED);
-            c3 = c3 + 1;
-        }
-        if (m1 / 3) % 2 == 0 {
-            break;
-        }
-        m1 += 1;
-    }
-    if x0.cast(PRED) ^ (!Tensor::scalar(1.0, PRED)) {
-        let v12 = ((!Tensor::scalar(0.0, PRED)) || (!x0.cast(PRED))) | x0.cast(PRED);
-        if (x0.cast(S32) > -1) || ((x0 * 0.5) >= 0.5) {
-            let v13 = x0;
-        }
-        let v14 = if !v12 {
-            let mut parts15 = Vec::new();
-            for k16 in 0..3usize {
-                parts15.push(x0.broadcast_to([5]));
-            }
-            let v12 = concat(&parts15, 0);
-            let mut v17 = -2.0f32 * x0.cast(PRED).select(Tensor::scalar(1.0, PRED).select(x0, x0), x0);
-            let mut c18 = Tensor::scalar(0.0, S32);
-            while (!x0.cast(PRED)) && (!(c18 >= (0 / 3))) {
-                let mut v19 = v17;
-                v17 = ((((v19.maximum(v12[-8]) * v19) + (v12.sum(&[0]) - v17).clamp(-2.0, 1.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                let mut v20 = (x0 != v17).cast(S32) / 5;
-                v17 = (v12[c18].cast(S32) + Tensor::scalar(0.0, S32)).clamp(-3, 7).cast(F32);
-                c18 = c18 + 1;
-            }
-            v12[1..6].cast(S32) * v12[ds(c18, 5)].cast(PRED).cast(S32)
-        } else {
-            let v21 = (v12.cast(S32) / 2) % 5;
-            let v22 = if !(x0.minimum(Tensor::scalar(2.0, F32)) < (x0 - x0)) {
-                let mut v23 = (v12 || v12).cast(S32) + 2;
-                ((v23.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0) + (n0 + n0)) * -1.0).round().clamp(-64.0, 64.0)
+            let mut r9: usize = v1.dim(0);
+        } else if (3 >= 2) && ((2 + n0) == 2) {
+            v1 = ((v1.maximum(v1).clamp(0.0, 4.0) / 2.0) * 8.0).floor() * 0.125;
+            let v10 = if n0 % 2 == 0 {
+                v1 = ((((2.0f32 * x0) * v1) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v1 = ((((v1 - v1.square()) % ((v1 - 2.0).abs() + 0.5)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                (((((x0 - v1.min(&[0])) + (x0 - Tensor::scalar(2.0, F32))) + ((x0 * 2.0) % ((v1[1] * v1.sum(&[0])).abs() + 0.5))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
             } else {
-                let mut v24 = (v12.broadcast_to([5]) && (!x0.broadcast_to([5]).cast(PRED))).select((v12.broadcast_to([5]).cast(F32) + v21.broadcast_to([5]).cast(F32)) + v21.broadcast_to([5]).cast(F32).sign(), (v12.broadcast_to([5]).cast(F32) * 1.5) - 3.0);
-                let mut v25 = x0.broadcast_to([5]).cast(S32);
-                let mut r26: f32 = v25.dim(0) as f32;
-                ((Tensor::full([5], 0.0, F32) - v24) - (v25 <= 0).select(v24 - v21.broadcast_to([5]).cast(F32), v24[0..1].clamp(-0.5, 1.0))).clamp(-64.0, 64.0)
+                let mut v11 = 1.0f32 - Tensor::full([5], 0.0, F32);
+                let mut v12 = (x0.broadcast_to([5]).cast(S32) - Tensor::iota([5], 0, S32)).clamp(-3, 2);
+                v11 = (x0.broadcast_to([5]).cast(S32) < (Tensor::scalar(0.0, S32) + Tensor::scalar(-2.0, S32))).select((-v11) + (Tensor::full([5], 0.0, F32) + 1), v1).clamp(-64.0, 64.0);
+                ((((v12.min(&[0]).cast(F32).maximum(x0) - (x0 % (v11.argmin(0).cast(F32).abs() + 0.5))) * 0.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
             };
-            let mut v27 = ((v22[v21] * (-1.0f32)) + n0) == Tensor::scalar(1.0, PRED).select(x0, x0 + 1);
-            (v22.cast(S32) - v27.broadcast_to([5]).cast(S32)).clamp(0, 4).clamp(1, 7)
+        }
+        let v13 = x0;
+    } else {
+        match n0 {
+            0 => {
+                let mut parts15 = Vec::new();
+                for k16 in 0..2usize {
+                    parts15.push(v1.cast(PRED).select(v1.cast(PRED), x0.broadcast_to([5]).cast(PRED)).cast(F32));
+                }
+                let v17 = concat(&parts15, 0);
+            }
+            1 | 2 => {
+                if 2 % 2 == 0 {
+                    v1[3] = x0;
+                    let mut r18: bool = v1.dim(0) < 1;
+                }
+                let mut v19 = x0.cast(PRED).select(v1.max(&[0]).cast(S32) * (Tensor::scalar(1.0, S32) * 3), (x0.cast(PRED) || x0.cast(PRED)).select(v1.sum(&[0]).clamp(-64.0, 64.0).cast(S32) + 2, v1.max(&[0]).cast(S32).minimum(v1[2].cast(S32))));
+            }
+            r14 => {
+                let r20: usize = (4 + r14).min(6);
+            }
+        }
+    }
+    let mut v21 = (((v1 * (2.0f32 - 0.25f32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32).cast(F32);
+    let mut v22 = v1.cast(S32);
+    let mut v23 = v21[0];
+    for i24 in 0..4 {
+        v22 = v1.cast(S32);
+        let f25 = move |a26: Tensor| Tensor::full([5], 1.0, PRED);
+        let v27 = if n0 % 2 == 0 {
+            let mut v28 = ((v22.cast(PRED).cast(F32) + v23.broadcast_to([5]).clamp(0.0, 1.0)) - v1).clamp(-64.0, 64.0);
+            (1.0f32 - v23).clamp(-64.0, 64.0).cast(S32)
+        } else {
+            v22 = -(v21.cast(S32).clamp(0, 2) - v23.broadcast_to([5]).cast(S32));
+            let v29 = if (0.5f32 < 1.5) && ((1.5f32 * 2.0) < 0.5) {
+                let mut v30 = v21.cast(S32);
+                let mut v31 = v30.min(&[0]).cast(F32).clamp(-64.0, 64.0);
+                v1
+            } else {
+                v1 = (0.5f32 - v1).clamp(-64.0, 64.0);
+                let mut v32 = (v22.cast(F32) / 2.0).clamp(-64.0, 64.0);
+                (-2.0f32 * v1).clamp(-64.0, 64.0)
+            };
+            v22 = (v29 - v29).clamp(-64.0, 64.0).cast(S32);
+            Tensor::scalar(1.0, S32)
         };
-    } else {
-        let mut v28 = x0.broadcast_to([5]).cast(S32) <= (-x0.broadcast_to([5]).cast(S32));
     }
-    let mut r29: bool = 2.0f32.abs() < 1.5;
-    let v30 = if x0.cast(PRED).select(x0.cast(PRED), x0.round() < Tensor::scalar(0.125, F32)) {
-        'l32: for (k31, &w33) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
-            let v34 = x0;
-            match 3 {
-                0 => {
-                    let v36 = x0.broadcast_to([5]);
-                    let mut v37 = (((v36[2] + v34) == 0.0).select((v34.broadcast_to([1]) / 2.0) * v34.broadcast_to([5]).abs(), Tensor::iota([5], 0, F32).abs() + 1.0) * 8.0).floor() * 0.125;
-                }
-                1 | 2 => {
-                    let v38 = 2.0f32 - v34;
-                    let mut v39 = (((x0.broadcast_to([5]) % (x0.broadcast_to([5]) / 2.0)) + ((x0.broadcast_to([5]) / 4.0) - (x0 / 2.0))) * 8.0).floor() * 0.125;
-                }
-                r35 => {
-                    let v40 = 0.25f32 * (v34.broadcast_to([5]).cast(S32).cast(F32) * x0.broadcast_to([5]));
-                }
-            }
-            let mut v41 = v34.cast(PRED).cast(F32) + v34;
-            let mut c42 = Tensor::scalar(0.0, S32);
-            while ((x0.cast(S32) + v34.cast(S32)) < 2) && (!(c42 >= 3)) {
-                let mut r43: bool = 4 <= 3;
-                let mut v44 = Tensor::full([5], 0.0, PRED);
-                v41 = (((v34 - v41) + 2.0) - v44[0].cast(F32).clamp(-2.0, 4.0)).clamp(-64.0, 64.0);
-                c42 = c42 + 1;
-            }
-        }
-        let mut v45 = (Tensor::iota([1], 0, F32) * Tensor::iota([1], 0, F32)).minimum(x0.broadcast_to([5])).minimum(x0.broadcast_to([5]));
-        for i46 in 0..2 {
-            let v47 = if (1.0f32 - (v45.argmax(0).cast(F32) * 0.5f32)) >= x0 {
-                let mut v48 = Tensor::scalar(1.0, PRED).select(x0.clamp(-1.0, 4.0), Tensor::scalar(0.5, F32).ceil());
-                ((2.0f32 - x0.broadcast_to([5])) + (i46.broadcast_to([5]).cast(F32) * Tensor::iota([5], 0, F32))) > -1.0
-            } else if (v45.dim(0) + n0).min(8) % 2 == 0 {
-                let r29: bool = r29;
-                let mut r49: usize = 2;
-                (i46.broadcast_to([5]).cast(PRED) | i46.broadcast_to([5]).cast(PRED)).cast(S32) < (i46.broadcast_to([5]) < 2).select(x0.broadcast_to([5]).cast(S32), i46.broadcast_to([5]))
+    if (-v1.min(&[0])) >= 0.5 {
+        let mut v33 = (2.0f32 - (x0 - x0)) + v23.minimum(v23).clamp(-1.0, 1.0);
+        let mut c34 = Tensor::scalar(0.0, S32);
+        while c34 < (3 + n0).min(4) {
+            let v33 = if !Tensor::scalar(0.0, PRED) {
+                v23 = v23;
+                v21.cast(S32).clamp(0, 7).maximum(c34.broadcast_to([5]).clamp(-3, 7))
             } else {
-                let mut r50: bool = (!((3 + n0) >= 1)) && (!((v45.dim(0) % 2) == 2));
-                let v51 = (x0.broadcast_to([5]) - v45).clamp(-0.5, 1.0) * 0.25;
-                let v52 = v45;
-                (v45.cast(S32).clamp(0, 4) / 5) > -1
+                v22 = ((v23.cast(PRED) ^ v1.sort(0, true).cast(PRED)) && (v22 >= v1.sort(0, true).cast(S32))).select((Tensor::full([5], 0.0, F32) * 0.25f32).cast(S32), (!c34.broadcast_to([5]).cast(PRED)).cast(S32));
+                v22
             };
-            let v53 = (i46.broadcast_to([5]) * 2).maximum(v47.cast(S32));
-            v45 = ((x0.broadcast_to([5]) + v53.cast(F32)) * 3.0) * v53.cast(F32).sign();
+            let v35 = if ((v33.sum(&[0]).clamp(-1024, 1024).cast(F32) - Tensor::scalar(2.0, F32)) != (v33.min(&[0]).cast(F32) * v21.min(&[0]))) || v33.sum(&[0]).clamp(-1024, 1024).cast(PRED) {
+                let mut v36 = v1[0].cast(PRED) && (x0.cast(PRED) || (v22.max(&[0]).cast(PRED) | v1[c34].cast(PRED)));
+                let r37: usize = n0 / 3;
+                let v38 = v1;
+                c34.broadcast_to([5]).cast(F32).clamp(-0.5, 0.5)
+            } else {
+                let mut v39 = (v33.cast(F32).maximum(v21) - v21).maximum((v23.broadcast_to([5]) + (v22.dim(0) + 2)).minimum(v1)).clamp(-64.0, 64.0);
+                let v40 = v1;
+                let v41 = v39.sum(&[0]);
+                (v21 + n0).clamp(-64.0, 64.0)
+            };
+            let v42 = if 0 % 2 == 0 {
+                let v43 = (v23 * v21.argmin(0).cast(F32)).clamp(0.0, 4.0) * v21[c34].cast(PRED).select(v23 + 2, x0);
+                let mut v44 = (c34 * c34).clamp(-1024, 1024);
+                v1 = v22.cast(F32).abs().clamp(-64.0, 64.0);
+                (((((v21 - v35) - (v21 * -1.0)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+            } else {
+                v23 = (((v35[c34].cast(PRED) ^ v23.cast(PRED)) || v35.argmin(0).cast(PRED)).select((0.25f32 * v21[0]) - v33.max(&[0]).cast(F32).clamp(-0.5, 0.5), (x0 >= x0).select(Tensor::scalar(1.0, S32).cast(F32), Tensor::scalar(3.0, S32).cast(F32))) * 8.0).floor() * 0.125;
+                let mut v45 = c34;
+                (((v21 - (v21[0] - v33.argmin(0).cast(F32))).clamp(-64.0, 64.0) * (0.5f32 - 0.25f32)) * 8.0).floor() * 0.125
+            };
+            c34 = c34 + 1;
         }
-        x0.broadcast_to([5]).cast(PRED).select(v45.cast(PRED), v45[4].cast(PRED)).select(!(v45 <= v45), x0.cast(S32).cast(F32) > Tensor::scalar(2.0, F32))
+        #[unroll]
+        for k46 in 0..2usize {
+            let v47 = (v33 * v1[2]).clamp(-1.0, 4.0).maximum(v33);
+            let v21 = if !(v1.sum(&[0]).clamp(-64.0, 64.0).cast(S32) >= (Tensor::scalar(3.0, S32) * v22.sum(&[0]))) {
+                v1 = Tensor::iota([5], 0, F32);
+                v23 = v22.sum(&[0]).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
+                let v48 = ((v21 - v21) * v21).clamp(0.0, 1.0);
+                ((1.0f32 - v48.sort(0, false)) * 8.0).floor() * 0.125
+            } else {
+                let v49 = (((v21.clamp(-0.5, 4.0) * v21) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + k46;
+                v22[0] = ((v49.argmax(0) / 5) * (c34 - x0.cast(S32))).clamp(-1024, 1024);
+                let v50 = v49;
+                x0.broadcast_to([5])
+            };
+            if (v1.dim(0) > 2) || ((4 % 2 == 0) && ((-1.0f32) > 1.5)) {
+                break;
+            }
+        }
     } else {
-        if ((2 <= 2) || r29) && r29 {
-            let mut v54 = x0.broadcast_to([5]).cast(S32).abs();
-            let mut c55 = Tensor::scalar(0.0, S32);
-            while !(c55 >= 3) {
-                let v56 = ((1.5f32 * x0.broadcast_to([5])) - (x0 + v54.min(&[0]).cast(F32))).clamp(-1.0, 4.0);
-                let r29: f32 = 2.0f32;
-                v54 = ((v54[ds(c55, 1)] + (-v54[2..3])).clamp(-1024, 1024) * (v54.clamp(-3, 7) - (v54 + 2)).clamp(-1024, 1024)).clamp(-1024, 1024);
-                c55 = c55 + 1;
-            }
+        if (v21[1].clamp(-2.0, 4.0) - v21[1].round()) > (v1[-1] * (v21[-1] + x0)) {
+            let mut v51 = Tensor::scalar(2.0, F32);
+            v23 = v1.sum(&[0]).clamp(-64.0, 64.0).cast(PRED).cast(F32);
+        } else if !(n0 % 2 == 0) {
+            let mut v52 = ((((v22[4..5].cast(PRED) ^ Tensor::full([1], 1.0, PRED)).select(v23.broadcast_to([1]) / 2.0, v21[0..1]) * (x0.broadcast_to([5]).cast(PRED).cast(F32) - v21.cast(PRED).select(Tensor::full([5], 0.125, F32), v1))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v21 = v52.cast(PRED).select(x0.broadcast_to([5]).cast(PRED), v22.cast(PRED)).cast(F32) + (Tensor::iota([5], 0, F32) + (v21.dim(0) + n0).min(8));
         } else {
-            let mut v57 = x0;
-            if x0.cast(S32).minimum(x0.cast(S32)) > -1 {
-                let v58 = v57.cast(S32).clamp(1, 2);
-            } else if x0.cast(PRED) || (v57 < x0).select(v57.cast(PRED), Tensor::scalar(0.125, F32) < 0.0) {
-                let mut v59 = Tensor::full([5], -1.5, F32) - Tensor::full([5], 0.0, F32);
+            if !(!(Tensor::scalar(-1.5, F32) >= 2.0)) {
+                v22 = v22.minimum(v22);
+                let mut v53 = v1.argmax(0).cast(F32).clamp(-0.5, 1.0);
+            } else if (v22[1] - v22[-5]).clamp(-1024, 1024).cast(F32) == v21[-2].cast(PRED).cast(F32) {
+                let r54: usize = n0;
+                let mut v55 = v21;
+                let mut v56 = (v23.broadcast_to([5]).clamp(-2.0, 4.0) + 2.0) < 0.0;
             } else {
-                let v60 = (v57.cast(S32) + x0.cast(S32)).cast(F32) * 3.0;
-                v57 = x0 * (-1.0f32);
-                v57 = ((x0 + x0) != 0.0).select(v57, x0);
+                v22 = (v22.maximum(v22) + 1).clamp(-1024, 1024);
+                let mut v57 = ((((v1 * 0.5) * (1.0f32 - v23.broadcast_to([5]))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 0;
+                let mut r58: bool = n0 % 2 == 0;
             }
-            v57 = (((v57.cast(PRED) || (v57.cast(PRED) ^ Tensor::scalar(1.0, PRED))).select(x0.cast(PRED).select(v57, x0) / 4.0, x0 % (x0 / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-        }
-        let mut r29 = x0;
-        for i61 in 0..=0 {
-            r29 = i61.cast(F32);
-            if (1 + 3) % 2 == 0 {
-                let v62 = x0.broadcast_to([5]).cast(PRED);
-                let mut v63 = x0.broadcast_to([5]).cast(S32).cast(F32);
-                let mut v64 = i61;
-            } else if (2 / 2) % 2 == 0 {
-                let v65 = (!x0.broadcast_to([5]).cast(PRED)).select(x0.broadcast_to([5]).cast(PRED) || r29.broadcast_to([5]).cast(PRED), i61.broadcast_to([5]).cast(F32) < x0.broadcast_to([5])).select(0.5f32 * x0.broadcast_to([5]), x0.broadcast_to([5]));
-                let v65 = i61.cast(F32);
-            } else if Tensor::scalar(0.0, PRED) & (r29 < r29.cast(PRED).select(x0, x0)) {
-                let mut r66: bool = ((0.5f32 < 0.5) && ((1 + m1) > 1)) && (4 % 2 == 0);
-            } else {
-                let mut v67 = ((x0.broadcast_to([5]).cast(PRED).select(1.5f32 * (r29.broadcast_to([5]) * 3.0), r29.broadcast_to([5])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                v67 = v67;
-                let mut v67 = x0;
+            for i59 in 0..(2 + n0).min(4) {
+                let v60 = v1.sum(&[0]);
+                v1 = v21.cast(S32).cast(F32).clamp(-64.0, 64.0);
+                v23 = ((((i59.cast(PRED).select(v23, v21[-3]) + i59.cast(F32)) * (1.0f32 - x0).maximum(v60.clamp(-64.0, 64.0) + (n0 + 0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             }
         }
-        r29.broadcast_to([5]).cast(PRED)
-    };
-    let v68 = x0.broadcast_to([5]);
-    let mut v69 = v68.max(&[0]).cast(S32).maximum(v30[2].cast(S32)).maximum(v68[0].cast(PRED).cast(S32)) * 2;
-    let mut c70 = Tensor::scalar(0.0, S32);
-    while ((v68.max(&[0]) * Tensor::scalar(2.0, F32).round()) == 0.0) && (!(c70 >= (3 + m1))) {
-        let mut m71 = 0usize;
-        while m71 < 3 {
-            let mut m72 = 0usize;
-            'l73: while m72 < 3 {
-                let v74 = v68.cast(S32);
-                m72 += 1;
+        #[unroll]
+        'l62: for k61 in 0..2usize {
+            for i63 in 1..=2 {
+                v23 = v23;
+                let mut v22 = ((i63 - v22.argmax(0)) + -1).cast(F32);
+                let mut v64 = ((x0 / 4.0).clamp(-0.5, 0.5) * 8.0).floor() * 0.125;
             }
-            for i75 in 0..2 {
-                let mut v76 = v69.cast(F32).clamp(0.0, 4.0);
-                v69 = i75;
-            }
-            let mut v77 = (Tensor::scalar(-1.5, F32) * -2.0) + n0;
-            m71 += 1;
+            let v65 = v22.cast(F32);
+            v23 = x0;
         }
-        let mut c78 = Tensor::scalar(0.0, S32);
-        while c78 < 3 {
-            let mut c79 = Tensor::scalar(0.0, S32);
-            while v30.all(&[0]) && (c79 < 2) {
-                let mut v80 = ((v30.cast(S32) * 1) + 1).abs();
-                let mut v81 = c78.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0);
-                let v82 = v68.cast(S32);
-                v81 = 2.0f32 * (v82.cast(F32) / 4.0).maximum(v68.abs());
-                v69 = c78.abs().clamp(0, 2);
-                c79 = c79 + 1;
-            }
-            v69 = (v30.all(&[0]).cast(F32) + (x0 + (v30.dim(0) % 3))).cast(S32);
-            v69 = v30.any(&[0]).cast(S32);
-            c78 = c78 + 1;
-        }
-        c70 = c70 + 1;
+        v22[0] = v22.argmax(0).cast(PRED).cast(S32);
     }
-    v68
+    v1 = (v22 != x0.broadcast_to([1]).cast(PRED).select(v22, v22)).select(v22.max(&[0]).cast(PRED).select(v21 * v22.cast(F32), x0.broadcast_to([5]).clamp(0.0, 0.5)), v1).clamp(-64.0, 64.0);
+    for i66 in 0..=0 {
+        for i67 in 0..n0 {
+            for i68 in 0..2 {
+                let mut v69 = ((Tensor::full([5], 2.0, F32) % (v1.abs() + 0.5)) == 0.5).cast(S32);
+                v22 = v1.cast(PRED).select(v22 % 2, (x0.broadcast_to([1]).cast(PRED) ^ v22[ds(i67, 1)].cast(PRED)).select(i68.broadcast_to([5]) + -1, i67.broadcast_to([5]) + v22)).clamp(-1024, 1024);
+            }
+        }
+        v22 = (i66.broadcast_to([5]).cast(F32) < v23.broadcast_to([1])).select(v1.cast(S32) + 2, Tensor::full([5], 1.0, S32)) * (Tensor::full([5], 0.0, PRED) | v21.cast(PRED)).cast(S32);
+    }
+    (v22, v1.exp())
 }
 
 fn run_k042(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k042::run(dev, &a[0], 3)?])
+    let (o0, o1) = k042::run(dev, &a[0], 3)?;
+    Ok(vec![o0, o1])
 }
 
-#[gpu_kernel]
+#[tpu_kernel]
 fn k043(n0: usize, x1: Tensor, x2: Tensor, t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor, Tensor) {
-    let v1 = x1.sign().cast(S32);
-    let mut v2 = (Tensor::full([5], 2.0, F32) / 2.0).clamp(0.0, 1.0).clamp(-1.0, 1.0);
-    for _ in -1..0 {
-        for _ in 0..1 {
-            v2[t0] = t0.cast(F32) * x2[t0].cast(PRED).select(x0[(0, 0)].cast(F32), Tensor::scalar(2.0, F32));
-        }
-        let v3 = if x2[t0].cast(PRED) ^ v2[3].cast(PRED) {
-            let mut m4 = 0usize;
-            while m4 < 1 && ((4 == 1) || ((1.5f32 * 0.5) >= -1.0)) {
-                v2 = x1.sum(&[0]);
-                v2 = (x0[t0].cast(PRED) | v2.cast(PRED)).cast(F32) + x1[0].cast(S32).cast(F32);
-                v2 = x2;
-                m4 += 1;
-            }
-            let mut m5 = 0usize;
-            'l6: while m5 < 1 {
-                let v7 = ((v1 - v1.argmin(0)) <= (Tensor::full([2, 5], -2.0, S32) / 3)).cast(S32);
-                let v8 = x1[1].cast(S32).cast(F32) * (x2 + 3.0);
-                let r9: f32 = 1.5f32;
-                let v1 = v1.sort(1, true);
-                m5 += 1;
-            }
-            let mut r10: usize = 0;
-            x2
-        } else if n0 % 2 == 0 {
-            let mut v11 = Tensor::full([5], 2.0, F32).clamp(-1.0, 1.0);
-            t0.broadcast_to([5]).cast(F32)
-        } else {
-            let mut r12: f32 = 0.25f32;
-            v2
-        };
-        let r13: usize = 0 / 2;
-        v2 = x1.max(&[0]);
+    let mut v1 = x1.sign().cast(S32);
+    let mut c2 = Tensor::scalar(0.0, S32);
+    while !(c2 >= x1.dim(0)) && (x0.sum(&[0, 1]).cast(PRED) || ((t0 >= 0) | v1[(1, 2)].cast(PRED))) {
+        v1 = (x0.abs() - (x0 + x1.sort(0, true).cast(S32))) % 3;
+        v1 = v1.cast(PRED).select((x1 > 2.0).select(x0 % 2, x1.cast(S32)), v1);
+        v1[(.., ds(t0, 1))] = c2;
+        c2 = c2 + 1;
     }
-    v2[1..5] = (t0.broadcast_to([4]).cast(F32) / 2.0).maximum(t0.broadcast_to([4]).cast(F32));
-    if !((2.0f32 - v2[t0]) >= 2.0) {
-        v2 = v2.sort(0, true);
-        let mut c14 = Tensor::scalar(0.0, S32);
-        while !(c14 >= t0) {
-            if !((v1[(1, 3)] > x0[(1, 0)]) | (x0.sum(&[0, 1]).cast(F32) == v2[2])) {
-                let v15 = t0.broadcast_to([2, 5]).cast(PRED).cast(F32).floor() * v2.sum(&[0]);
-                let mut v16 = (3.0f32 - v2).clamp(-64.0, 64.0);
-            } else {
-                let mut v17 = Tensor::full([5], -2.0, S32);
-                let mut v18 = x0;
-                v18[(.., 3)] = Tensor::full([2], 3.0, S32);
+    v1[1] = ((v1[0] + x1.max(&[0]).cast(S32)).clamp(-1024, 1024) * 3).clamp(-1024, 1024);
+    v1 = x0.clamp(0, 4) / 2;
+    for i3 in 0..x2.dim(0).min(4) {
+        v1 = v1;
+        let v4 = v1.sort(0, true).cast(F32);
+        let v5 = v4.clamp(-0.5, 1.0);
+    }
+    v1 = v1;
+    if (n0 + n0) % 2 == 0 {
+        let mut v6 = c2.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0);
+    }
+    let v7 = if (x2.min(&[0]).cast(S32) >= (c2 / 3)) ^ ((Tensor::scalar(1.0, S32) * 3) > -1) {
+        let mut v8 = v1.cast(PRED).select((!v1.sort(0, true).cast(PRED)).select(v1.sort(0, true).cast(PRED).select(Tensor::full([2, 5], 0.125, F32), Tensor::iota([2, 5], 1, F32)), c2.broadcast_to([1, 1]).cast(F32).minimum(x1)), Tensor::iota([2, 5], 1, F32)).clamp(-64.0, 64.0);
+        for i9 in 0..t0 {
+            let mut parts10 = Vec::new();
+            for k11 in 0..3usize {
+                parts10.push(x2);
             }
-            let mut c19 = Tensor::scalar(0.0, S32);
-            while (!t0.cast(PRED)).select(!(x2[3] <= x1[(0, 0)]), (x1[(0, 3)] >= t0.cast(F32)) || (c14 < c14)) && (!(c19 >= 4)) {
-                let mut v20 = ((c19.broadcast_to([5]) + x1.max(&[0]).cast(S32)) % 3).minimum((c19.broadcast_to([5]) * 1).minimum(v1[0].cast(F32).cast(S32))).clamp(-1024, 1024);
-                v2[t0] = x1.sum(&[0, 1]);
-                let v21 = x2;
-                c19 = c19 + 1;
-            }
-            v2 = v2.sort(0, true);
-            c14 = c14 + 1;
+            let v12 = concat(&parts10, 0);
+            let mut v13 = (((((x0.sum(&[0, 1]).cast(F32) + v8[(0, 1)]) * (x2 - x2)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + (1 / 2)).clamp(-64.0, 64.0);
+            v13 = ((((t0.cast(F32) / 4.0) * (Tensor::iota([5], 0, F32).minimum(x2) * (x0[i9].cast(F32) + x2))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            v8 = x0.cast(F32);
         }
-        let mut r22: usize = ((2 + x1.dim(1)) + x1.dim(0)).min(6);
+        x0[0].cast(F32)
     } else {
-        v2 = (((3.0f32 - v2) * 0.25) * 8.0).floor() * 0.125;
-    }
-    if b0 {
-        v2[ds(t0, 4)] = t0.broadcast_to([4]).cast(F32).minimum(v2[1..5]).clamp(-0.5, 1.0);
-        for i23 in 0..3 {
-            if b0 {
-                let mut v24 = Tensor::full([2, 5], -1.5, F32);
-                let v1 = x2;
-                v24[(.., i23)] = x2.sum(&[0]).cast(PRED).select(Tensor::scalar(2.0, F32) + v1.max(&[0]), x1.sum(&[0, 1]));
-            } else {
-                let v25 = x0;
-            }
-            if ((i23 + 2) / 2) < -1 {
-                v2 = x0[i23].cast(F32) + t0.broadcast_to([1]).cast(F32);
-                let mut v26 = (x0 * t0.broadcast_to([2, 5]).cast(PRED).select(x0, x0)) * 1;
-            }
-            let f27 = move |a28: Tensor| x1[0].cast(S32) + 2;
-            v2 = i23.broadcast_to([5]).cast(F32);
-        }
-    } else {
-        for _ in 0..t0 {
-            let v29 = (x0.sum(&[0, 1]).cast(PRED) & x1.sum(&[0, 1]).cast(PRED)).select(x2[3..4].cast(S32) != x2[ds(t0, 1)].cast(S32), v2[0..1] >= 2.0).select(Tensor::full([5], 0.125, F32), t0.cast(F32));
-            v2 = v1.argmax(0).cast(F32);
-        }
-        let mut c30 = Tensor::scalar(0.0, S32);
-        while !(c30 >= t0) {
-            v2 = if v2.argmin(0).cast(F32) < 2.0 {
-                let mut v32 = x2.cast(S32).cast(F32) * 0.25;
-                x0.max(&[0]).cast(F32).round() / 4.0
-            } else {
-                v2[t0] = x1[(0, 4)].cast(PRED).select(v2.sum(&[0]) - 2.0, v1.sum(&[0, 1]).cast(PRED).select(v1.sum(&[0, 1]).cast(F32), x1.sum(&[0, 1]))).clamp(-64.0, 64.0);
-                c30.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0)
-            };
-            v2 = ((2.0f32 * v1.max(&[0]).cast(F32).minimum(t0.cast(F32))).minimum((x2 / 4.0) - x0[t0].cast(F32)) * 8.0).floor() * 0.125;
-            c30 = c30 + 1;
-        }
-        for i33 in 0..t0 {
-            if b0 || (0.25f32.abs() < 1.5) {
-                let v34 = x1.sum(&[0]).cast(S32) - v1.max(&[0]);
-                let mut v35 = (x1.floor().clamp(0.0, 4.0) * (x0[(.., 3..4)].cast(F32) * (-2.0f32 * t0.broadcast_to([2, 5]).cast(F32)))).clamp(-64.0, 64.0);
-                let mut v36 = x1.cast(S32);
-            } else {
-                let mut r37: usize = ((2 + x2.dim(0)) / 2).min(6);
-            }
-            v2 = v1[1].cast(F32) * 1.5;
-        }
-    }
-    let mut r38: usize = n0 % 3;
-    let mut v39 = v1.sort(1, false).cast(F32) - (Tensor::scalar(-1.5, F32) / 4.0);
-    let mut v40 = v1.sum(&[0]).cast(F32);
-    let mut c41 = Tensor::scalar(0.0, S32);
-    while (!(!Tensor::scalar(1.0, PRED))) && (c41 < 0) {
-        let mut parts42 = Vec::new();
-        for k43 in 0..1usize {
-            parts42.push(v1.sort(0, true).cast(F32));
-        }
-        let v44 = concat(&parts42, 0);
-        for i45 in 2..=5 {
-            let r46: bool = b0;
-            v39 = (x1.cast(PRED).cast(F32) - v39).clamp(-64.0, 64.0);
-            #[unroll]
-            for k47 in 0..x0.dim(0) {
-                let mut v48 = (Tensor::full([2, 1], 0.5, F32).matmul(i45.broadcast_to([1, 5]).cast(F32)) * (v1.cast(F32) * x1)) <= (Tensor::iota([2, 5], 1, S32) != 0).select(x1.clamp(-0.5, 4.0), c41.broadcast_to([2, 5]).cast(F32) / 2.0);
-                v40 = v48.all(&[0]).cast(F32);
-            }
-            let mut v1 = (i45.broadcast_to([1, 1]).cast(F32) > t0.cast(F32)).select(v1.cast(PRED).cast(S32), v1.clamp(-3, 7)).minimum(v1);
-        }
-        c41 = c41 + 1;
-    }
-    (v39, v40.tanh(), v1)
+        let v14 = !(x1 > (x1 - -0.25));
+        c2.broadcast_to([5]).cast(F32).clamp(-64.0, 64.0)
+    };
+    (v7, v7.sigmoid(), t0)
 }
 
 fn run_k043(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
@@ -3458,280 +3297,409 @@ fn run_k043(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
     Ok(vec![o0, o1, o2])
 }
 
-#[cpu_kernel]
-fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor, Tensor) {
-    let v1 = t0.broadcast_to([1, 1]).cast(F32);
-    let mut v2 = (t0 - (v1.sum(&[0, 1]).cast(S32) - t0)) + t0;
-    let mut v3 = v1;
-    v3 = v1.maximum(v3);
-    let v4 = (v2.clamp(-3, 2) % 5) - (x0 >= x0).cast(S32);
-    let mut c5 = Tensor::scalar(0.0, S32);
-    while v3.sum(&[0, 1]).cast(PRED) && (c5 < 4) {
-        v3 = t0.broadcast_to([1, 1]).cast(F32);
-        c5 = c5 + 1;
-    }
-    let v6 = if x0 <= x0 {
-        let mut v7 = v1;
-        let mut v8 = (-x0.clamp(-2.0, 4.0)).sign();
-        ((v8.broadcast_to([2]).cast(S32).minimum(v2.broadcast_to([1, 2])).cast(F32).clamp(-8.0, 8.0).matmul((((v8.broadcast_to([2, 1]) / 2.0) * 8.0).floor() * 0.125).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
-    } else if ((Tensor::scalar(0.0, F32) + 1.0) + v3.sum(&[0, 1]).cast(PRED).select(c5.cast(F32), x0)) > (Tensor::scalar(0.0, F32) == c5.cast(F32)).cast(F32) {
-        if (v4.cast(F32) + v2.cast(PRED).cast(F32)) == 2.0 {
-            let mut v9 = v3.cast(S32);
-            let v10 = if (Tensor::scalar(3.0, S32) + c5.minimum(x0.cast(S32))) >= 2 {
-                let mut v11 = ((v3.transpose(&[1, 0]) - v4.broadcast_to([1, 2]).cast(F32).matmul(c5.broadcast_to([2, 1]).cast(F32).clamp(-8.0, 8.0))).clamp(-64.0, 64.0), t0.clamp(1, 4) + 3, v3.sort(0, false));
-                let mut v12 = v1.sum(&[0, 1]).cast(PRED).cast(F32);
-                (v1 + v9.cast(F32)).clamp(-64.0, 64.0)
-            } else {
-                let mut v13 = ((((v3 + 0.5) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
-                v3 = (v13.cast(F32) / 4.0).clamp(-64.0, 64.0);
-                v3[0] = (2.0f32 * Tensor::full([1], 0.0, F32)) * 0.25;
-                v3
-            };
-            for i14 in 0..t0 {
-                v2 = (!v1.sum(&[0, 1]).cast(PRED)).cast(S32);
-                v2 = i14.cast(F32).cast(S32);
-                let mut v15 = (v1.cast(PRED) && Tensor::full([1, 1], 1.0, PRED)).select(v9.transpose(&[1, 0]), t0.broadcast_to([1, 1])).abs();
-                let v16 = (x0.floor() * (4 as f32)) - 2.0;
-                v3 = ((v1.transpose(&[1, 0]) * -1.0) - t0.cast(F32)).clamp(-1.0, 1.0);
-            }
-        } else {
-            v2 = t0;
-            let mut c17 = Tensor::scalar(0.0, S32);
-            while c17 < t0 {
-                let mut v18 = v1;
-                v2 = (x0 >= x0).cast(S32) / 2;
-                c17 = c17 + 1;
-            }
-            v3 = ((v1 + 3) != (v1 * (0.5f32 * -1.0))).select(v1.floor().ceil(), v4.cast(F32));
+#[cpu_kernel(precision = "highest")]
+fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
+    let mut v1 = t0.broadcast_to([1, 1]).cast(PRED).select((x0.broadcast_to([1, 1]) * -1.0) + x0.broadcast_to([1, 1]).cast(S32).cast(F32), x0.broadcast_to([1, 1]).cast(PRED).select(t0.broadcast_to([1, 1]).cast(F32), x0.broadcast_to([1, 1])) - (x0.broadcast_to([1, 1]) - x0.broadcast_to([1, 1])));
+    let mut m2 = 0usize;
+    while m2 < 1 {
+        if (0.5f32 * 2.0) > 1.5 {
+            break;
         }
-        ((v1.transpose(&[1, 0]) * 3.0) / 4.0) - Tensor::iota([1, 1], 0, F32)
-    } else {
+        let mut v3 = (t0.cast(PRED).select(t0, t0) * x0.cast(PRED).select(Tensor::scalar(-2.0, S32), t0)).cast(F32);
+        m2 += 1;
+    }
+    let mut c4 = Tensor::scalar(0.0, S32);
+    while c4 < 4 {
+        for _ in 0..t0 {
+            let mut v5 = (t0.broadcast_to([1, 1]).cast(F32) % (Tensor::iota([1, 1], 1, F32).abs() + 0.5)) - (v1.cast(PRED) || c4.broadcast_to([1, 1]).cast(PRED)).cast(F32);
+            for i6 in 0..=1 {
+                let mut v7 = ((v1.sum(&[0, 1]) + (4 + m2)) - -0.25) != v1[(0, 0)].maximum(x0);
+                let mut v7 = v7.cast(S32);
+                let mut v8 = v1.cast(S32).cast(F32).clamp(-64.0, 64.0);
+                v7 = v7;
+                v5 = v5;
+            }
+            v5 = (Tensor::full([1, 1], 0.0, PRED).select(t0.broadcast_to([1, 1]).cast(F32), Tensor::iota([1, 1], 0, F32)) - 3.0) / 4.0;
+            if 1 <= 1 {
+                let v9 = (-0.25f32 - v1.sort(0, true).cast(PRED).select(v5, v1)).clamp(-64.0, 64.0) + 0;
+                let mut v10 = v9[(0, 0)].cast(PRED);
+            }
+            match v1.dim(1) {
+                0 => {
+                    let mut v11 = Tensor::full([1, 1], 3.0, S32);
+                }
+                1 | 2 => {
+                    v1[c4] = (c4.broadcast_to([1]).cast(F32) - v1.reshape(&[1]).cast(S32).cast(F32)).clamp(-64.0, 64.0);
+                    let mut v12 = ((v1 * -1.0) - v1.sort(0, false).clamp(-2.0, 0.5)).clamp(-64.0, 64.0).cast(S32);
+                }
+                v5 => {
+                    let mut v13 = c4;
+                }
+            }
+        }
+        let mut c14 = Tensor::scalar(0.0, S32);
+        while c14 < 2 && (x0.maximum(Tensor::scalar(-1.5, F32)) > 0.5).select((v1.sum(&[0, 1]) / 4.0) < x0, Tensor::scalar(0.0, PRED)) {
+            for _ in 0..2 {
+                let v15 = c4 <= -1;
+                v1 = (((-(x0.broadcast_to([1, 5]) - 3.0).matmul(((x0.broadcast_to([5, 1]).matmul(Tensor::full([1, 1], 2.0, F32)) * 8.0).floor() * 0.125).clamp(-8.0, 8.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            }
+            let mut v16 = (v1.clamp(-1.0, 4.0) + 4).clamp(0.0, 4.0);
+            #[unroll]
+            for k17 in 0..v1.dim(0) {
+                let v18 = -0.25f32 - x0;
+            }
+            v1 = ((x0.broadcast_to([1, 1]).minimum(v1.transpose(&[1, 0]).square()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            c14 = c14 + 1;
+        }
+        v1 = c14.broadcast_to([1, 1]).cast(F32).clamp(-64.0, 64.0);
         let mut m19 = 0usize;
-        while m19 < (3 % 3) && ((1.5f32 >= -1.0) || b0) {
-            v3 = ((x0.broadcast_to([1, 1]).matmul(((-2.0f32 * v1) / 2.0).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            let v20 = if v2.cast(F32) == v1[(0, 0)].relu() {
-                let v4 = (v3 * 0.25f32).round();
-                v3 = (v4.clamp(-1.0, 0.5) * v1.clamp(0.0, 0.5)) - 2.0;
-                (v1 > 0.5).select(v1, Tensor::full([1, 1], 0.0, F32).clamp(0.0, 1.0)) - (v4.transpose(&[1, 0]).clamp(0.0, 4.0) / 2.0)
+        while m19 < 2 {
+            if (m19 as f32) < -1.0 {
+                let v20 = t0.cast(PRED).select(v1[(0, 0)].cast(S32) % 2, c4.clamp(1, 2)).cast(F32);
             } else {
-                let mut v21 = t0.broadcast_to([1, 1]).cast(F32);
-                (0.5f32 * v2.broadcast_to([1, 1]).cast(F32)).clamp(-64.0, 64.0)
-            };
+                let v21 = t0.cast(F32).round();
+            }
             m19 += 1;
         }
-        c5.broadcast_to([1, 2]).cast(F32).clamp(-8.0, 8.0).matmul(((t0.broadcast_to([2, 1]).cast(F32) - 2.0) * 1.5f32).clamp(-8.0, 8.0)).clamp(-64.0, 64.0)
-    };
-    (c5, c5, c5)
+        v1 = v1;
+        c4 = c4 + 1;
+    }
+    v1 = ((v1 / 2.0) <= t0.broadcast_to([1, 1]).cast(F32).maximum(v1)).cast(F32);
+    if x0.cast(S32) == (x0 <= v1[(0, 0)]).cast(S32) {
+        if !(!((m2 % 3) != 2)) {
+            let mut v22 = c4.broadcast_to([1, 1]).cast(F32).clamp(-2.0, 4.0);
+            let mut r23: usize = (v22.dim(0) % 3) + 1;
+        } else {
+            if v1[(0, 0)].cast(PRED).select(x0 < 0.5, v1.sum(&[0, 1]).cast(PRED)) && ((v1.sum(&[0, 1]) * Tensor::scalar(2.0, F32)) < (Tensor::scalar(2.0, F32) - x0)) {
+                v1 = ((v1.transpose(&[1, 0]).clamp(-8.0, 8.0).matmul((-0.25f32 - c4.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(Tensor::full([3, 1], 2.0, F32))).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                let mut v24 = v1;
+            } else {
+                let mut v25 = ((Tensor::full([1, 1], 3.0, S32) % 2) * -1) - t0.broadcast_to([1, 1]);
+                let v26 = Tensor::scalar(0.0, F32);
+                let v27 = v26 + v26.floor();
+            }
+            let mut v1 = x0.cast(S32).clamp(1, 7).abs();
+            for _ in 1..=4 {
+                let mut v28 = ((Tensor::iota([1, 1], 1, F32) - 3.0) / 2.0) + m2;
+                v1 = (((t0 * v28[(0, 0)].cast(S32)) * v1.cast(F32).clamp(-64.0, 64.0).cast(S32)) * v1.cast(F32).clamp(-64.0, 64.0).cast(S32).clamp(1, 4)).clamp(-1024, 1024);
+            }
+            if !((0.25f32 + 1.5f32) < 0.5) {
+                let mut v29 = !(x0 > (x0 * (3 as f32)));
+            }
+        }
+        let f30 = move |a31: Tensor| {
+            let mut v32 = x0.broadcast_to([1, 1]).cast(PRED);
+            v1[(0, 0)]
+        };
+    } else {
+        let v33 = if ((m2 % 2) % 2 == 0) && ((-0.5f32) >= 1.5) {
+            v1 = (v1.relu().maximum(t0.broadcast_to([1, 1]).cast(PRED).select(v1.transpose(&[1, 0]), t0.broadcast_to([1, 1]).cast(F32))) + (m2 % 3)).clamp(-64.0, 64.0);
+            Tensor::full([1, 1], -2.0, S32)
+        } else if !(!(!c4.cast(PRED))) {
+            for _ in 0..=3 {
+                let mut v34 = [Tensor::scalar(0.5, F32), v1.sum(&[0, 1]).clamp(-0.5, 4.0), c4.cast(PRED).cast(F32)];
+                let mut v35 = (Tensor::scalar(0.0, PRED).select(t0, t0) - (t0 % 3)) <= v34[m2].cast(S32);
+                v1 = 3.0f32 - (Tensor::full([1, 1], 0.0, F32) + 2);
+            }
+            v1 = (((v1 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            c4.broadcast_to([1, 1])
+        } else {
+            let mut v36 = (((v1 + x0.broadcast_to([1, 1])).clamp(-64.0, 64.0) + m2) - -0.25).clamp(-64.0, 64.0);
+            let mut v37 = x0;
+            v36.transpose(&[1, 0]).cast(S32)
+        };
+        let mut c38 = Tensor::scalar(0.0, S32);
+        while !(c38 >= 3) && ((v1.sum(&[0, 1]) >= (x0 - 1.0)) || ((t0 > -1) || (t0.cast(PRED) || Tensor::scalar(0.0, PRED)))) {
+            if (4 as f32) < 0.0 {
+                let mut v39 = v1;
+                let f40 = move |a41: Tensor| x0;
+            } else if ((v1[(0, 0)] + x0) * (c38.cast(F32) + x0)) == (-(v1[(0, 0)] + 2.0)) {
+                let v33 = (v1.sum(&[0, 1]).cast(S32) * (t0 - c38)).clamp(-1024, 1024) * 1;
+                let mut r42: f32 = 0 as f32;
+            } else {
+                let mut v43 = x0;
+                v43 = (v1[(0, 0)] * 3.0).clamp(-64.0, 64.0);
+                let r44: f32 = 0.25f32 * 0.5;
+            }
+            if (c4.cast(F32) - Tensor::scalar(0.5, F32)) == x0 {
+                let v45 = (v1.sum(&[0, 1]).cast(S32) * -1).clamp(1, 4).cast(F32);
+                let mut v46 = v33 <= v33.transpose(&[1, 0]);
+                let v46 = (t0.broadcast_to([1, 3]).cast(F32).matmul(Tensor::full([3, 1], 0.0, F32)) + (1.0f32 - Tensor::full([1, 1], 2.0, F32))).sign();
+            } else {
+                let mut v47 = (v1 + (v1.dim(1) % 2)).clamp(-64.0, 64.0);
+                let mut v48 = v33.abs();
+                v1 = ((Tensor::full([1, 1], 1.0, PRED) | Tensor::full([1, 1], 1.0, PRED)).select(Tensor::iota([1, 1], 0, F32).clamp(-2.0, 0.5), v47.cast(S32).cast(F32)) % ((-(v33.sort(1, true).cast(F32) - Tensor::full([1, 1], 0.0, F32))).abs() + 0.5)).clamp(-64.0, 64.0);
+            }
+            if (v33.sum(&[0, 1]).cast(F32) > t0.cast(F32)) & (Tensor::scalar(0.125, F32) > 0.5) {
+                v1[0] = v33[0].cast(F32).clamp(-64.0, 64.0);
+                let mut v49 = x0.broadcast_to([1, 1]);
+            } else {
+                let v50 = (v33 - v33).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0) + v33.dim(0);
+                let mut v51 = x0.cast(S32);
+                let mut v52 = ((v1.maximum(v33.cast(F32)) % ((c4.broadcast_to([1, 1]).cast(F32) + v1).abs() + 0.5)) + (v50 + Tensor::full([1, 1], 2.0, F32)).clamp(-64.0, 64.0).square()).clamp(-64.0, 64.0);
+            }
+            v1 = ((((((c4.broadcast_to([1, 3]).cast(F32) + x0) / 4.0) * 8.0).floor() * 0.125).clamp(-8.0, 8.0).matmul((x0.broadcast_to([3, 1]).round() + t0.broadcast_to([3, 1]).cast(PRED).select(c38.broadcast_to([3, 1]).cast(F32), c4.broadcast_to([3, 1]).cast(F32))).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            c38 = c38 + 1;
+        }
+    }
+    (c4, x0.exp())
 }
 
 fn run_k044(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    let (o0, o1, o2) = k044::run(dev, &a[0], &a[1], false)?;
-    Ok(vec![o0, o1, o2])
+    let (o0, o1) = k044::run(dev, &a[0], &a[1], false)?;
+    Ok(vec![o0, o1])
 }
 
 #[cpu_kernel]
-fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> Vec<Tensor> {
-    let mut v1 = x0[(0, 0)].cast(PRED).select(x0.sum(&[0, 1]).cast(PRED), t0.cast(PRED)).select(Tensor::scalar(0.125, F32).clamp(-1.0, 1.0), x1) >= 0.5;
-    let mut c2 = Tensor::scalar(0.0, S32);
-    while !(c2 >= (n0 + 0)) {
-        v1 = !(Tensor::scalar(-2.0, S32).clamp(1, 4) != 1);
-        if (Tensor::scalar(1.0, PRED).cast(S32) - t0) >= 0 {
-            v1 = (!x1.cast(PRED)).select(v1.cast(S32), Tensor::scalar(1.0, S32).maximum(c2)) >= -1;
-            let mut parts3 = Vec::new();
-            for k4 in 0..3usize {
-                parts3.push((x0.transpose(&[1, 0]).cast(PRED) && v1.broadcast_to([1, 1])).select(v1.broadcast_to([1, 1]).cast(S32) > 0, x1.broadcast_to([1, 1]) != 0.0));
+fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
+    let r1: usize = 3;
+    if (n0 + n0) >= 3 {
+        let mut m2 = 0usize;
+        'l3: while m2 < 3 && (!(0 >= 2)) {
+            if (x0.dim(0) + 0) % 2 == 0 {
+                return (x0, x0.mean(&[1]));
             }
-            let v5 = concat(&parts3, 0);
-            v1 = v1.select(x1.cast(S32), c2).cast(F32) == 0.5;
-        } else {
-            let mut v6 = c2;
-            for i7 in 0..t0 {
-                let mut v8 = (((x1 == x1).select(v1.select(x0.sum(&[0, 1]), x1), x1 + (n0 % 3)) - ((t0.broadcast_to([1, 1]).cast(F32) - x0) * x0)) * 8.0).floor() * 0.125;
-                let mut v6 = (Tensor::scalar(0.125, F32) + t0.cast(PRED).select(v6.cast(F32), x1)).minimum((Tensor::scalar(3.0, S32) >= 2).cast(F32)).clamp(-64.0, 64.0);
-                v8 = v8;
-                v1 = x0[(0, 0)] == 0.0;
+            let mut parts4 = Vec::new();
+            for k5 in 0..3usize {
+                parts4.push(x0);
             }
-            let mut r9: bool = (n0 + n0) % 2 == 0;
-        }
-        v1 = (c2.cast(F32) > 2.0).select(!v1, (Tensor::scalar(0.0, S32) % 3) == Tensor::scalar(1.0, S32));
-        c2 = c2 + 1;
-    }
-    if (0 + x0.dim(0)) % 2 == 0 {
-        v1 = if Tensor::scalar(1.0, PRED).select(v1, (t0.cast(F32) != 2.0) | x0[(0, 0)].cast(PRED)) {
-            let mut parts10 = Vec::new();
-            for k11 in 0..3usize {
-                parts10.push(v1.broadcast_to([1, 1]).select(x0, x0.abs()));
-            }
-            let v12 = concat(&parts10, 0);
-            v1 = (x0[(0, 0)].cast(S32) >= 1).select(v12[(0, 0)].cast(PRED).cast(S32), t0.cast(F32).cast(S32)) != (t0 * -1);
-            v1 = v12.sum(&[0, 1]).cast(S32).clamp(0, 7) >= 2;
-            c2.cast(PRED)
-        } else {
-            if (v1 || (v1 | t0.cast(PRED))) || v1 {
-                let v13 = (x0 * 3.0).round() + -0.25;
-                v1 = (x1.clamp(-1.0, 0.5) - (Tensor::scalar(0.0, F32) + x0.dim(1))) < (3.0f32 - x1);
-                let mut v14 = ((x1 <= x1).select(c2 + -1, c2.minimum(t0)) / 5).clamp(-1024, 1024);
-            }
-            t0.cast(PRED).select(Tensor::scalar(0.0, F32), x1).clamp(0.0, 1.0) > c2.cast(F32)
-        };
-    }
-    for i15 in 0..2 {
-        if !((4 / 2) % 2 == 0) {
-            v1 = v1;
-            let r16: bool = n0 % 2 == 0;
-            let mut c17 = Tensor::scalar(0.0, S32);
-            while !(c17 >= 2) {
-                let mut v18 = ((c17 + 3).clamp(-1024, 1024).cast(F32) * 1.5).clamp(-64.0, 64.0);
-                let mut v19 = (v1.broadcast_to([1, 1]).cast(F32) / 2.0) >= (-(x0 * i15.broadcast_to([1, 1]).cast(F32)));
-                let f20 = move |a21: Tensor| (x1.cast(PRED) & v1).cast(F32);
-                v1 = v18.cast(PRED);
-                c17 = c17 + 1;
-            }
-        } else {
-            let f22 = move |a23: Tensor| v1.cast(F32);
-            v1 = x1 >= x1;
+            let v6 = concat(&parts4, 0);
+            let v7 = ((t0 * x0.sum(&[0, 1]).cast(S32)) + t0.clamp(1, 4)).minimum(t0);
+            let v8 = (v7.cast(F32).maximum(x1) * (2.0f32 * -1.0)).maximum(x1 - v6.sum(&[0, 1]).cast(PRED).cast(F32));
+            m2 += 1;
         }
     }
-    if !((n0 + n0) % 2 == 0) {
-        let mut r24: usize = n0;
-        let mut m25 = 0usize;
-        while m25 < 3 && (((4 % 2) % 2 == 0) && (x0.dim(1) % 2 == 0)) {
-            v1 = if ((c2 * 1) > 2) | (!v1).select(x0.sum(&[0, 1]).cast(PRED).select(c2.cast(PRED), v1), Tensor::scalar(0.0, PRED)) {
-                v1 = x1.cast(PRED) || v1;
-                let v27 = x0.clamp(-1.0, 0.5);
-                ((v1.cast(S32) - v1.cast(S32)) * 2) <= ((t0 * 1) - (v27.sum(&[0, 1]).cast(S32) * -1))
-            } else if (c2 >= v1.cast(S32)) ^ v1.select(v1, v1) {
-                let v28 = (x0.transpose(&[1, 0]) * x0.max(&[1])).clamp(-1.0, 4.0).clamp(-2.0, 4.0);
-                let mut v29 = (t0.cast(PRED).cast(S32) != -1) | (x1 > x0[(0, 0)]).select(((v28[(0, 0)] * 8.0).floor() * 0.125).cast(PRED), ((v28.sum(&[0, 1]) * 8.0).floor() * 0.125).cast(PRED) || v1);
-                (x0.sum(&[0, 1]).cast(PRED).select(t0, ((v28.sum(&[0, 1]) * 8.0).floor() * 0.125).cast(S32)) <= v1.select(Tensor::scalar(1.0, S32), c2)).select(Tensor::scalar(1.0, PRED), t0 <= t0)
-            } else if v1.select(c2.clamp(-3, 4) < c2.abs(), x0.sum(&[0, 1]).cast(PRED)) {
-                let mut v30 = Tensor::full([1, 1], -1.5, F32);
-                !x1.cast(PRED).select(x1.cast(PRED), v30.sum(&[0, 1]) <= x1)
+    match x0.dim(1) {
+        0 => {
+            let mut v10 = ((2.0f32 - Tensor::full([1, 1], 0.5, F32)) / 4.0).clamp(-0.5, 1.0);
+            let mut c11 = Tensor::scalar(0.0, S32);
+            while !(c11 >= 2) && ((Tensor::scalar(0.0, S32).minimum(t0) > 1) && (t0.clamp(0, 2) != -1)) {
+                let mut v12 = ((!x0.transpose(&[1, 0]).cast(PRED)).select(x0.sort(1, true).cast(S32), -c11) - x1.broadcast_to([1, 1]).cast(S32)).clamp(-1024, 1024);
+                let mut m13 = 0usize;
+                'l14: while m13 < 3 {
+                    let mut v15 = v10.sum(&[0, 1]);
+                    let v16 = ((c11.broadcast_to([1, 1]).cast(F32) - v10.transpose(&[1, 0])) * 0.25).clamp(-2.0, 4.0);
+                    if (n0 % 3) % 2 == 0 {
+                        break;
+                    }
+                    m13 += 1;
+                }
+                v12 = (x0 - c11.broadcast_to([1, 1]).cast(F32)).clamp(-64.0, 64.0).cast(S32).clamp(1, 4);
+                for (k17, &w18) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+                    let v19 = Tensor::full([1, 1], -1.5, F32) > -1.0;
+                    let mut v20 = !c11.cast(PRED);
+                }
+                v10 = x0.abs() - ((2.0f32 - x0) - (x0 - x0));
+                c11 = c11 + 1;
+            }
+            v10 = x0;
+        }
+        1 | 2 => {
+            if n0 < 0 {
+                return (x1.abs().sqrt(), x0);
+            }
+        }
+        r9 => {
+            let r21: f32 = (-0.25f32) * -1.0;
+            if 0 % 2 == 0 {
+                let mut parts22 = Vec::new();
+                for k23 in 0..3usize {
+                    parts22.push(x1.broadcast_to([1, 1]).cast(PRED).select(x0, x0.abs()));
+                }
+                let v24 = concat(&parts22, 0);
+                let v25 = ((x0.sum(&[0, 1]).cast(PRED) || x1.cast(PRED)) && t0.cast(PRED)).select(t0.cast(PRED).cast(S32).clamp(1, 2), t0.clamp(0, 4) + (t0 / 2));
+                let mut v26 = x0;
+                for i27 in 0..r1 {
+                    v26 = x0;
+                    v26 = (((v24[0..1] * r21.abs()).clamp(-0.5, 1.0) * 8.0).floor() * 0.125) + v26.dim(1);
+                    let mut v28 = v25.broadcast_to([1, 1]).cast(F32);
+                    v26 = v25.broadcast_to([1, 1]).cast(F32) / 4.0;
+                }
+            } else if (x0.dim(1) / 3) != 2 {
+                let mut v29 = Tensor::zeros([1], F32);
+                for b30 in blocks_of(x0.dim(1), 8) {
+                    v29 = (v29 + x0.block_sized(1, b30, 8, 0.0).sum(&[1])).clamp(-64.0, 64.0);
+                    let f31 = move |a32: Tensor| (x1 % (Tensor::scalar(-1.5, F32).abs() + 0.5)) * r21;
+                }
             } else {
-                v1 = (t0.minimum(x1.cast(S32)) * (c2 + x0[(0, 0)].cast(S32))) <= ((t0 + t0) + Tensor::scalar(3.0, S32));
-                v1
+                let v33 = if ((x0.dim(0) as f32) >= -1.0) || ((4 < 0) && (1 > 0)) {
+                    let mut v34 = ((x1 - -0.25) != (x1 / 2.0)).select((((x0[(0, 0)] * x1) * 8.0).floor() * 0.125) + (4 % 3), x1);
+                    x0
+                } else if (t0 < 1).select(x1 != x0[(0, 0)], x0[(0, 0)].cast(PRED)) {
+                    let mut v35 = (Tensor::iota([1, 1], 0, F32) * -2.0).minimum(x0) - 1.0;
+                    x0
+                } else if (x0[(0, 0)].cast(PRED) && Tensor::scalar(1.0, PRED)) || (x1 >= x0[(0, 0)]) {
+                    let mut v36 = t0.cast(F32);
+                    let mut v37 = x1.cast(PRED).cast(S32).cast(F32);
+                    let mut r1 = x1 * 3.0;
+                    t0.broadcast_to([1, 1]).cast(F32).floor().clamp(-0.5, 0.5) - 1.0
+                } else {
+                    let v38 = (1.0f32 - (t0.cast(F32) / 2.0)) / 4.0;
+                    let mut v38 = v38;
+                    let v39 = ((((-v38) * 1.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 4;
+                    x0
+                };
+                let v33 = if Tensor::scalar(-2.0, S32).maximum(t0.abs()) <= -1 {
+                    let r9 = (v33.transpose(&[1, 0]).cast(PRED).select(x0.transpose(&[1, 0]).cast(S32), x1.broadcast_to([1, 1]).cast(S32)) - v33[(0, 0)].cast(S32).minimum(x1.cast(S32))) + 2;
+                    (!v33[-1].cast(PRED)) | ((r9.cast(F32) > r9.transpose(&[1, 0]).cast(F32)) | v33.cast(PRED).select(v33.transpose(&[1, 0]).cast(PRED), x1.broadcast_to([1, 1]).cast(PRED)))
+                } else if 3 % 2 == 0 {
+                    let mut v40 = (t0.cast(F32) < v33.sum(&[0, 1])).cast(S32) / 5;
+                    let mut r41: bool = x0.dim(1) % 2 == 0;
+                    let mut v42 = (v40.clamp(0, 7) % 3).cast(F32);
+                    v40.broadcast_to([1, 1]).cast(PRED)
+                } else if r1 % 2 == 0 {
+                    let r9 = (Tensor::full([1, 1], 0.5, F32) + -0.25).cast(S32) - x0.cast(S32).clamp(0, 2).clamp(-3, 2);
+                    let mut r43: f32 = -(r21 - r21);
+                    let f44 = move |a45: Tensor| v33.transpose(&[1, 0]).cast(PRED);
+                    x0.sort(0, false).cast(S32).clamp(0, 7) < -1
+                } else {
+                    let r46: f32 = r21;
+                    let mut v47 = x0.sort(0, true).cast(S32);
+                    let v48 = v33.clamp(0.0, 4.0) % ((v47.cast(F32).clamp(-64.0, 64.0) + (r9 + n0)).abs() + 0.5);
+                    x0.cast(PRED)
+                };
+                let v49 = (x1.sign() / 2.0) * (t0.broadcast_to([1, 2]).cast(F32).matmul(x1.broadcast_to([2, 1])) / 2.0);
+            }
+        }
+    }
+    let mut r50: bool = n0 % 2 == 0;
+    if (-1.0f32).abs() < 0.0 {
+        return ((x1.abs() + 1.0).log(), t0);
+    }
+    let mut v51 = x0.cast(S32);
+    for i52 in 0..t0 {
+        #[unroll]
+        'l54: for k53 in 0..2usize {
+            v51 = if (n0 % 3) > 1 {
+                let mut r56: usize = 0;
+                let v57 = i52 + (v51[(0, 0)] <= 0).cast(S32);
+                v51
+            } else if (x0[(0, 0)].cast(PRED).cast(F32) >= (2.0f32 * x1)) || v51[(0, 0)].cast(PRED) {
+                v51[i52] = ((v51[(0, 0)] + 1) / 5).clamp(-1024, 1024);
+                let mut r50 = v51;
+                let r58: f32 = 2.0f32.abs() - 2.0f32;
+                Tensor::full([1, 1], 1.0, S32)
+            } else {
+                let mut v59 = i52.clamp(1, 7).cast(F32) * 0.5f32;
+                (!v51.transpose(&[1, 0]).cast(PRED)).cast(S32).abs()
             };
-            r24 = x0.dim(1);
-            if (4 / 3) > 2 {
+            match 0 % 3 {
+                0 => {
+                    let v61 = (-x1.broadcast_to([1, 1]).cast(S32)).cast(F32);
+                    let v62 = Tensor::iota([1, 1], 1, F32);
+                }
+                1 | 2 => {
+                    v51[(.., t0)] = (x0.sum(&[0, 1]).cast(PRED) & v51.sum(&[0, 1]).cast(PRED)).select(i52.broadcast_to([1]).cast(PRED).select(v51[i52], v51[-1]), x0.max(&[0]).cast(S32) - x0.min(&[1]).cast(S32));
+                }
+                r60 => {
+                    let mut v63 = x0.cast(PRED).select(i52.broadcast_to([1, 1]).cast(PRED), v51[(0, 0)].cast(PRED)).select(i52.broadcast_to([1, 1]).cast(PRED).cast(S32), v51 - t0.broadcast_to([1, 1])).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
+                    let mut v63 = (((x1.abs() * 0.5f32) + ((x1 + x1) - (x1 * 0.25))) * 8.0).floor() * 0.125;
+                }
+            }
+            v51[(.., 0)] = i52.abs();
+        }
+        let mut parts64 = Vec::new();
+        for k65 in 0..1usize {
+            parts64.push(x0 / 4.0);
+        }
+        let v66 = concat(&parts64, 0);
+        #[unroll]
+        for k67 in 0..1usize {
+            if !(!((3 % 2) < 3)) {
                 break;
             }
-            m25 += 1;
-        }
-        v1 = x1 == (Tensor::scalar(0.5, F32) + 2.0);
-    } else {
-        v1 = x0.sum(&[0, 1]).cast(PRED) | (!v1);
-        let mut m31 = 0usize;
-        while m31 < 2 {
-            v1 = v1;
-            for _ in 1..t0 {
-                let v32 = x1;
-                let mut v33 = (t0.cast(F32) >= 0.5) ^ ((!v32.cast(PRED)) ^ (Tensor::scalar(0.0, F32) < v1.cast(F32)));
-                let mut v34 = ((v33.cast(F32) != 0.0) ^ Tensor::scalar(1.0, PRED)).select(v33.cast(S32), (v32.cast(S32) * c2).clamp(0, 4));
-                let mut v35 = x0.sum(&[0, 1]);
-                v1 = x1.maximum(v1.cast(F32)).maximum(v35.round()) < 0.0;
-            }
-            m31 += 1;
-        }
-    }
-    let mut c36 = Tensor::scalar(0.0, S32);
-    while !(c36 >= 1) && (t0.cast(PRED) ^ (v1 || x0.sum(&[0, 1]).cast(PRED))).select(c2.cast(PRED) && (x1 < Tensor::scalar(0.0, F32)), (t0.cast(F32) == c2.cast(F32)) && Tensor::scalar(0.0, PRED).select(x0.sum(&[0, 1]).cast(PRED), v1)) {
-        v1 = ((x0[(0, 0)].cast(S32) == c2) || x1.cast(PRED).select(t0.cast(PRED), x1.cast(PRED))) || Tensor::scalar(0.0, PRED).select(c36.cast(PRED) && v1, v1);
-        v1 = Tensor::scalar(0.0, S32).maximum(c36).maximum(c36.clamp(-3, 4)) > t0;
-        if n0 > 1 {
-            let mut v37 = ((x0[(0, 0)].cast(PRED).select(c36, t0) / 5) - x1.cast(S32).clamp(1, 2)).clamp(-1024, 1024);
-        } else {
-            v1 = ((x1 >= v1.cast(F32)) ^ (!x1.cast(PRED))).select(v1 | v1, !(x1 == x1));
-            if !((3 % 2) < 3) {
-                let v38 = ((3.0f32 * x0[(.., c2)]) * (x0 + x0.dim(0))) / 2.0;
-                let mut r39: bool = n0 != 1;
-            } else {
-                let v40 = x1;
-                let v41 = x1.broadcast_to([1, 1]).cast(S32);
-                let mut v42 = (v1 | x0[(0, 0)].cast(PRED)).select(x0[(0, 0)].cast(S32), v1.cast(S32)) + 2;
+            let f68 = move |a69: Tensor| v51;
+            'l71: for (k70, &w72) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
+                v51 = (v51 - f68(Tensor::full([1, 1], -1.5, F32))).clamp(-1024, 1024);
+                let v73 = v51[(0, 0)] % 3;
+                if (k70 + k67) != 0 {
+                    continue;
+                }
             }
         }
-        c36 = c36 + 1;
+        v51[-1] = i52;
     }
-    let mut v43 = x0;
-    vec![c2, v1]
+    let mut v74 = -x0[(0, 0)].cast(S32);
+    for i75 in 0..4 {
+        let mut v76 = x0;
+        let v77 = x0[(0, 0)] * (t0.cast(F32) / 2.0).maximum(x1 * 3.0);
+        v51 = (x0.transpose(&[1, 0]).cast(PRED) ^ Tensor::full([1], 0.0, PRED).select(v76.cast(PRED), i75.cast(PRED))).cast(S32);
+    }
+    (x0.tanh(), v51)
 }
 
 fn run_k045(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(k045::run(dev, 0, &a[0], &a[1], &a[2])?)
+    let (o0, o1) = k045::run(dev, 0, &a[0], &a[1], &a[2])?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel(precision = "highest")]
-fn k046(x2: Tensor, x1: Tensor, t0: Tensor, x0: Tensor, n0: usize) -> Tensor {
-    let mut v1 = x2.broadcast_to([3]).cast(PRED).select(-x1.broadcast_to([3]).cast(S32), Tensor::full([3], 3.0, S32));
-    for _ in 0..x2 {
-        v1 = v1;
+#[tpu_kernel]
+fn k046(x2: Tensor, x1: Tensor, t0: Tensor, x0: Tensor, n0: usize) -> (Tensor, Tensor) {
+    if (Tensor::scalar(2.0, F32) + Tensor::scalar(0.125, F32)) <= 0.0 {
+        let v1 = t0.broadcast_to([3]).cast(F32) > (x0[ds(x2, 1)].cast(PRED).cast(F32) - (x1.broadcast_to([1]).cast(F32) - Tensor::scalar(0.125, F32)));
     }
-    let f2 = move |a3: Tensor| {
-        let v4 = a3.cast(S32).abs().abs().maximum((a3 == a3).select(Tensor::scalar(0.0, S32), x1.cast(S32)));
-        (x0 < v1.sort(0, true).cast(F32)).select(x0 * (n0 as f32), a3.broadcast_to([3]).cast(S32).cast(F32)).clamp(-64.0, 64.0)
-    };
-    let mut v5 = (t0.cast(PRED) | x0[2].cast(PRED)).cast(S32) * -1;
-    for i6 in 0..x2 {
-        match (0 % 2) % 3 {
-            0 => {
-                v1 = (Tensor::full([3], 0.0, PRED).select(v1 + 2, v1 * 2).clamp(-1024, 1024) * 3).clamp(-1024, 1024);
-            }
-            1 | 2 => {
-                #[unroll]
-                for k7 in 0..3usize {
-                    let mut v8 = (x0.minimum(v1.cast(F32)) <= 0.5) || (v5.broadcast_to([3]).cast(F32).sign() >= Tensor::full([3], 0.125, F32).floor());
-                    let mut v9 = x1.select(x1.cast(S32).abs(), x1.cast(S32) + 2);
-                    v8 = ((f2(x1.select(v9.cast(F32), i6.cast(F32)).clamp(-64.0, 64.0)) + v8.dim(0)).clamp(-64.0, 64.0) + (0 + 2)) != ((0.5f32 - t0.broadcast_to([3]).cast(F32)) * 2.0);
-                    let mut v10 = x1.cast(F32) * 0.25;
-                }
-                let v11 = Tensor::scalar(2.0, F32).cast(S32).cast(F32) / 4.0;
-            }
-            v5 => {
-                let mut r12: f32 = (-1.0f32) * 0.5;
-                let mut c13 = Tensor::scalar(0.0, S32);
-                while c13 < t0 && ((v1.sum(&[0]).clamp(-1024, 1024).cast(F32) >= v1.min(&[0]).cast(F32)).select(v1.argmin(0).cast(PRED), x1) || ((v1[1].cast(F32) - 1.0) == -1.0)) {
-                    let mut v14 = x1.cast(F32) * Tensor::scalar(0.0, PRED).select(x0.argmin(0).cast(PRED), v1[0].cast(PRED)).cast(F32);
-                    let f15 = move |a16: Tensor| x0;
-                    v1 = -(x1.broadcast_to([3]).cast(S32) - v14.broadcast_to([3]).cast(PRED).cast(S32));
-                    c13 = c13 + 1;
-                }
-            }
-        }
-        v5 = v1.max(&[0]);
-        let v17 = x1.cast(S32).minimum((v1[t0] - x0[-2].cast(S32)).minimum(t0 * x2));
+    let mut v2 = x2 - x0[0].cast(S32);
+    v2 = x1.select(x2, x0.min(&[0]).cast(S32)).maximum(v2.cast(F32).clamp(-64.0, 64.0).cast(S32)).clamp(-3, 4);
+    for i3 in 0..1 {
         #[unroll]
-        'l19: for k18 in 0..2usize {
-            let mut m20 = 0usize;
-            'l21: while m20 < 1 {
-                let mut v17 = t0.cast(F32);
-                let mut v22 = ((v1.min(&[0]).cast(F32) - t0.cast(F32)) * (v17 * x1.cast(F32)).minimum(v17.sign())).clamp(-64.0, 64.0);
-                let v23 = (v1 == 1).cast(S32) < (v1 * 1);
-                let r24: bool = (((-1.0f32).abs() < 1.5) && (2.0f32 < -1.0)) && ((v1.dim(0) + m20) % 2 == 0);
-                m20 += 1;
+        for k4 in 0..0 {
+            if ((i3.cast(F32) + (x0.dim(0) / 3)) < t0.cast(F32).clamp(-0.5, 0.5)) ^ x1.select(x2 == x2, !x0[t0].cast(PRED)) {
+                v2 = t0.cast(F32).cast(S32);
+                let v5 = x0 % ((x0 + (x0.dim(0) % 3)).abs() + 0.5);
+            } else {
+                let mut v6 = -i3.cast(F32).minimum(x1.cast(F32)).cast(S32);
+                let v7 = (!(x1.broadcast_to([3]) | x2.broadcast_to([3]).cast(PRED))).cast(S32);
             }
         }
-        v1 = (v5.broadcast_to([3]).cast(PRED).select(v1.cast(PRED), t0.broadcast_to([3]).cast(PRED)).cast(S32) - (v1.abs() + 3)).clamp(-1024, 1024);
+        v2 = x2;
+        let r8: usize = n0;
     }
-    v1 = (!v1.cast(PRED)).cast(S32) % 2;
-    v1 = (v1.cast(PRED) | v1.cast(PRED)).select(v1, v1) / 5;
-    v5
+    let mut v9 = v2.cast(F32).relu().clamp(-64.0, 64.0);
+    let mut c10 = Tensor::scalar(0.0, S32);
+    while !(c10 >= 3) {
+        let mut m11 = 0usize;
+        while m11 < 2 {
+            let mut v12 = Tensor::full([3], 3.0, S32);
+            m11 += 1;
+        }
+        v2 = v9.cast(S32);
+        c10 = c10 + 1;
+    }
+    (c10, c10)
 }
 
 fn run_k046(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
-    Ok(vec![k046::run(dev, &a[0], &a[1], &a[2], &a[3], 1)?])
+    let (o0, o1) = k046::run(dev, &a[0], &a[1], &a[2], &a[3], 1)?;
+    Ok(vec![o0, o1])
 }
 
-#[cpu_kernel]
+#[tpu_kernel]
 fn k047(t0: Tensor, n0: usize, b0: bool, x1: Tensor, x0: Tensor) -> (Tensor, Tensor, Tensor) {
-    let mut v1 = ((((t0.broadcast_to([2]).cast(F32) + -0.25) / 4.0) * t0.broadcast_to([2]).cast(F32)) * 8.0).floor() * 0.125;
-    v1 = ((v1.sort(0, false).cast(S32) == v1.cast(S32)) || (v1.cast(S32) < 2)).select(v1, v1[1..2].cast(PRED).cast(F32) - v1[ds(t0, 1)].cast(S32).cast(F32)).clamp(-64.0, 64.0);
-    let mut parts2 = Vec::new();
-    for k3 in 0..2usize {
-        parts2.push((t0.broadcast_to([3, 5]) * x0.cast(S32)) % 2);
+    let mut m1 = 0usize;
+    while m1 < 1 {
+        let mut r2: bool = (n0 / 3) >= 2;
+        r2 &= b0;
+        let mut parts3 = Vec::new();
+        for k4 in 0..3usize {
+            parts3.push(x1.clamp(0.0, 0.5));
+        }
+        let v5 = concat(&parts3, 0);
+        m1 += 1;
     }
-    let v4 = concat(&parts2, 0);
-    let mut v5 = (x0, x1 - 0.5);
-    (v4, x1.sigmoid(), v1)
+    let v6 = ((x1 * x1.sort(0, false)) != (x1 * (2.0f32 * -1.0))).select(x0.matmul(t0.broadcast_to([5, 5]).cast(F32)).minimum(0.25f32 * x1), (x1.sort(1, false).cast(S32) > -1).cast(F32));
+    let v7 = ((2.0f32 - Tensor::iota([2], 0, F32)) - (t0.broadcast_to([2]).cast(F32) / 4.0)) + t0.broadcast_to([2]).cast(F32).minimum(Tensor::full([2], 2.0, F32));
+    let mut r8: f32 = (-1.0f32).abs() + 0.25f32;
+    let mut v6 = (((((v7 * Tensor::iota([2], 0, F32)) + 4) - ((v7 + t0.broadcast_to([2]).cast(F32)) * v7.clamp(-0.5, 4.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    for i9 in 0..=0 {
+        for (k10, &w11) in [0.5f32].iter().enumerate() {
+            for i12 in 0..v6.dim(0) {
+                let r8 = v7.cast(PRED).select(v7 + 1.0, Tensor::full([2], -1.5, F32)) * (-w11);
+                v6 = (v6.cast(PRED).select(Tensor::full([2], -2.0, S32), i12.broadcast_to([2])) - t0.broadcast_to([2]).cast(PRED).cast(S32)).cast(F32);
+            }
+        }
+        let v13 = -((i9.broadcast_to([2]).cast(F32) + v6).clamp(-64.0, 64.0) * (-r8));
+    }
+    (v6, v6, v6)
 }
 
 fn run_k047(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {

@@ -49,6 +49,14 @@
 //!   to f64 and back), which then keeps a subnormal the interpreter
 //!   flushes; and bf16 `maximum` of subnormals may give zero there, where
 //!   the interpreter returns the winner's bits.
+//! * **NaN and infinity through a mask**: XLA's simplifier turns a product
+//!   with a `pred` converted to f32 or f64 (`p.cast(F32) * y`, also
+//!   broadcast, and after removing `+ 0.0`) into a select, so where `p` is
+//!   false the product is 0 even when `y` is NaN or infinite; the
+//!   interpreter multiplies, giving NaN. The rewrite depends on what XLA
+//!   sees (not across a branch's boundary, not for bf16), so the
+//!   interpreter does not imitate it: write `p.select(y, 0.0)` for a mask
+//!   that must stop NaNs on every backend.
 //! * **`maximum`/`minimum`** propagate NaN and order `-0` below `+0`
 //!   (IEEE 754-2019 `maximum`/`minimum`); operands compare as read above,
 //!   the winner keeps its bits. `clamp(lo, x, hi)` is `min(max(x, lo), hi)`.

@@ -45,6 +45,10 @@ pub(crate) struct Body {
     /// The labels of the Rust loops `break 'label` may leave from here, and
     /// whether `continue 'label` may go to each.
     pub labels: Vec<(String, bool)>,
+    /// The kernel's block size (none for `cpu_kernel`), and whether it is a
+    /// `tpu_kernel` (whose minor axis tiles by 128).
+    pub block: Option<usize>,
+    pub tpu: bool,
 }
 
 impl Body {
@@ -69,6 +73,8 @@ impl Body {
             can_break: false,
             can_continue: false,
             labels: Vec::new(),
+            block: None,
+            tpu: false,
         }
     }
 

@@ -185,9 +185,15 @@ impl Body {
                 }
             }
             5 if self.coin(0.3) => {
-                // The remainder is exact; a zero divisor gives NaN, which
-                // then flows through comparisons, casts and reductions.
+                // The remainder is exact. The divisor is kept away from
+                // zero: a NaN meeting `p.cast(F32) * y` is 0 on XLA, NaN in
+                // the interpreter (the interpreter's module docs).
                 let (a, b) = self.operands(shape, f, depth);
+                let b = Ex::compound(
+                    format!("{}.abs() + 0.5", b.operand()),
+                    b.ty.clone(),
+                    Dom::new(b.dom.grid.max(1), b.dom.mag + 0.5),
+                );
                 let d = a.dom.join(b.dom);
                 Body::binary(shape, f, &a, "%", &b, d)
             }

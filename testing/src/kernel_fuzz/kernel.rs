@@ -111,6 +111,17 @@ pub(crate) fn kernel(name: &str, seed: u64) -> KernelSource {
         params.swap(i, j);
     }
 
+    // Mostly the CPU attribute; the others' defaults change matmul operands
+    // (rounded to bf16 or f16, which the values survive exactly) and the
+    // block size of `blocks(n)` and `block_or`.
+    let (attr, block) = match b.below(10) {
+        0..=5 => ("cpu_kernel", None),
+        6 => ("cpu_kernel(precision = \"highest\")", None),
+        7 | 8 => ("tpu_kernel", Some(128)),
+        _ => ("gpu_kernel", Some(64)),
+    };
+    b.block = block;
+    b.tpu = attr == "tpu_kernel";
     let count = 1 + b.below(3);
     b.ret_count = count;
     b.ret_vec = count > 1 && b.coin(0.2);
@@ -123,14 +134,6 @@ pub(crate) fn kernel(name: &str, seed: u64) -> KernelSource {
         (1, _) => "Tensor".to_string(),
         (_, true) => "Vec<Tensor>".to_string(),
         _ => format!("({})", vec!["Tensor"; count].join(", ")),
-    };
-    // Mostly the CPU attribute; the others' defaults only change matmul
-    // operands (rounded to bf16 or f16), which the values survive exactly.
-    let attr = match b.below(10) {
-        0..=5 => "cpu_kernel",
-        6 => "cpu_kernel(precision = \"highest\")",
-        7 | 8 => "tpu_kernel",
-        _ => "gpu_kernel",
     };
     let decls: Vec<&str> = params.iter().map(|p| p.0.as_str()).collect();
     let mut function = format!(

@@ -33,6 +33,7 @@ mod reads;
 mod rust_values;
 mod scope;
 mod stmt;
+mod tiles;
 mod types;
 
 pub use harness::{arguments, compare, compare_outputs, devices, Arg, Case};

@@ -43,7 +43,8 @@ impl Body {
                     self.aggregate_assign()
                 }
             }
-            90..=94 => self.rust_let(),
+            90 if nest => self.tile_loop(),
+            91..=94 => self.rust_let(),
             95..=99 => self.rust_update(),
             _ => self.let_tensor(false),
         }
