@@ -275,7 +275,7 @@ fn random_shape(rng: &mut Rng) -> Vec<usize> {
 
 /// The program of `seed` and its arguments: two to four parameters (the
 /// first two of one shape) and an s32 scalar that indexes, bounds loops
-/// and picks branches, then [`STEPS`] random steps.
+/// and picks branches, then a few (`STEPS`) random steps.
 pub fn generate(seed: u64) -> Case {
     let mut rng = Rng::new(seed);
     let shared = random_shape(&mut rng);
