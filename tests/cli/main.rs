@@ -3,6 +3,7 @@
 //! with exit code 2.
 
 mod kernels;
+mod plugin;
 mod serving;
 
 use std::process::Command;
