@@ -17,8 +17,8 @@ use crate::analyze::KernelSig;
 use crate::suggest::did_you_mean;
 
 pub use values::{
-    Accumulate, AutoPad, BlockSize, CapacityFactor, DType, Donate, KernelName, NumExperts,
-    Platform, Precision, Renormalize, TopK, UseBfloat16,
+    Accumulate, AutoPad, BlockSize, CapacityFactor, CheckArgs, DType, Donate, KernelName,
+    NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
 };
 
 /// One option as read: its typed value with the span of what was written,
@@ -84,6 +84,8 @@ option_struct! {
         auto_pad: Option<Parsed<AutoPad>>,
         /// `donate(x, y)`.
         donate: Option<Parsed<Donate>>,
+        /// `check_args = check_inputs`.
+        check_args: Option<Parsed<CheckArgs>>,
     }
 }
 
@@ -139,6 +141,8 @@ pub struct Options {
     pub donate: Vec<syn::Ident>,
     /// The kernel's name in compiled programs.
     pub name: Option<String>,
+    /// The function that checks host arguments before they are run.
+    pub check_args: Option<syn::Path>,
 }
 
 impl Options {
@@ -153,6 +157,7 @@ impl Options {
             auto_pad: None,
             donate: Vec::new(),
             name: None,
+            check_args: None,
         }
     }
 }
@@ -302,6 +307,7 @@ fn validate(
     }
     options.accumulate = take(raw.accumulate, errors).map(|a| a.0);
     options.auto_pad = take(raw.auto_pad, errors).map(|a| a.0);
+    options.check_args = take(raw.check_args, errors).map(|c| c.into_inner().0);
     let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
     options.donate = donate
         .iter()
@@ -322,10 +328,17 @@ fn validate(
     options
 }
 
-/// The block size if it is at least 1 and a multiple of 8.
+/// The largest block size: 2^31 - 1, since block starts are s32 indices.
+const MAX_BLOCK_SIZE: u64 = i32::MAX as u64;
+
+/// The block size if it is at least 1, at most [`MAX_BLOCK_SIZE`] and a
+/// multiple of 8.
 fn block_size(b: &SpannedValue<BlockSize>, errors: &mut Accumulator) -> Option<u64> {
     let problem = match b.0 {
         0 => "block_size must be at least 1".to_string(),
+        n if n > MAX_BLOCK_SIZE => format!(
+            "block_size = {n} is above the limit of {MAX_BLOCK_SIZE} (2^31 - 1): block starts are s32 indices"
+        ),
         n if n % 8 != 0 => format!(
             "block_size = {n} is not a multiple of 8: tiles are made of 8-row sublanes, and on TPU a block's last \
              two dimensions must be divisible by 8 and 128 respectively (or equal the array's full extent)"
@@ -394,12 +407,13 @@ mod tests {
                 "accumulate",
                 "auto_pad",
                 "donate",
+                "check_args",
                 "precision",
                 "name"
             ]
         );
         assert_eq!(SparseRaw::names()[0], "platform");
-        assert_eq!(SparseRaw::names().len(), 9);
+        assert_eq!(SparseRaw::names().len(), 10);
     }
 
     #[test]
@@ -413,6 +427,7 @@ mod tests {
                 accumulate = true,
                 auto_pad = false,
                 donate(x, y),
+                check_args = inputs_ok,
                 name = "k"
             ),
         );
@@ -423,6 +438,7 @@ mod tests {
         assert_eq!((o.accumulate, o.auto_pad), (Some(true), Some(false)));
         assert_eq!(o.donate.len(), 2);
         assert_eq!(o.name.as_deref(), Some("k"));
+        assert!(o.check_args.is_some_and(|p| p.is_ident("inputs_ok")));
         let o = parse_ok(Attribute::Sparse, quote!(block_size = 64, platform = "gpu"));
         assert_eq!(o.platform, Platform::Gpu);
         assert_eq!(
@@ -454,6 +470,13 @@ mod tests {
         assert_eq!(o.precision, Some(Precision::Highest));
         assert_eq!((o.block_size, o.dtype), (None, None));
         assert_eq!(o.name.as_deref(), Some("kept"));
+        let (o, errs) = messages(Attribute::Sparse, quote!(block_size = 18446744073709551608));
+        assert_eq!(
+            errs,
+            ["block_size = 18446744073709551608 is above the limit of 2147483647 (2^31 - 1): block \
+              starts are s32 indices"]
+        );
+        assert_eq!(o.block_size, None);
     }
 
     #[test]
