@@ -438,3 +438,46 @@ fn interpret_runs_one_kernel_on_the_interpreter() {
         .unwrap()
         .is_interpreted());
 }
+
+/// Refuses a first element below 0, under any block size but 24.
+fn first_not_negative(config: &KernelConfig, args: &[&HostTensor]) -> Result<()> {
+    let first = args[0].to_f64_vec().first().copied().unwrap_or(0.0);
+    if first < 0.0 && config.block_size != Some(24) {
+        return Err(tessel::HostError::InvalidInput {
+            what: "guarded",
+            message: format!("the first element is {first}"),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+#[cpu_kernel(check_args = first_not_negative)]
+fn guarded(x: Tensor) -> Tensor {
+    x.sqrt().sum(&[0])
+}
+
+#[test]
+fn check_args_runs_before_host_entry_points() {
+    let d = dev();
+    let bad = HostTensor::from_vec(vec![-4.0f32, 9.0], [2]).unwrap();
+    let good = HostTensor::from_vec(vec![4.0f32, 9.0], [2]).unwrap();
+    let refused = |r: Result<String>| {
+        let m = r.unwrap_err().to_string();
+        assert!(m.contains("the first element is -4"), "{m}");
+    };
+    refused(guarded::run(&d, &bad).map(|_| String::new()));
+    refused(
+        guarded::profile(&d, tessel::profile::ProfileOptions::default(), &bad)
+            .map(|_| String::new()),
+    );
+    refused(guarded::value_and_grad(&d, &["x"], &bad).map(|_| String::new()));
+    // The configuration is passed to the check.
+    let cfg = guarded::CONFIG.with_block_size(Some(24));
+    assert!(guarded::run_with(&cfg, &d, &bad).unwrap().to_f64_vec()[0].is_nan());
+    assert_eq!(guarded::run(&d, &good).unwrap().to_f64_vec(), vec![5.0]);
+    // Specs and device buffers have no host values to check.
+    assert!(guarded::lower(bad.spec()).is_ok());
+    let y = guarded::call(&d, &d.to_device(&bad).unwrap()).unwrap();
+    assert!(y.to_host().unwrap().to_f64_vec()[0].is_nan());
+}

@@ -306,26 +306,67 @@ fn block_size_and_operand_shapes_are_checked_while_tracing() {
     );
 }
 
-/// Coordinates read on the device are clamped as `block_sparse` documents:
-/// the start `coordinate · b` clamped into `[0, K − b]`.
+/// Out-of-range coordinates: `run` refuses them before anything runs; on
+/// device buffers (`call`) the block gets NaN values, so the rows XLA
+/// clamps it onto come out NaN instead of a plausible wrong result.
 #[test]
-fn device_coordinates_out_of_range_are_clamped_as_documented() {
+fn out_of_range_coordinates_are_errors_on_run_and_nan_on_the_device() {
     let d = dev();
     let cfg = block_sparse::CONFIG.with_block_size(Some(8));
     let dense = sparse_dense(16, 3, 1, 1.0, 31);
     let values = sparse_dense(8, 8, 8, 1.0, 32).reshape([1, 8, 8]).unwrap();
-    let run = |r: i32, c: i32| {
-        let idx = HostTensor::from_vec(vec![r, c], [1, 2]).unwrap();
-        block_sparse::run_with(&cfg, &d, &dense, &values, &idx).unwrap()
+    let table = |r: i64, c: i64, dtype: DType| {
+        let t = HostTensor::from_vec(vec![r, c], [1, 2]).unwrap();
+        if dtype == S32 {
+            HostTensor::from_vec(vec![r as i32, c as i32], [1, 2]).unwrap()
+        } else {
+            t
+        }
     };
     let at = |r: usize, c: usize| {
         let a = HostBlockSparse::from_blocks(values.clone(), vec![(r, c)], (16, 16)).unwrap();
         matmul_ref(&a.to_dense().unwrap(), &dense)
     };
-    // Past the grid: the last block row / column; below it: block 0.
-    assert_close(&run(100, -5), &at(1, 0), 1e-4);
-    assert_close(&run(-3, 7), &at(0, 1), 1e-4);
-    let y = run(1, 1);
+    let call = |idx: &HostTensor| {
+        let bufs = [&dense, &values, idx].map(|t| d.to_device(t).unwrap());
+        block_sparse::call_with(&cfg, &d, &bufs[0], &bufs[1], &bufs[2])
+            .unwrap()
+            .to_host()
+            .unwrap()
+    };
+    // 2^32 + 1 cast to s32 would be block 1, a valid one; it saturates to
+    // 2^31 - 1 instead, whose start (2^31 - 1) · 8 wraps in s32 to -8 and
+    // is clamped onto block 0.
+    let cases = [
+        (100, -5, S32, 8..16),
+        (-3, 7, S32, 0..8),
+        ((1 << 32) + 1, 0, S64, 0..8),
+    ];
+    for (r, c, dtype, nan_rows) in cases {
+        let idx = table(r, c, dtype);
+        let e = block_sparse::run_with(&cfg, &d, &dense, &values, &idx).unwrap_err();
+        assert!(
+            e.to_string().contains("stored block 0 has coordinate")
+                && e.to_string().contains("block rows must be in 0..2"),
+            "({r}, {c}): {e}"
+        );
+        let y = call(&idx);
+        let v = y.to_f64_vec();
+        for row in 0..16 {
+            let clamped = nan_rows.contains(&row);
+            let rv = &v[row * 3..row * 3 + 3];
+            assert!(
+                rv.iter().all(|x| x.is_nan() == clamped),
+                "({r}, {c}) row {row}: {rv:?}"
+            );
+        }
+    }
+    // In range, both agree with the reference.
+    let idx = table(1, 1, S32);
+    let y = block_sparse::run_with(&cfg, &d, &dense, &values, &idx).unwrap();
     assert_close(&y, &at(1, 1), 1e-4);
+    assert_close(&call(&idx), &at(1, 1), 1e-4);
     assert_eq!(rows_of(&y, 3, 0..8), vec![0.0; 24]);
+    let wide = block_sparse::run_with(&cfg, &d, &dense, &values, &table(1, 1, S64)).unwrap();
+    assert_eq!(wide, y);
 }

@@ -30,6 +30,15 @@ pub const MAX_EXTENT: usize = isize::MAX as usize;
 /// while tracing, and programs before they are compiled.
 pub const MAX_BYTES: usize = isize::MAX as usize;
 
+/// The largest product of the extents before the first 0 of an empty
+/// tensor (one with an extent of 0): 2^20. XLA folds empty tensors into
+/// constants and its compiler then visits every index of those leading
+/// extents (`f32[2^30, 2^30, 0]` never finished compiling); it also
+/// multiplies them by the element size in int64 and aborts the process on
+/// an overflow (`f32[2^61, 0]`). Extents after the first 0 are not limited
+/// beyond [`MAX_EXTENT`].
+pub const MAX_EMPTY_PREFIX: usize = 1 << 20;
+
 /// The type of a tensor: its element type and static shape.
 ///
 /// ```
@@ -108,8 +117,10 @@ impl TensorSpec {
     }
 
     /// Checks the spec against tessel's size limits — every extent at most
-    /// [`MAX_EXTENT`], at most [`MAX_BYTES`] bytes in all — and returns its
-    /// size in bytes; [`HostError::TooLarge`] otherwise.
+    /// [`MAX_EXTENT`], at most [`MAX_BYTES`] bytes in all, and for an empty
+    /// tensor the extents before its first 0 multiplying to at most
+    /// [`MAX_EMPTY_PREFIX`] — and returns its size in bytes;
+    /// [`HostError::TooLarge`] otherwise.
     ///
     /// ```
     /// use tessel_dsl::{TensorSpec, F32};
@@ -130,6 +141,18 @@ impl TensorSpec {
             return Err(too_large(format!(
                 "extent {d} of axis {axis} is above the limit of {MAX_EXTENT} (isize::MAX) per axis"
             )));
+        }
+        if let Some(zero) = self.shape.iter().position(|&d| d == 0) {
+            let prefix = &self.shape[..zero];
+            let count = prefix.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+            return match count {
+                Some(n) if n <= MAX_EMPTY_PREFIX => Ok(0),
+                _ => Err(too_large(format!(
+                    "it is empty, and the extents before its first 0 multiply to {}, above the \
+                     limit of {MAX_EMPTY_PREFIX} (2^20) for an empty tensor",
+                    count.map_or_else(|| "more than usize::MAX".to_string(), |n| n.to_string())
+                ))),
+            };
         }
         match self.checked_size_in_bytes() {
             Some(bytes) if bytes <= MAX_BYTES => Ok(bytes),

@@ -101,6 +101,50 @@ fn an_out_of_range_dynamic_slice_start_is_reported() {
     );
 }
 
+/// `take` clamps an out-of-range index as XLA's gather does (its rustdoc
+/// says so); the interpreter's checks name the gather `take` made and the
+/// line that called `take`.
+#[test]
+fn an_out_of_range_take_index_is_reported_at_the_callers_line() {
+    let x = tensor(&[10.0, 11.0, 12.0, 13.0], &[4], F32);
+    let idx = tensor(&[1.0, 7.0, -2.0, 3.0], &[4], S32);
+    let line = line!() + 1;
+    let k = Kernel::new("pick", |a: &[Tensor]| a[0].take(a[1], 0));
+    let g = k.trace(&[x.spec().clone(), idx.spec().clone()]).unwrap();
+    let e = evaluate(&g, &[&x, &idx], Checks::default()).unwrap();
+    // 7 reads the last element and -2 the first, as on the plugin.
+    assert_eq!(
+        e.outputs[0].to_vec::<f32>().unwrap(),
+        vec![11.0, 13.0, 10.0, 13.0]
+    );
+    let xla = k.run(&device(), &[&x, &idx]).unwrap();
+    assert_eq!(xla[0], e.outputs[0]);
+    assert_eq!(e.findings.len(), 1, "{:?}", e.findings);
+    let f = &e.findings[0];
+    assert_eq!((f.op, f.kernel.as_str()), ("gather", "pick"));
+    assert_eq!(f.location.line, line);
+    assert!(
+        f.location.file.ends_with("interp_checks.rs"),
+        "{}",
+        f.location
+    );
+    // The first clamped index, and how many were clamped.
+    assert_eq!(
+        f.kind,
+        FindingKind::ClampedIndex {
+            axis: 0,
+            start: 7,
+            clamped: 3
+        }
+    );
+    assert_eq!(f.count, 2);
+    assert!(f.to_string().contains("gather"), "{f}");
+    // In range: nothing to report.
+    let ok = tensor(&[3.0, 0.0, 2.0, 1.0], &[4], S32);
+    let e = evaluate(&g, &[&x, &ok], Checks::default()).unwrap();
+    assert!(e.findings.is_empty(), "{:?}", e.findings);
+}
+
 #[test]
 fn wrong_arguments_are_errors_not_panics() {
     let k = Kernel::new("args", |a: &[Tensor]| a[0] + 1.0);

@@ -6,7 +6,7 @@
 
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::runtime::{Device, Program};
-use tessel_dsl::shape::{MAX_BYTES, MAX_EXTENT};
+use tessel_dsl::shape::{MAX_BYTES, MAX_EMPTY_PREFIX, MAX_EXTENT};
 use tessel_dsl::{DeviceError, Error, HostError, HostTensor, Tensor, TensorSpec, F32, PRED, U8};
 
 /// `f32[2^31, 2^31]`: 2^62 elements, 2^64 bytes (overflows `usize`).
@@ -51,7 +51,20 @@ fn size_queries_are_checked_or_saturate() {
     // A zero extent makes the tensor empty, whatever the others are...
     let empty = TensorSpec::new([1 << 40, 1 << 40, 0], F32);
     assert_eq!(empty.checked_num_elements(), Some(0));
-    assert_eq!(empty.check_size().unwrap(), 0);
+    assert_eq!(TensorSpec::new([0, 1 << 40], F32).check_size().unwrap(), 0);
+    let at_limit = TensorSpec::new([MAX_EMPTY_PREFIX / 4, 4, 0, 1 << 40], F32);
+    assert_eq!(at_limit.check_size().unwrap(), 0);
+    // ... but XLA visits every index of the extents before the first 0 (it
+    // aborted on f32[2^61, 0] and never finished compiling f32[2^30, 2^30, 0]).
+    for shape in [
+        vec![1 << 61, 0],
+        vec![MAX_EMPTY_PREFIX + 1, 0],
+        vec![1 << 40, 1 << 40, 0],
+    ] {
+        let spec = TensorSpec::new(shape, F32);
+        let reason = too_large(spec.check_size(), &spec.to_string());
+        assert!(reason.contains("before its first 0"), "{reason}");
+    }
     // ... but every extent must still fit XLA's int64 extents.
     let wide = TensorSpec::new([0, MAX_EXTENT + 1], PRED);
     let reason = too_large(wide.check_size(), &wide.to_string());
@@ -84,7 +97,14 @@ fn host_tensors_beyond_the_limits_are_errors() {
         empty.clone().reshape([1 << 40, 1 << 40]),
         &TensorSpec::new([1 << 40, 1 << 40], F32).to_string(),
     );
-    assert_eq!(empty.reshape([1 << 40, 0]).unwrap().shape(), &[1 << 40, 0]);
+    assert_eq!(
+        empty.clone().reshape([1 << 20, 0]).unwrap().shape(),
+        &[1 << 20, 0]
+    );
+    too_large(
+        empty.reshape([1 << 40, 0]),
+        &TensorSpec::new([1 << 40, 0], F32).to_string(),
+    );
 
     // The infallible constructors refuse loudly, naming the spec.
     let panic = std::panic::catch_unwind(|| HostTensor::zeros(huge())).unwrap_err();
@@ -114,7 +134,11 @@ fn npy_headers_beyond_the_limits_are_errors() {
         .to_npy_bytes();
     // 2^61 f32 elements fit in usize, their 2^63 bytes do not fit the limit;
     // an empty array with an extent beyond int64 used to be accepted.
-    for shape in ["(2305843009213693952,)", "(0, 18446744073709551615)"] {
+    for shape in [
+        "(2305843009213693952,)",
+        "(0, 18446744073709551615)",
+        "(2305843009213693952, 0)",
+    ] {
         let bad = edit(&empty, "(0,)", shape);
         match HostTensor::from_npy_bytes(&bad) {
             Err(Error::Host(HostError::Npy { message, .. })) => {
@@ -144,6 +168,12 @@ fn oversized_arguments_and_results_never_reach_the_compiler() {
         "{message}"
     );
     kernel_message(double.lower(&[huge()]));
+    // Empty, but XLA aborted on the first and never finished the second.
+    for shape in [vec![1 << 61, 0], vec![1 << 30, 1 << 30, 0]] {
+        let (op, message) = kernel_message(double.compile(&dev, &[TensorSpec::new(shape, F32)]));
+        assert_eq!(op, "argument");
+        assert!(message.contains("before its first 0"), "{message}");
+    }
 
     // A result made inside the kernel.
     let big = Kernel::new("big", |a: &[Tensor]| {

@@ -3,11 +3,14 @@
 //! Checks: a [`HostBlockSparse`] is checked when it is built (coordinates
 //! inside the block grid, no block twice, valid block shapes). Inside a
 //! kernel, shapes, block shapes and the kernel's `block_size` are checked
-//! while tracing (kernel errors). Coordinates passed as a traced tensor
-//! (the `indices` of [`block_sparse`](fn@block_sparse), a dynamic layout)
-//! are read on the device, where XLA clamps an out-of-range block onto a
-//! real one (see [`BlockSparse::from_parts`]); check such host tables with
-//! [`check_block_indices`] before running.
+//! while tracing (kernel errors). The host `indices` of
+//! [`block_sparse`](fn@block_sparse) are checked by its `run` (and
+//! `profile`, `value_and_grad`) with [`check_block_indices`] before
+//! anything runs. Coordinates that only the device sees (`call` on device
+//! buffers, a layout computed inside a kernel) cannot fail there: a block
+//! whose coordinate is outside the grid gets NaN values
+//! ([`BlockSparse::block_at`]), so the rows XLA clamps it onto come out
+//! NaN instead of a plausible wrong result.
 
 use tessel::prelude::*;
 use tessel::report;
@@ -76,14 +79,17 @@ pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
 /// Entries of a block past the matrix's edge (the ragged last block row or
 /// column when `b` does not divide `K`) are ignored.
 ///
-/// The coordinates are read on the device, where XLA's dynamic-slice rule
-/// applies: block `(r, c)` starts at element `(r · b, c · b)` (s32
-/// arithmetic, which wraps past 2^31 − 1), each start clamped into
-/// `[0, K − b]`. A coordinate outside `0..ceil(K / b)`
-/// therefore does not fail: a negative one lands on block 0 and one past the
-/// grid on the last block, and its product is added to the rows of that real
-/// block. Check a host table with [`check_block_indices`] first.
-#[sparse_kernel(block_size = 128)]
+/// `run`, `profile` and `value_and_grad` check their host inputs with
+/// [`check_block_indices`] (under the configuration's `block_size`) before
+/// tracing: a coordinate outside the `ceil(K / b)`-square block grid, such
+/// as `(100, -5)`, or a block stored twice, is an error naming the stored
+/// block. `call` takes the indices as a device buffer, where they are read
+/// by XLA's dynamic-slice rule: block `(r, c)` starts at element
+/// `(r · b, c · b)`, clamped into `[0, K − b]`, so a bad coordinate would
+/// land on a real block; the kernel gives such a block NaN values instead
+/// (see [`BlockSparse::block_at`]), which makes the rows it lands on NaN.
+/// Blocks stored twice are added twice on the device.
+#[sparse_kernel(block_size = 128, check_args = check_run_args)]
 pub fn block_sparse(dense: Tensor, sparse_values: Tensor, indices: Tensor) -> Tensor {
     if !is_matrix(dense) {
         return dense;
@@ -92,6 +98,38 @@ pub fn block_sparse(dense: Tensor, sparse_values: Tensor, indices: Tensor) -> Te
     let a = BlockSparse::from_parts(sparse_values, indices, (k, k));
     check_kernel_block(&a, sparse_values);
     block_sparse_matmul(a, dense)
+}
+
+/// The host-input check of [`block_sparse`](fn@block_sparse)'s `run`:
+/// [`check_block_indices`] under `config`'s block size, on indices of any
+/// integer type read as s32 the way the kernel reads them (saturating).
+/// Malformed shapes are left to the trace, which reports them as kernel
+/// errors.
+fn check_run_args(config: &KernelConfig, args: &[&HostTensor]) -> Result<()> {
+    let [dense, values, indices] = args else {
+        return Ok(());
+    };
+    let (vs, is) = (values.shape(), indices.shape());
+    let well_formed = dense.shape().len() == 2
+        && vs.len() == 3
+        && is.len() == 2
+        && is[1] == 2
+        && is[0] == vs[0]
+        && indices.dtype().is_integer();
+    if !well_formed {
+        return Ok(());
+    }
+    if indices.dtype() == S32 {
+        return check_block_indices(dense, values, indices, config.block_size);
+    }
+    let (lo, hi) = (f64::from(i32::MIN), f64::from(i32::MAX));
+    let read: Vec<i32> = indices
+        .to_f64_vec()
+        .into_iter()
+        .map(|v| v.clamp(lo, hi) as i32)
+        .collect();
+    let read = HostTensor::from_vec(read, [is[0], 2])?;
+    check_block_indices(dense, values, &read, config.block_size)
 }
 
 /// Whether `dense` is a matrix; records a kernel error if not.

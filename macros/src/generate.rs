@@ -95,6 +95,15 @@ pub fn companion(
             }
         }
     };
+    // The `check_args` function, called on the host arguments under `cfg`.
+    let check = |cfg: TokenStream| {
+        opts.check_args.as_ref().map(|path| {
+            let f = quote::quote_spanned!(syn::spanned::Spanned::span(path)=> #path);
+            quote!(#f(#cfg, &__c.hosts)?;)
+        })
+    };
+    let check_cfg = check(quote!(config));
+    let check_const = check(quote!(&Self::CONFIG));
     let body_host = body(quote!(bind_host));
     let body_spec = body(quote!(bind_spec));
     let body_buf = body(quote!(bind_buffer));
@@ -128,6 +137,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #check_cfg
                 let __outs = Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs)
             }
@@ -165,6 +175,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #check_cfg
                 Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)
             }
 
@@ -189,6 +200,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #check_const
                 let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_sharded(mesh, shardings, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs)
             }
@@ -234,6 +246,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #check_cfg
                 let __wrt: ::std::vec::Vec<::std::string::String> = wrt.iter().map(|w| w.to_string()).collect();
                 let __key = ::std::format!("{}::{}::value_and_grad[{}]", ::core::module_path!(), #name_str, wrt.join(","));
                 let __w = __wrt.clone();

@@ -35,7 +35,12 @@ use options::Attribute;
 /// Options: `precision = "default" | "high" | "highest"`, `block_size = N`,
 /// `dtype = "bf16" | "f16" | "f32" | ...`, `use_bfloat16 = bool`,
 /// `accumulate = bool`, `auto_pad = bool`, `donate(param, ...)`,
-/// `name = "..."`.
+/// `name = "..."`, `check_args = path` (a function
+/// `fn(&KernelConfig, &[&HostTensor]) -> Result<()>` that `run`,
+/// `profile`, `value_and_grad` and `run_sharded` call on the
+/// configuration and the tensor arguments, in order, before tracing or
+/// running: for checks of values that the device could not report, such
+/// as indices).
 #[proc_macro_attribute]
 pub fn tpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(Attribute::Tpu, attr.into(), item.into()).into()

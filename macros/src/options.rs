@@ -17,8 +17,8 @@ use crate::analyze::KernelSig;
 use crate::suggest::did_you_mean;
 
 pub use values::{
-    Accumulate, AutoPad, BlockSize, CapacityFactor, DType, Donate, Interpret, KernelName,
-    NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
+    Accumulate, AutoPad, BlockSize, CapacityFactor, CheckArgs, DType, Donate, Interpret,
+    KernelName, NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
 };
 
 /// One option as read: its typed value with the span of what was written,
@@ -86,6 +86,8 @@ option_struct! {
         donate: Option<Parsed<Donate>>,
         /// `interpret = true`.
         interpret: Option<Parsed<Interpret>>,
+        /// `check_args = check_inputs`.
+        check_args: Option<Parsed<CheckArgs>>,
     }
 }
 
@@ -143,6 +145,8 @@ pub struct Options {
     pub name: Option<String>,
     /// Whether the kernel runs on the interpreter whatever the device.
     pub interpret: Option<bool>,
+    /// The function that checks host arguments before they are run.
+    pub check_args: Option<syn::Path>,
 }
 
 impl Options {
@@ -158,6 +162,7 @@ impl Options {
             donate: Vec::new(),
             name: None,
             interpret: None,
+            check_args: None,
         }
     }
 }
@@ -308,6 +313,7 @@ fn validate(
     options.accumulate = take(raw.accumulate, errors).map(|a| a.0);
     options.auto_pad = take(raw.auto_pad, errors).map(|a| a.0);
     options.interpret = take(raw.interpret, errors).map(|a| a.0);
+    options.check_args = take(raw.check_args, errors).map(|c| c.into_inner().0);
     let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
     options.donate = donate
         .iter()
@@ -328,10 +334,17 @@ fn validate(
     options
 }
 
-/// The block size if it is at least 1 and a multiple of 8.
+/// The largest block size: 2^31 - 1, since block starts are s32 indices.
+const MAX_BLOCK_SIZE: u64 = i32::MAX as u64;
+
+/// The block size if it is at least 1, at most [`MAX_BLOCK_SIZE`] and a
+/// multiple of 8.
 fn block_size(b: &SpannedValue<BlockSize>, errors: &mut Accumulator) -> Option<u64> {
     let problem = match b.0 {
         0 => "block_size must be at least 1".to_string(),
+        n if n > MAX_BLOCK_SIZE => format!(
+            "block_size = {n} is above the limit of {MAX_BLOCK_SIZE} (2^31 - 1): block starts are s32 indices"
+        ),
         n if n % 8 != 0 => format!(
             "block_size = {n} is not a multiple of 8: tiles are made of 8-row sublanes, and on TPU a block's last \
              two dimensions must be divisible by 8 and 128 respectively (or equal the array's full extent)"
@@ -401,12 +414,13 @@ mod tests {
                 "auto_pad",
                 "donate",
                 "interpret",
+                "check_args",
                 "precision",
                 "name"
             ]
         );
         assert_eq!(SparseRaw::names()[0], "platform");
-        assert_eq!(SparseRaw::names().len(), 10);
+        assert_eq!(SparseRaw::names().len(), 11);
     }
 
     #[test]
@@ -421,6 +435,7 @@ mod tests {
                 auto_pad = false,
                 donate(x, y),
                 interpret = true,
+                check_args = inputs_ok,
                 name = "k"
             ),
         );
@@ -432,6 +447,7 @@ mod tests {
         assert_eq!(o.interpret, Some(true));
         assert_eq!(o.donate.len(), 2);
         assert_eq!(o.name.as_deref(), Some("k"));
+        assert!(o.check_args.is_some_and(|p| p.is_ident("inputs_ok")));
         let o = parse_ok(Attribute::Sparse, quote!(block_size = 64, platform = "gpu"));
         assert_eq!(o.platform, Platform::Gpu);
         assert_eq!(
@@ -463,6 +479,13 @@ mod tests {
         assert_eq!(o.precision, Some(Precision::Highest));
         assert_eq!((o.block_size, o.dtype), (None, None));
         assert_eq!(o.name.as_deref(), Some("kept"));
+        let (o, errs) = messages(Attribute::Sparse, quote!(block_size = 18446744073709551608));
+        assert_eq!(
+            errs,
+            ["block_size = 18446744073709551608 is above the limit of 2147483647 (2^31 - 1): block \
+              starts are s32 indices"]
+        );
+        assert_eq!(o.block_size, None);
     }
 
     #[test]

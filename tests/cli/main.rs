@@ -2,7 +2,9 @@
 //! equals the library call), `--help` everywhere, and errors as one line
 //! with exit code 2.
 
+mod inputs;
 mod kernels;
+mod plugin;
 mod serving;
 
 use std::process::Command;

@@ -162,7 +162,12 @@ impl Tensor {
     /// `n - 1`. Unlike numpy, a negative index does not count from the end
     /// (`-1` reads element 0, not `n - 1`), and no error or NaN marks a
     /// clamped read. Where indices may be out of range, check them on the
-    /// host or mask the result with `indices.ge(0) & indices.lt(n)`. An
+    /// host or mask the result with `indices.ge(0) & indices.lt(n)`; to
+    /// find where a kernel clamps, run its graph through
+    /// [`interp::evaluate`](crate::interp::evaluate) with the default
+    /// [`Checks`](crate::interp::Checks): each clamped `take` is a
+    /// [`FindingKind::ClampedIndex`](crate::interp::FindingKind::ClampedIndex)
+    /// finding on its `gather`, at the line that called `take`. An
     /// `axis` with no elements (`n = 0`) has nothing to clamp to: taking
     /// from it is a kernel error.
     #[track_caller]

@@ -20,5 +20,6 @@ pub use crate::ir::{
 };
 pub use control::{
     cond, fori_loop, optimization_barrier, while_loop, Carry, CondBuilder, WhileBuilder,
+    MAX_COND_DEPTH,
 };
 pub use elementwise::Scalar;

@@ -258,6 +258,9 @@ fn open(path: &Path) -> Result<Api> {
     if !cfg!(target_pointer_width = "64") {
         return Err(incompatible(path, "tessel's PJRT bindings need a 64-bit target").into());
     }
+    // A file cut short would be mapped anyway and crash the process on
+    // first touch of a page past its end.
+    super::elf::check_whole(path).map_err(|m| load_error(path, m))?;
     // SAFETY: loading a shared library runs its initializers. The caller
     // asked for this file as a PJRT plugin; PJRT plugins are ordinary shared
     // libraries whose initializers only register XLA components.

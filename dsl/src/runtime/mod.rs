@@ -35,6 +35,7 @@ mod call;
 mod client;
 mod cost;
 mod device;
+mod elf;
 mod error;
 mod executable;
 mod execute;

@@ -49,6 +49,10 @@ const FETCH_PREFIX: &str = ".xla-cpu-pjrt-fetch-";
 const CPU_HINT: &str = "install Python 3 with pip (tessel then fetches the plugin itself), \
      or download the xla-cpu-pjrt 0.0.1 wheel, unzip it and set TESSEL_PJRT_PLUGIN to its \
      xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+/// What to do when pip ran and could not download the plugin.
+const PIP_HINT: &str = "check the network and pip's configuration, or download the \
+     xla-cpu-pjrt 0.0.1 wheel, unzip it and set TESSEL_PJRT_PLUGIN to its \
+     xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
 
 fn not_found(message: impl std::fmt::Display) -> crate::Error {
     DeviceError::PluginNotFound(message.to_string()).into()
@@ -194,7 +198,7 @@ fn fetch_cpu_plugin(cache: &Path) -> Result<PathBuf> {
         not_found(match e {
             PythonError::NotFound(m) => format!("{m}; {CPU_HINT}"),
             PythonError::Failed(m) => {
-                format!("`pip download {PACKAGE}=={VERSION}` failed: {m}\n{CPU_HINT}")
+                format!("`pip download {PACKAGE}=={VERSION}` failed: {m}; {PIP_HINT}")
             }
         })
     })?;

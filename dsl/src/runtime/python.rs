@@ -17,7 +17,7 @@ pub(crate) fn interpreter() -> std::ffi::OsString {
 pub(crate) enum PythonError {
     /// The interpreter could not be started (usually: not installed).
     NotFound(String),
-    /// It ran and failed; holds the end of its stderr.
+    /// It ran and failed; holds the gist of its stderr, on one line.
     Failed(String),
 }
 
@@ -50,21 +50,39 @@ where
             "{} exited with {}: {}",
             Path::new(&python).display(),
             output.status,
-            stderr_tail(&output.stderr)
+            stderr_summary(&output.stderr)
         )))
     }
 }
 
-/// The last lines of a process's stderr, for error messages.
-fn stderr_tail(stderr: &[u8]) -> String {
+/// The gist of a process's stderr on one line, for error messages: pip's
+/// `ERROR:` lines if there are any (the last two, the ones that say why),
+/// else the last non-empty line (a Python traceback ends with the
+/// exception), cut to 400 characters.
+fn stderr_summary(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(12);
-    let tail = lines[start..].join("\n");
-    if tail.is_empty() {
-        "(no output on stderr)".into()
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("ERROR:"))
+        .collect();
+    let picked = if errors.is_empty() {
+        lines
+            .last()
+            .copied()
+            .unwrap_or("(no output on stderr)")
+            .to_string()
     } else {
-        tail
+        errors[errors.len().saturating_sub(2)..].join(" ")
+    };
+    match picked.char_indices().nth(400) {
+        Some((cut, _)) => format!("{}...", &picked[..cut]),
+        None => picked,
     }
 }
 
@@ -133,4 +151,31 @@ pub(crate) fn pip_download(requirement: &str, dir: &Path) -> Result<(), PythonEr
         dir.as_os_str(),
     ])
     .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stderr_summary;
+
+    #[test]
+    fn stderr_is_summarized_on_one_line() {
+        let pip = b"Looking for a package\n  WARNING: Retrying after a reset connection\n\
+            ERROR: Could not find a version that satisfies the requirement pkg==1 (from versions: none)\n\
+            ERROR: No matching distribution found for pkg==1\n\n";
+        assert_eq!(
+            stderr_summary(pip),
+            "ERROR: Could not find a version that satisfies the requirement pkg==1 (from versions: \
+             none) ERROR: No matching distribution found for pkg==1"
+        );
+        let traceback = b"Traceback (most recent call last):\n  File \"<string>\", line 2\n\
+            zipfile.BadZipFile: File is not a zip file\n";
+        assert_eq!(
+            stderr_summary(traceback),
+            "zipfile.BadZipFile: File is not a zip file"
+        );
+        assert_eq!(stderr_summary(b"\n \n"), "(no output on stderr)");
+        let long = "é".repeat(1000);
+        let cut = stderr_summary(long.as_bytes());
+        assert!(cut.ends_with("...") && cut.chars().count() == 403, "{cut}");
+    }
 }

@@ -295,9 +295,11 @@ impl BlockSparse {
     /// block `(r, c)` is read and written at the element starts
     /// `(r · b0, c · b1)` (s32 arithmetic, wrapping), each clamped into `[0, extent −
     /// edge]`; a coordinate below the grid lands on block 0, one past it on
-    /// the last block, so the stored block is combined with a real block
-    /// instead of failing. Check host tables before passing them
-    /// ([`HostBlockSparse::dynamic`], [`HostBlockSparse::check_coords`]).
+    /// the last block. [`block_at`](Self::block_at) replaces such a block's
+    /// values by NaN (zeros for integer values), so the real block it lands
+    /// on comes out NaN rather than silently combined with it. Check host
+    /// tables before passing them ([`HostBlockSparse::dynamic`],
+    /// [`HostBlockSparse::check_coords`]) to get an error instead.
     #[track_caller]
     pub fn from_parts(values: Tensor, coords: Tensor, shape: (usize, usize)) -> BlockSparse {
         let (vs, cs) = (values.spec(), coords.spec());
@@ -322,6 +324,18 @@ impl BlockSparse {
                 block = (1, 1);
             }
         }
+        // Wider integers saturate into s32 (a cast would wrap 2^32 + 1 onto
+        // block 1), so an out-of-range coordinate stays out of range.
+        let coords = if ok && cs.dtype != DType::S32 && cs.dtype.size_in_bytes() >= 4 {
+            let lo = if cs.dtype.is_unsigned() {
+                0.0
+            } else {
+                f64::from(i32::MIN)
+            };
+            coords.clamp(lo, f64::from(i32::MAX))
+        } else {
+            coords
+        };
         BlockSparse {
             values,
             coords: Coords::Dynamic(coords.cast(DType::S32)),
@@ -360,6 +374,12 @@ impl BlockSparse {
 
     /// Stored block `i` (a Rust integer or a traced loop index): its
     /// coordinates (from the constant table or the coordinate tensor) and values.
+    ///
+    /// A dynamic layout's coordinates are checked on the device: a block
+    /// whose coordinate lies outside the block grid has its values replaced
+    /// by NaN (zeros for integer values), so what it is combined with where
+    /// XLA clamps it (see [`BlockSparse::from_parts`]) comes out NaN
+    /// instead of a plausible wrong number.
     #[track_caller]
     pub fn block_at(&self, i: impl LoopBound) -> SparseBlock {
         let loc = Location::caller();
@@ -384,11 +404,23 @@ impl BlockSparse {
             }
         };
         let pair = table.dynamic_slice(&[i, zero], &[1, 2]);
-        SparseBlock {
-            row: pair.narrow(1, 0, 1).reshape(&[]),
-            col: pair.narrow(1, 1, 2).reshape(&[]),
-            values,
-        }
+        let row = pair.narrow(1, 0, 1).reshape(&[]);
+        let col = pair.narrow(1, 1, 2).reshape(&[]);
+        let values = match &self.coords {
+            // Checked when the layout was built.
+            Coords::Static(_) => values,
+            Coords::Dynamic(_) => {
+                let (nbr, nbc) = (self.shape.0.div_ceil(b0), self.shape.1.div_ceil(b1));
+                let inside = row.ge(0) & row.lt(nbr) & col.ge(0) & col.lt(nbc);
+                let outside = if values.dtype().is_float() {
+                    f64::NAN
+                } else {
+                    0.0
+                };
+                inside.select(values, outside)
+            }
+        };
+        SparseBlock { row, col, values }
     }
 
     /// The dense matrix (for references and small cases).

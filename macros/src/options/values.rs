@@ -324,6 +324,39 @@ impl FromMeta for Donate {
     }
 }
 
+/// `check_args = check_inputs`: a function the companion's host-tensor
+/// entry points (`run`, `profile`, `value_and_grad`, `run_sharded`) call
+/// on the configuration and the tensor arguments before running.
+#[derive(Clone, Debug)]
+pub struct CheckArgs(pub syn::Path);
+
+impl CheckArgs {
+    /// "option `check_args` takes ...", spanned on `at`.
+    fn form_error(at: &impl Spanned) -> Error {
+        Error::custom(
+            "option `check_args` takes the path of a function `fn(&KernelConfig, &[&HostTensor]) \
+             -> Result<()>`: `check_args = check_inputs`",
+        )
+        .with_span(at)
+    }
+}
+
+impl FromMeta for CheckArgs {
+    fn from_meta(meta: &Meta) -> darling::Result<Self> {
+        let Meta::NameValue(nv) = meta else {
+            return Err(Self::form_error(meta));
+        };
+        let mut value = &nv.value;
+        while let Expr::Group(g) = value {
+            value = &g.expr;
+        }
+        match value {
+            Expr::Path(p) if p.qself.is_none() => Ok(CheckArgs(p.path.clone())),
+            other => Err(Self::form_error(other)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,5 +434,9 @@ mod tests {
         assert_eq!(c, CapacityFactor(2.0));
         let d = Donate::from_meta(&meta(quote!(donate(x, y)))).unwrap();
         assert_eq!(d.0.len(), 2);
+        let c = CheckArgs::from_meta(&meta(quote!(check_args = super::check))).unwrap();
+        assert_eq!(c.0.segments.len(), 2);
+        let e = CheckArgs::from_meta(&meta(quote!(check_args = "check"))).unwrap_err();
+        assert!(e.to_string().contains("`check_args = check_inputs`"), "{e}");
     }
 }
