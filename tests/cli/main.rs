@@ -2,6 +2,7 @@
 //! equals the library call), `--help` everywhere, and errors as one line
 //! with exit code 2.
 
+mod cache;
 mod inputs;
 mod kernels;
 mod plugin;

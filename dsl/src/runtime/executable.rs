@@ -8,6 +8,7 @@ use super::args::Args;
 use super::buffer::{from_pjrt_type, pjrt_type_name};
 use super::call::pjrt_call;
 use super::client::Client;
+use super::disk_cache;
 use super::ffi;
 use super::interpreter::{InterpProgram, Interpreter};
 use super::options::{compile_options, platform_overrides};
@@ -161,9 +162,9 @@ pub struct Executable {
     inner: Arc<Inner>,
 }
 
-/// Compiles `program` on `client`.
+/// Compiles `program` on `client`, or loads the executable the
+/// [persistent cache](super::executable_cache_dir) holds for it.
 pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executable> {
-    let api = client.api();
     let compile_error = |message: String| -> crate::Error {
         DeviceError::Compile {
             kernel: program.name.clone(),
@@ -198,6 +199,34 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         program.num_partitions,
         &platform_overrides(client.platform(), &program.hints),
     );
+    let key = disk_cache::key(client, &program.mlir, &options);
+    let (loaded, from_disk) = match disk_cache::load(client, &key) {
+        Some(loaded) => (loaded, true),
+        None => (pjrt_compile(client, program, &options)?, false),
+    };
+    // Owned from here: destroyed on every error below.
+    let compiled = Compiled {
+        client: Arc::clone(client),
+        loaded,
+        executable: std::ptr::null_mut(),
+    };
+    finish(program, compiled, (!from_disk).then_some(key))
+}
+
+/// Compiles `program`'s text with `PJRT_Client_Compile`.
+fn pjrt_compile(
+    client: &Arc<Client>,
+    program: &Program,
+    options: &[u8],
+) -> Result<*mut ffi::PJRT_LoadedExecutable> {
+    let api = client.api();
+    let compile_error = |message: String| -> crate::Error {
+        DeviceError::Compile {
+            kernel: program.name.clone(),
+            message,
+        }
+        .into()
+    };
     let format = "mlir";
     let mut prog = ffi::PJRT_Program::new();
     // PJRT declares `code` mutable, but Compile only reads it.
@@ -224,11 +253,25 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
             "PJRT_Client_Compile returned no executable".into(),
         ));
     }
-    // Owned from here: destroyed on every error below.
-    let mut compiled = Compiled {
-        client: Arc::clone(client),
-        loaded: args.executable,
-        executable: std::ptr::null_mut(),
+    Ok(args.executable)
+}
+
+/// Queries a loaded executable and checks it against `program`; writes it
+/// to the persistent cache under `store_as` once it passed.
+fn finish(
+    program: &Program,
+    mut compiled: Compiled,
+    store_as: Option<[u8; 32]>,
+) -> Result<Executable> {
+    let client = Arc::clone(&compiled.client);
+    let client = &client;
+    let api = client.api();
+    let compile_error = |message: String| -> crate::Error {
+        DeviceError::Compile {
+            kernel: program.name.clone(),
+            message,
+        }
+        .into()
     };
 
     let mut get = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
@@ -291,9 +334,12 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         num_replicas: program.num_replicas,
         devices,
     };
-    if inner.devices.len() == 1 {
-        if let Backend::Pjrt(compiled) = &inner.backend {
+    if let Backend::Pjrt(compiled) = &inner.backend {
+        if inner.devices.len() == 1 {
             check_output_types(&inner, compiled)?;
+        }
+        if let Some(key) = store_as {
+            disk_cache::store(client, &key, compiled.executable);
         }
     }
     Ok(Executable {

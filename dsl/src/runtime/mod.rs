@@ -35,6 +35,7 @@ mod call;
 mod client;
 mod cost;
 mod device;
+mod disk_cache;
 mod elf;
 mod error;
 mod executable;
@@ -51,6 +52,10 @@ pub use buffer::DeviceBuffer;
 pub use client::CreateOption;
 pub use cost::{CostAnalysis, MemoryStats};
 pub use device::Device;
+pub use disk_cache::{
+    clear_executable_cache, executable_cache_dir, executable_cache_stats, executable_cache_usage,
+    DiskCacheStats, DiskCacheUsage,
+};
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
 pub use plugin::{

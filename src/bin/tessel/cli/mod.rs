@@ -5,6 +5,7 @@ use std::io::Write;
 
 pub mod args;
 pub mod bench;
+pub mod cache;
 pub mod plot;
 pub mod registry;
 
@@ -27,6 +28,7 @@ commands:
                              run the kernel on .npy inputs, write its outputs, print timing
   bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]
                              the benchmark suite: each workload against its reference
+  cache [clear]              the persistent compilation cache: its size, or empty it
 
 `tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
 u32, bool; bf16 as uint16 and fp8 as uint8 bit patterns (--opt q_dtype=fp8 reads the latter as fp8).";
@@ -45,8 +47,9 @@ pub fn main_with(words: &[String]) -> Result<String, String> {
         "lower" => lower(&a),
         "run" => run(&a),
         "bench" => bench(&a),
+        "cache" => cache::cache(&a),
         other => Err(format!(
-            "unknown command `{other}`; commands: info, list, lower, run, bench (tessel --help)"
+            "unknown command `{other}`; commands: info, list, lower, run, bench, cache (tessel --help)"
         )),
     }
 }
@@ -160,9 +163,15 @@ fn run(a: &Args) -> Result<String, String> {
     let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
     let d = Device::from_env().map_err(|e| e.to_string())?;
     let refs: Vec<_> = inputs.iter().collect();
+    let hits = tessel::runtime::executable_cache_stats().hits;
     let t0 = Instant::now();
     let outs = (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
     let first = t0.elapsed();
+    let compiled = if tessel::runtime::executable_cache_stats().hits > hits {
+        "load from the executable cache"
+    } else {
+        "compile"
+    };
     let t1 = Instant::now();
     (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
     let cached = t1.elapsed();
@@ -185,7 +194,7 @@ fn run(a: &Args) -> Result<String, String> {
         }
     }
     s.push_str(&format!(
-        "time: {:.3} ms first call (trace + compile + run), {:.3} ms cached",
+        "time: {:.3} ms first call (trace + {compiled} + run), {:.3} ms cached",
         first.as_secs_f64() * 1e3,
         cached.as_secs_f64() * 1e3
     ));
