@@ -481,3 +481,54 @@ fn check_args_runs_before_host_entry_points() {
     let y = guarded::call(&d, &d.to_device(&bad).unwrap()).unwrap();
     assert!(y.to_host().unwrap().to_f64_vec()[0].is_nan());
 }
+
+/// How many columns `chunked_sum` adds at a time: a tunable static argument
+/// whose candidates include one the shapes do not allow.
+#[derive(Clone, Copy, Debug, Hash, PartialEq)]
+struct Chunk(usize);
+
+impl tessel::kernel::StaticArg for Chunk {
+    fn write_key(&self, key: &mut tessel::kernel::StaticKey) {
+        key.push_hash(self);
+    }
+    fn tuning_candidates(&self, _inputs: &[TensorSpec]) -> Vec<Self> {
+        vec![*self, Chunk(5), Chunk(4), Chunk(3)]
+    }
+    fn tuning_label(&self) -> String {
+        format!("chunk = {}", self.0)
+    }
+}
+
+/// The sum of `x` (`[n]`), added `chunk` elements at a time.
+#[cpu_kernel(autotune = true)]
+fn chunked_sum(x: Tensor, chunk: Chunk) -> Tensor {
+    let (n, c) = (x.shape()[0] as isize, chunk.0 as isize);
+    x.reshape(&[n / c, c]).sum(&[1]).sum(&[0])
+}
+
+#[test]
+fn autotune_skips_candidates_that_fail_and_shows_its_choice() {
+    const { assert!(chunked_sum::CONFIG.autotune) };
+    let d = dev();
+    let x = HostTensor::from_fn(TensorSpec::new([12], F32), |i| i as f64);
+    let y = chunked_sum::run(&d, &x, Chunk(6)).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![66.0]);
+    let opts = tessel::profile::ProfileOptions { warmup: 0, runs: 1 };
+    let p = chunked_sum::profile(&d, opts, &x, Chunk(6)).unwrap();
+    assert_eq!(p.tuned.len(), 1, "{:?}", p.tuned);
+    assert!(
+        ["chunk: chunk = 6", "chunk: chunk = 4", "chunk: chunk = 3"].contains(&p.tuned[0].as_str()),
+        "{:?}",
+        p.tuned
+    );
+    // Off: the argument as given, and nothing shown.
+    let off = chunked_sum::CONFIG.autotune(false);
+    let p = chunked_sum::profile_with(&off, &d, opts, &x, Chunk(6)).unwrap();
+    assert!(p.tuned.is_empty());
+    // Every candidate fails: the first one's error.
+    let odd = HostTensor::from_fn(TensorSpec::new([13], F32), |i| i as f64);
+    let e = chunked_sum::run(&d, &odd, Chunk(6))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chunked_sum") && e.contains("reshape"), "{e}");
+}

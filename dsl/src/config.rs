@@ -63,6 +63,13 @@ pub struct KernelConfig {
     /// `interpret=True`: arguments are read back to the host, results are
     /// put on the given device.
     pub interpret: bool,
+    /// Choose the tunable static arguments (block sizes) by measurement on
+    /// first use: `run`, `call` and `profile` time each candidate the
+    /// argument offers ([`StaticArg::tuning_candidates`](crate::kernel::StaticArg::tuning_candidates))
+    /// on the actual arguments, keep the fastest, and remember the choice
+    /// per kernel, argument specs, static arguments and device, in memory and
+    /// in the persistent cache (see [`autotune`](crate::kernel::autotune)).
+    pub autotune: bool,
 }
 
 impl KernelConfig {
@@ -83,6 +90,7 @@ impl KernelConfig {
             donate: &[],
             name: None,
             interpret: false,
+            autotune: false,
         }
     }
 
@@ -114,6 +122,20 @@ impl KernelConfig {
     /// ```
     pub const fn interpret(mut self, on: bool) -> Self {
         self.interpret = on;
+        self
+    }
+
+    /// Choose block sizes by measurement on first use (`true`) or take the
+    /// arguments as given (`false`, the default); see
+    /// [`autotune`](KernelConfig#structfield.autotune).
+    ///
+    /// ```
+    /// use tessel_dsl::config::KernelConfig;
+    /// const TUNED: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu).autotune(true);
+    /// assert!(TUNED.autotune);
+    /// ```
+    pub const fn autotune(mut self, on: bool) -> Self {
+        self.autotune = on;
         self
     }
 }

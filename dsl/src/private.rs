@@ -7,6 +7,7 @@ pub use crate::config::{KernelConfig, Platform};
 pub use crate::dtype::DType;
 pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;
+pub use crate::kernel::autotune::{choose as autotune_choose, TuneRequest};
 pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
 pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
 pub use crate::lang::{
@@ -15,7 +16,7 @@ pub use crate::lang::{
 };
 pub use crate::ops::Precision;
 pub use crate::profile::{Profile, ProfileOptions};
-pub use crate::runtime::{Device, Executable};
+pub use crate::runtime::{Device, DeviceBuffer, Executable};
 pub use crate::shard::{Mesh, PartitionSpec, Shardings};
 pub use crate::trace::tensor::{trace_error, Tensor};
 pub use crate::trace::Outputs;

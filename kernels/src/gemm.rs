@@ -55,7 +55,40 @@ impl Default for GemmOptions {
     }
 }
 
-tessel::static_arg!(GemmOptions);
+impl StaticArg for GemmOptions {
+    fn write_key(&self, key: &mut StaticKey) {
+        key.push_hash(self);
+    }
+
+    /// Autotuning times one `dot_general` against K blocks of 256, 512,
+    /// 1024 and 2048 (those shorter than K), besides the value given.
+    fn tuning_candidates(&self, inputs: &[TensorSpec]) -> Vec<Self> {
+        let Some(a) = inputs.first().filter(|a| a.rank() >= 2) else {
+            return Vec::new();
+        };
+        let r = a.rank();
+        let k = if self.transpose_a {
+            a.shape[r - 2]
+        } else {
+            a.shape[r - 1]
+        };
+        let mut out = vec![*self];
+        for block_k in [None, Some(256), Some(512), Some(1024), Some(2048)] {
+            let c = GemmOptions { block_k, ..*self };
+            if block_k.is_none_or(|b| b < k) && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn tuning_label(&self) -> String {
+        match self.block_k {
+            None => "block_k = none (one dot_general)".into(),
+            Some(b) => format!("block_k = {b}"),
+        }
+    }
+}
 
 /// The dtype the operands are multiplied in: fp8 operands are widened to
 /// bf16 (exactly) so every backend can run the dot.

@@ -8,6 +8,7 @@ use syn::ItemFn;
 use crate::analyze::KernelSig;
 use crate::options::Options;
 use crate::paths::dsl_here;
+use crate::tune::{rebind_tuned, Form};
 
 /// The `KernelConfig` the options describe, over the platform's defaults.
 fn config_expr(o: &Options) -> TokenStream {
@@ -32,6 +33,9 @@ fn config_expr(o: &Options) -> TokenStream {
     }
     if let Some(i) = o.interpret {
         fields.push(quote!(interpret: #i));
+    }
+    if let Some(a) = o.autotune {
+        fields.push(quote!(autotune: #a));
     }
     if !o.donate.is_empty() {
         let names = o.donate.iter().map(|d| d.to_string());
@@ -108,6 +112,8 @@ pub fn companion(
     let body_spec = body(quote!(bind_spec));
     let body_buf = body(quote!(bind_buffer));
     let body_sharded = body(quote!(bind_sharded));
+    let tune_host = rebind_tuned(Form::Host, &name_str, &ps, &tys);
+    let tune_buffer = rebind_tuned(Form::Buffer, &name_str, &ps, &tys);
     quote! {
         #[doc = #doc]
         #[allow(non_camel_case_types)]
@@ -130,15 +136,35 @@ pub fn companion(
                     .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
             }
 
+            /// Runs the kernel once on host tensors under `config`, as given.
+            fn __run_host(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<::std::vec::Vec<#dsl::HostTensor>>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)
+            }
+
+            /// Runs the kernel once on device buffers under `config`, as given.
+            fn __call_buffers(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
+                -> #dsl::Result<::std::vec::Vec<#dsl::DeviceBuffer>>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)
+            }
+
             /// Runs the kernel on host tensors under `config` (traced and compiled
-            /// once per argument specs, static arguments and config, then cached).
+            /// once per argument specs, static arguments and config, then cached;
+            /// with `config.autotune`, tunable arguments are chosen by measurement first).
             pub fn run_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<<#ret as #ko>::Host>
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_cfg
-                let __outs = Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)?;
+                #tune_host
+                let __outs = Self::__run_host(config, device, #(#ps),*)?;
                 <#ret as #ko>::from_host(__outs)
             }
 
@@ -148,7 +174,8 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                let __outs = Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)?;
+                #tune_buffer
+                let __outs = Self::__call_buffers(config, device, #(#ps),*)?;
                 <#ret as #ko>::from_buffers(__outs)
             }
 
@@ -176,7 +203,12 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_cfg
-                Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)
+                #tune_host
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                let mut __p = Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)?;
+                __p.tuned = __tuned;
+                ::core::result::Result::Ok(__p)
             }
 
             /// Profiles the kernel on host tensors with [`Self::CONFIG`].

@@ -21,6 +21,7 @@ mod paths;
 mod rewrite;
 mod scope;
 mod suggest;
+mod tune;
 
 use darling::error::Accumulator;
 use proc_macro::TokenStream;

@@ -17,7 +17,7 @@ use crate::analyze::KernelSig;
 use crate::suggest::did_you_mean;
 
 pub use values::{
-    Accumulate, AutoPad, BlockSize, CapacityFactor, CheckArgs, DType, Donate, Interpret,
+    Accumulate, AutoPad, Autotune, BlockSize, CapacityFactor, CheckArgs, DType, Donate, Interpret,
     KernelName, NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
 };
 
@@ -86,6 +86,8 @@ option_struct! {
         donate: Option<Parsed<Donate>>,
         /// `interpret = true`.
         interpret: Option<Parsed<Interpret>>,
+        /// `autotune = true`.
+        autotune: Option<Parsed<Autotune>>,
         /// `check_args = check_inputs`.
         check_args: Option<Parsed<CheckArgs>>,
     }
@@ -145,6 +147,8 @@ pub struct Options {
     pub name: Option<String>,
     /// Whether the kernel runs on the interpreter whatever the device.
     pub interpret: Option<bool>,
+    /// Whether block sizes are chosen by measurement on first use.
+    pub autotune: Option<bool>,
     /// The function that checks host arguments before they are run.
     pub check_args: Option<syn::Path>,
 }
@@ -162,6 +166,7 @@ impl Options {
             donate: Vec::new(),
             name: None,
             interpret: None,
+            autotune: None,
             check_args: None,
         }
     }
@@ -313,6 +318,7 @@ fn validate(
     options.accumulate = take(raw.accumulate, errors).map(|a| a.0);
     options.auto_pad = take(raw.auto_pad, errors).map(|a| a.0);
     options.interpret = take(raw.interpret, errors).map(|a| a.0);
+    options.autotune = take(raw.autotune, errors).map(|a| a.0);
     options.check_args = take(raw.check_args, errors).map(|c| c.into_inner().0);
     let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
     options.donate = donate
@@ -414,13 +420,14 @@ mod tests {
                 "auto_pad",
                 "donate",
                 "interpret",
+                "autotune",
                 "check_args",
                 "precision",
                 "name"
             ]
         );
         assert_eq!(SparseRaw::names()[0], "platform");
-        assert_eq!(SparseRaw::names().len(), 11);
+        assert_eq!(SparseRaw::names().len(), 12);
     }
 
     #[test]

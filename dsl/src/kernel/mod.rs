@@ -2,6 +2,7 @@
 //! argument specs, lowered, compiled (cached per device) and run. The
 //! attribute macros expand into this.
 
+pub mod autotune;
 mod cache;
 mod calls;
 pub mod moe;

@@ -73,6 +73,34 @@ pub trait KernelParam: Sized {
         let _ = (replace, next);
         self
     }
+    /// The values of a `run` argument to time when the kernel is autotuned
+    /// (none for tensors; a static argument's
+    /// [`tuning_candidates`](StaticArg::tuning_candidates)).
+    fn tuning_candidates_host<'a>(
+        arg: &Self::Host<'a>,
+        inputs: &[TensorSpec],
+    ) -> Vec<Self::Host<'a>> {
+        let _ = (arg, inputs);
+        Vec::new()
+    }
+    /// The values of a `call` argument to time when the kernel is autotuned.
+    fn tuning_candidates_buffer<'a>(
+        arg: &Self::Buffer<'a>,
+        inputs: &[TensorSpec],
+    ) -> Vec<Self::Buffer<'a>> {
+        let _ = (arg, inputs);
+        Vec::new()
+    }
+    /// How a tuned `run` argument is shown.
+    fn tuning_label_host(arg: &Self::Host<'_>) -> String {
+        let _ = arg;
+        String::new()
+    }
+    /// How a tuned `call` argument is shown.
+    fn tuning_label_buffer(arg: &Self::Buffer<'_>) -> String {
+        let _ = arg;
+        String::new()
+    }
 }
 
 /// The single tensor a differentiated kernel returns; a trace error naming
@@ -174,6 +202,24 @@ impl<T: StaticArg> KernelParam for T {
     }
     fn bind_sharded(arg: &T, _: &mut dyn Iterator<Item = Tensor>) -> Self {
         arg.clone()
+    }
+    fn tuning_candidates_host<'a>(
+        arg: &Self::Host<'a>,
+        inputs: &[TensorSpec],
+    ) -> Vec<Self::Host<'a>> {
+        arg.tuning_candidates(inputs)
+    }
+    fn tuning_candidates_buffer<'a>(
+        arg: &Self::Buffer<'a>,
+        inputs: &[TensorSpec],
+    ) -> Vec<Self::Buffer<'a>> {
+        arg.tuning_candidates(inputs)
+    }
+    fn tuning_label_host(arg: &T) -> String {
+        arg.tuning_label()
+    }
+    fn tuning_label_buffer(arg: &T) -> String {
+        arg.tuning_label()
     }
 }
 

@@ -114,6 +114,22 @@ pub trait StaticArg: Clone + Debug {
     /// Writes the value's identity into the compile-cache key: everything
     /// that can change the traced program.
     fn write_key(&self, key: &mut StaticKey);
+
+    /// Values to time instead of this one when the kernel is autotuned
+    /// ([`KernelConfig::autotune`](crate::config::KernelConfig::autotune)): variants
+    /// that compute the same result within the dtype's tolerance, such as
+    /// other block sizes, given the specs of the kernel's tensor arguments.
+    /// The default, no candidates, leaves the value as given.
+    fn tuning_candidates(&self, inputs: &[crate::TensorSpec]) -> Vec<Self> {
+        let _ = inputs;
+        Vec::new()
+    }
+
+    /// How a tuned value is shown (in [`Profile::tuned`](crate::profile::Profile::tuned)
+    /// and in the persistent cache). The default is its `Debug` text.
+    fn tuning_label(&self) -> String {
+        format!("{self:?}")
+    }
 }
 
 /// Implements [`StaticArg`] for types with a derived (or field-complete)

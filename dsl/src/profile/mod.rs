@@ -98,6 +98,10 @@ pub struct Profile {
     pub bytes_accessed: f64,
     /// Transcendental operations per run.
     pub transcendentals: f64,
+    /// The arguments chosen by autotuning, as `name: value` (empty unless
+    /// [`KernelConfig::autotune`](crate::config::KernelConfig::autotune) is on and
+    /// the kernel has a tunable argument).
+    pub tuned: Vec<String>,
     /// Where `flops`/`bytes_accessed` came from.
     pub cost_source: CostSource,
     /// Compiled memory (when the plugin reports it).
@@ -169,6 +173,9 @@ impl Profile {
                 self.gb_per_second()
             ),
         );
+        for t in &self.tuned {
+            row(&mut s, "tuned", t.clone());
+        }
         if let Some(m) = &self.memory {
             row(
                 &mut s,
@@ -228,6 +235,8 @@ impl Profile {
             }
             None => s.push_str(", \"memory\": null"),
         }
+        let tuned: Vec<String> = self.tuned.iter().map(|t| json_str(t)).collect();
+        let _ = write!(s, ", \"tuned\": [{}]", tuned.join(", "));
         s.push('}');
         s
     }
@@ -381,6 +390,7 @@ pub fn profile_graph(
         flops,
         bytes_accessed,
         transcendentals,
+        tuned: Vec::new(),
         cost_source,
         memory: exe.memory_stats().ok(),
     })

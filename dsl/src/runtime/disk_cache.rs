@@ -44,6 +44,8 @@ const MAGIC: &[u8; 8] = b"TESSELX\x01";
 const HEADER_LEN: usize = 8 + 32 + 8 + 32;
 /// The file name extension of an entry.
 const EXTENSION: &str = "xlaexe";
+/// The file name extension of an autotuning choice.
+const TUNED_EXTENSION: &str = "tuned";
 /// The default bound on the cache's size.
 const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 
@@ -110,17 +112,26 @@ pub struct DiskCacheUsage {
     pub entries: usize,
     /// Their total size in bytes.
     pub bytes: u64,
+    /// Autotuning choices stored beside them (see
+    /// [`kernel::autotune`](crate::kernel::autotune)).
+    pub tunings: usize,
 }
 
 /// The entries in `dir` with their sizes and last use, oldest first.
 fn entries(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+    files(dir, EXTENSION)
+}
+
+/// The files of extension `ext` in `dir` with their sizes and last use,
+/// oldest first.
+fn files(dir: &Path, ext: &str) -> Vec<(PathBuf, u64, SystemTime)> {
     let Ok(read) = fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut found: Vec<_> = read
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == EXTENSION))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .filter_map(|p| {
             let meta = fs::metadata(&p).ok()?;
             let used = meta.modified().unwrap_or(UNIX_EPOCH);
@@ -140,15 +151,20 @@ fn entries(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
 pub fn executable_cache_usage() -> DiskCacheUsage {
     let dir = executable_cache_dir();
     let found = dir.as_deref().map(entries).unwrap_or_default();
+    let tunings = dir
+        .as_deref()
+        .map_or(0, |d| files(d, TUNED_EXTENSION).len());
     DiskCacheUsage {
         entries: found.len(),
         bytes: found.iter().map(|e| e.1).sum(),
+        tunings,
         dir,
     }
 }
 
-/// Removes every executable from the persistent cache and returns what was
-/// removed (files being written by other processes are left alone).
+/// Removes every executable and autotuning choice from the persistent
+/// cache and returns what was removed (files being written by other
+/// processes are left alone).
 ///
 /// # Errors
 ///
@@ -162,9 +178,19 @@ pub fn executable_cache_usage() -> DiskCacheUsage {
 pub fn clear_executable_cache() -> Result<DiskCacheUsage> {
     let mut usage = executable_cache_usage();
     let dir = usage.dir.clone();
-    let (mut entries_removed, mut bytes_removed) = (0, 0);
-    for (path, len, _) in dir.as_deref().map(entries).unwrap_or_default() {
+    let (mut entries_removed, mut bytes_removed, mut tunings_removed) = (0, 0, 0);
+    let tunings = dir
+        .as_deref()
+        .map(|d| files(d, TUNED_EXTENSION))
+        .unwrap_or_default();
+    let executables = dir.as_deref().map(entries).unwrap_or_default();
+    for (tuning, (path, len, _)) in tunings
+        .into_iter()
+        .map(|e| (true, e))
+        .chain(executables.into_iter().map(|e| (false, e)))
+    {
         match fs::remove_file(&path) {
+            Ok(()) if tuning => tunings_removed += 1,
             Ok(()) => {
                 entries_removed += 1;
                 bytes_removed += len;
@@ -180,7 +206,14 @@ pub fn clear_executable_cache() -> Result<DiskCacheUsage> {
     }
     usage.entries = entries_removed;
     usage.bytes = bytes_removed;
+    usage.tunings = tunings_removed;
     Ok(usage)
+}
+
+/// Where the autotuning choice of `key` (lowercase hex) is kept, when the
+/// persistent cache is on.
+pub(crate) fn tuning_file(key: &str) -> Option<PathBuf> {
+    Some(executable_cache_dir()?.join(format!("{key}.{TUNED_EXTENSION}")))
 }
 
 /// The cache key of a program compiled on `client` with `options`.

@@ -81,6 +81,37 @@ impl StaticArg for FlashOptions {
             .push(&self.block_q)
             .push(&self.block_kv);
     }
+
+    /// Autotuning times query and key blocks of 128, 256 and 512 (cut to
+    /// the sequence lengths, rounded up to 8), besides the value given;
+    /// `inputs` start with `q [B, Hq, Sq, D]` and `k [B, Hkv, Skv, D]`.
+    fn tuning_candidates(&self, inputs: &[TensorSpec]) -> Vec<Self> {
+        let (Some(q), Some(k)) = (inputs.first(), inputs.get(1)) else {
+            return Vec::new();
+        };
+        if q.rank() != 4 || k.rank() != 4 {
+            return Vec::new();
+        }
+        let fit = |b: usize, s: usize| b.min(s.next_multiple_of(8).max(8));
+        let mut out = vec![self.clone()];
+        for block_q in [128, 256, 512] {
+            for block_kv in [128, 256, 512] {
+                let c = FlashOptions {
+                    block_q: fit(block_q, q.shape[2]),
+                    block_kv: fit(block_kv, k.shape[2]),
+                    ..self.clone()
+                };
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    fn tuning_label(&self) -> String {
+        format!("block_q = {}, block_kv = {}", self.block_q, self.block_kv)
+    }
 }
 
 impl FlashOptions {

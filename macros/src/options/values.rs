@@ -281,6 +281,8 @@ literal_value! {
     AutoPad(bool) = "auto_pad", boolean, "a bool", "false";
     /// `interpret = true`: run on the interpreter whatever the device.
     Interpret(bool) = "interpret", boolean, "a bool", "true";
+    /// `autotune = true`: choose block sizes by measurement on first use.
+    Autotune(bool) = "autotune", boolean, "a bool", "true";
     /// `name = "my_kernel"`: the kernel's name in compiled programs.
     KernelName(String) = "name", string, "a string", "\"my_kernel\"";
     /// `num_experts = 8`: how many experts `expert_kernel` routes between.

@@ -7,7 +7,7 @@ use tessel::runtime::{clear_executable_cache, executable_cache_usage, DiskCacheU
 const HELP: &str = "usage: tessel cache [clear]
 
 Shows the persistent compilation cache: its directory, how many compiled executables it holds and their
-size. `clear` removes them. Compiled programs are written there after each compile and loaded by the next
+size, and the block sizes autotuning chose. `clear` removes them. Compiled programs are written there after each compile and loaded by the next
 process that compiles the same program for the same plugin, so it compiles nothing twice.
 TESSEL_EXECUTABLE_CACHE=0 turns the cache off, TESSEL_EXECUTABLE_CACHE_DIR moves it, and
 TESSEL_EXECUTABLE_CACHE_BYTES bounds its size (default 2 GiB; the least recently used go first).";
@@ -36,14 +36,20 @@ fn describe(u: &DiskCacheUsage, verb: &str) -> String {
         None => "the persistent compilation cache is off (TESSEL_EXECUTABLE_CACHE=0, or no cache \
                  directory: set TESSEL_EXECUTABLE_CACHE_DIR or HOME)"
             .into(),
-        Some(dir) => format!(
-            "directory:   {}\n{verb}:{}{} executable{}, {}",
-            dir.display(),
-            " ".repeat(12usize.saturating_sub(verb.len() + 1)),
-            u.entries,
-            if u.entries == 1 { "" } else { "s" },
-            size(u.bytes)
-        ),
+        Some(dir) => {
+            format!(
+                "directory:   {}\n{verb}:{}{} executable{}, {}",
+                dir.display(),
+                " ".repeat(12usize.saturating_sub(verb.len() + 1)),
+                u.entries,
+                if u.entries == 1 { "" } else { "s" },
+                size(u.bytes)
+            ) + &format!(
+                "\ntuned:       {} autotuning choice{}",
+                u.tunings,
+                if u.tunings == 1 { "" } else { "s" }
+            )
+        }
     }
 }
 

@@ -1,0 +1,81 @@
+//! The autotuning statements of the companion's `run`, `call` and
+//! `profile`: each parameter is rebound to the candidate
+//! `tessel::kernel::autotune::choose` picks (or kept as given).
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use crate::paths::dsl_here;
+
+/// Which entry point is tuned: its argument form and the private runner
+/// that runs the kernel once on such arguments.
+#[derive(Clone, Copy)]
+pub enum Form {
+    /// `run`/`profile`: host tensors, run by `__run_host`.
+    Host,
+    /// `call`: device buffers, run by `__call_buffers`.
+    Buffer,
+}
+
+/// Statements that rebind each of `ps` (of types `tys`) to its tuned value
+/// when `config.autotune` is on, collecting `name: label` lines in
+/// `__tuned`. Expects `config`, `device` and the collector `__c` in scope.
+pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Type]) -> TokenStream {
+    let dsl = dsl_here();
+    let kp = quote!(#dsl::KernelParam);
+    let (candidates, label, runner) = match form {
+        Form::Host => (
+            format_ident!("tuning_candidates_host"),
+            format_ident!("tuning_label_host"),
+            format_ident!("__run_host"),
+        ),
+        Form::Buffer => (
+            format_ident!("tuning_candidates_buffer"),
+            format_ident!("tuning_label_buffer"),
+            format_ident!("__call_buffers"),
+        ),
+    };
+    let per_param = ps.iter().zip(tys).enumerate().map(|(i, (p, ty))| {
+        let p_str = p.to_string();
+        let args = ps.iter().enumerate().map(|(k, q)| {
+            if k == i {
+                quote!(::core::clone::Clone::clone(&__cands[__j]))
+            } else {
+                quote!(::core::clone::Clone::clone(&#q))
+            }
+        });
+        quote! {
+            let #p = {
+                let mut __cands = if config.autotune {
+                    <#ty as #kp>::#candidates(&#p, &__c.specs)
+                } else {
+                    ::std::vec::Vec::new()
+                };
+                let __labels: ::std::vec::Vec<::std::string::String> =
+                    __cands.iter().map(|__v| <#ty as #kp>::#label(__v)).collect();
+                let __req = #dsl::TuneRequest {
+                    kernel: ::core::concat!(::core::module_path!(), "::", #name),
+                    param: #p_str,
+                    config,
+                    device,
+                    inputs: &__c.specs,
+                    statics: &__c.statics,
+                };
+                match #dsl::autotune_choose(&__req, &__labels, |__j| {
+                    Self::#runner(config, device, #(#args),*)
+                })? {
+                    ::core::option::Option::Some(__j) => {
+                        __tuned.push(::std::format!("{}: {}", #p_str, __labels[__j]));
+                        __cands.swap_remove(__j)
+                    }
+                    ::core::option::Option::None => #p,
+                }
+            };
+        }
+    });
+    quote! {
+        #[allow(unused_mut, unused_variables)]
+        let mut __tuned: ::std::vec::Vec<::std::string::String> = ::std::vec::Vec::new();
+        #( #per_param )*
+    }
+}
