@@ -532,24 +532,27 @@ fn run_fused_gelu_dropout_and_einsum1() {
 fn run_quantize_dequantize_round_trip() {
     let d = Device::cpu().unwrap();
     let w = data(&[6, 3], 7);
-    // fp8 per-block: q is written as uint8 bits and read back with q_dtype.
+    // fp8 per-block: q is written as ml_dtypes writes float8_e4m3fn and
+    // read back as fp8 (q_dtype=fp8 also accepts it).
     let qs = run_cli("quantize", &[("x", &w)], &["dtype=fp8", "block_k=4"], 2);
     let (q, s) = quantize::run(&d, &w, F8E4M3FN, Some(4)).unwrap();
-    assert_eq!(qs[0], q.clone().bitcast(U8).unwrap());
+    assert_eq!(qs[0], q);
     assert_eq!(qs[1], s);
+    // The uint8 bit-pattern form, reinterpreted by q_dtype.
+    let bits = qs[0].clone().bitcast(U8).unwrap();
     let back = run_cli(
         "dequantize",
-        &[("q", &qs[0]), ("scales", &qs[1])],
+        &[("q", &bits), ("scales", &qs[1])],
         &["block_k=4", "q_dtype=fp8"],
         1,
     );
     assert_eq!(back[0], dequantize::run(&d, &q, &s, Some(4)).unwrap());
-    // The fp8 weights (uint8 bits in the file) straight into quantized_matmul.
+    // The fp8 weights file straight into quantized_matmul.
     let xin = data(&[2, 6], 11);
     let y = run_cli(
         "quantized_matmul",
         &[("x", &xin), ("w_q", &qs[0]), ("w_scales", &qs[1])],
-        &["block_k=4", "q_dtype=fp8"],
+        &["block_k=4"],
         1,
     );
     assert_eq!(

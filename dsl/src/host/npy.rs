@@ -1,10 +1,14 @@
 //! `.npy` files (NumPy's array format, versions 1 to 3) in and out.
 //!
 //! Element types map to NumPy's: `bool`, `int8/32/64`, `uint8/32`,
-//! `float16/32/64`. NumPy has no bfloat16 or fp8: bf16 tensors are written
-//! as `uint16` bit patterns (and `uint16` arrays read back as bf16), fp8
-//! tensors as `uint8` bit patterns (read back as u8; reinterpret them with
-//! [`HostTensor::bitcast`]).
+//! `float16/32/64`. NumPy has no bfloat16 or fp8; tessel reads and writes
+//! them the way `numpy.save` stores JAX's `ml_dtypes` arrays: bf16 as
+//! descriptor `<V2` and fp8 e4m3fn as `|V1` (NumPy loads both as raw bytes:
+//! `.view(ml_dtypes.bfloat16)` or `.view(jnp.float8_e4m3fn)` gives them
+//! back), and it reads ml_dtypes' `<f1` as fp8 e5m2. NumPy itself cannot
+//! load `<f1`, so e5m2 tensors are written as `uint8` bit patterns (read
+//! back as u8; reinterpret them with [`HostTensor::bitcast`]). The older
+//! bit-pattern form of bf16, `uint16`, is still read as bf16.
 
 use std::path::Path;
 
@@ -29,10 +33,11 @@ fn descr(dtype: DType) -> &'static str {
         DType::S8 => "|i1",
         DType::S32 => "<i4",
         DType::S64 => "<i8",
-        DType::U8 | DType::F8E4M3FN | DType::F8E5M2 => "|u1",
+        DType::U8 | DType::F8E5M2 => "|u1",
+        DType::F8E4M3FN => "|V1",
         DType::U32 => "<u4",
         DType::F16 => "<f2",
-        DType::BF16 => "<u2",
+        DType::BF16 => "<V2",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
     }
@@ -55,7 +60,9 @@ fn parse_descr(d: &str) -> Option<(DType, bool)> {
         "i4" => DType::S32,
         "i8" => DType::S64,
         "u1" => DType::U8,
-        "u2" => DType::BF16,
+        "u2" | "V2" => DType::BF16,
+        "V1" => DType::F8E4M3FN,
+        "f1" => DType::F8E5M2,
         "u4" => DType::U32,
         "f2" => DType::F16,
         "f4" => DType::F32,
@@ -189,7 +196,8 @@ fn parse(bytes: &[u8], path: Option<&Path>) -> Result<HostTensor> {
         npy_err(
             path,
             format!(
-                "unsupported dtype '{d}' (supported: bool, int8/32/64, uint8/16/32, float16/32/64)"
+                "unsupported dtype '{d}' (supported: bool, int8/32/64, uint8/16/32, float16/32/64, and \
+                 ml_dtypes' bfloat16 '<V2', float8_e4m3fn '<V1' and float8_e5m2 '<f1')"
             ),
         )
     })?;

@@ -31,7 +31,8 @@ commands:
   cache [clear]              the persistent compilation cache: its size, or empty it
 
 `tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
-u32, bool; bf16 as uint16 and fp8 as uint8 bit patterns (--opt q_dtype=fp8 reads the latter as fp8).";
+u32, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or as uint16/uint8 bit patterns
+(--opt q_dtype=fp8 reads the latter as fp8).";
 
 /// Runs the command line `words` (without the program name); `Ok` holds what
 /// to print, `Err` the one-line error.
