@@ -3,6 +3,7 @@
 //! with exit code 2.
 
 mod cache;
+mod device;
 mod inputs;
 mod kernels;
 mod plugin;

@@ -60,7 +60,8 @@ pub use disk_cache::{
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
 pub use plugin::{
-    cache_dir, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel, tpu_plugin_path,
+    cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
+    offline, tpu_plugin_path,
 };
 
 #[cfg(test)]

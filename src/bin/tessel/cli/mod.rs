@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod cache;
 pub mod plot;
+pub mod plugin;
 pub mod registry;
 
 use std::collections::BTreeMap;
@@ -14,8 +15,6 @@ use std::time::Instant;
 
 use args::{npy, pairs, spec, Args};
 use registry::{find, Opts};
-
-use tessel::runtime::Device;
 
 const USAGE: &str = "usage: tessel <command> [options]
 
@@ -29,6 +28,8 @@ commands:
   bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]
                              the benchmark suite: each workload against its reference
   cache [clear]              the persistent compilation cache: its size, or empty it
+  plugin install [WHEEL] | plugin info
+                             install the CPU plugin (offline from a wheel), or show where it is looked for
 
 `tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
 u32, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or as uint16/uint8 bit patterns
@@ -49,19 +50,20 @@ pub fn main_with(words: &[String]) -> Result<String, String> {
         "run" => run(&a),
         "bench" => bench(&a),
         "cache" => cache::cache(&a),
+        "plugin" => plugin::plugin(&a),
         other => Err(format!(
-            "unknown command `{other}`; commands: info, list, lower, run, bench, cache (tessel --help)"
+            "unknown command `{other}`; commands: info, list, lower, run, bench, cache, plugin (tessel --help)"
         )),
     }
 }
 
 fn info(a: &Args) -> Result<String, String> {
     if a.help() {
-        return Ok("usage: tessel info\n\nPrints the PJRT plugin's path, PJRT and StableHLO versions, platform and devices.".into());
+        return Ok(format!("usage: tessel info [--device NAME | --plugin PATH]\n\nPrints the PJRT plugin's path, PJRT and StableHLO versions, platform and devices.\n\n{}", plugin::DEVICE_HELP));
     }
-    a.only(&[])?;
+    a.only(&plugin::DEVICE_OPTIONS)?;
     a.at_most(0, "info takes no arguments")?;
-    let d = Device::from_env().map_err(|e| e.to_string())?;
+    let d = plugin::device(a)?;
     let api = d
         .api_version()
         .map_or_else(|| "none".to_string(), |(maj, min)| format!("{maj}.{min}"));
@@ -148,9 +150,9 @@ fn lower(a: &Args) -> Result<String, String> {
 
 fn run(a: &Args) -> Result<String, String> {
     if a.help() {
-        return Ok("usage: tessel run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out file.npy ...]\n\nRuns KERNEL on the .npy inputs, writes its outputs to the --out files in order (or prints them when small), and prints the time.".into());
+        return Ok(format!("usage: tessel run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out file.npy ...]\n                  [--device NAME | --plugin PATH]\n\nRuns KERNEL on the .npy inputs, writes its outputs to the --out files in order (or prints them when small), and prints the time.\n\n{}", plugin::DEVICE_HELP));
     }
-    a.only(&["arg", "opt", "out"])?;
+    a.only(&["arg", "opt", "out", "device", "plugin"])?;
     a.at_most(
         1,
         "run takes one kernel name; inputs go in --arg name=file.npy",
@@ -162,7 +164,7 @@ fn run(a: &Args) -> Result<String, String> {
     let entry = find(name)?;
     let inputs = named(&entry, pairs(a.all("arg"), "arg")?, "arg", npy)?;
     let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
-    let d = Device::from_env().map_err(|e| e.to_string())?;
+    let d = plugin::device(a)?;
     let refs: Vec<_> = inputs.iter().collect();
     let hits = tessel::runtime::executable_cache_stats().hits;
     let t0 = Instant::now();
@@ -206,14 +208,19 @@ fn bench(a: &Args) -> Result<String, String> {
     let all = bench::workloads();
     if a.help() {
         let mut s = String::from(
-            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
+            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--device NAME | --plugin PATH]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
+        );
+        let s0 = format!("{}\n", plugin::DEVICE_HELP);
+        s.insert_str(
+            s.find("\n\nRuns").unwrap_or(0),
+            &format!("\n\n{}", s0.trim_end()),
         );
         for w in &all {
             s.push_str(&format!("  {:<8} {}\n", w.name, w.about));
         }
         return Ok(s.trim_end().to_string());
     }
-    a.only(&["json", "plot"])?;
+    a.only(&["json", "plot", "device", "plugin"])?;
     let chosen: Vec<&bench::Workload> = if a.positional.is_empty() {
         all.iter().collect()
     } else {
@@ -241,7 +248,7 @@ fn bench(a: &Args) -> Result<String, String> {
     };
     let json_out = create("json")?;
     let plot_out = create("plot")?;
-    let d = Device::from_env().map_err(|e| e.to_string())?;
+    let d = plugin::device(a)?;
     let mut rows = Vec::new();
     let n = chosen.len();
     for (i, w) in chosen.iter().enumerate() {

@@ -1,0 +1,115 @@
+//! `--device`, `--plugin`, `TESSEL_OFFLINE` and `tessel plugin`.
+
+use std::process::Command;
+
+use tessel::prelude::*;
+
+fn tessel_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessel"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn device_and_plugin_flags_choose_the_device() {
+    let dir = std::env::temp_dir().join(format!("tessel-cli-device-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let x = HostTensor::from_vec(vec![3.0f32, 4.0], [1, 2]).unwrap();
+    let px = dir.join("x.npy");
+    x.write_npy(&px).unwrap();
+    let arg = format!("x={}", px.display());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "rms_norm_plain", "--arg", arg.as_str()];
+        args.extend_from_slice(extra);
+        tessel_env(&args, &[])
+    };
+    let (code, on_cpu, err) = run(&["--device", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, interpreted, err) = run(&["--device", "interpreter"]);
+    assert_eq!(code, 0, "{err}");
+    let first = |s: &str| s.lines().next().unwrap_or_default().to_string();
+    assert_eq!(first(&on_cpu), first(&interpreted));
+    let (code, out, err) = tessel_env(&["info", "--device", "cpu:3"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("devices:     3"), "{out}");
+    let (code, out, _) = tessel_env(&["info", "--device", "interpreter"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("none (interpreter)"), "{out}");
+
+    // Bad choices: one line, exit code 2.
+    let (code, _, err) = run(&["--device", "quantum"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown device `quantum`"), "{err}");
+    let (code, _, err) = run(&["--device", "cpu", "--plugin", "x.so"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("give --device or --plugin, not both"), "{err}");
+    let missing = dir.join("missing.so");
+    let (code, _, err) = tessel_env(&["info", "--plugin", missing.to_str().unwrap()], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing.so"), "{err}");
+    for help in [
+        &["info", "--help"][..],
+        &["run", "--help"],
+        &["bench", "--help"],
+    ] {
+        let (code, out, _) = tessel_env(help, &[]);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains("--device NAME") && out.contains("--plugin PATH"),
+            "{out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn offline_mode_names_plugin_install() {
+    let dir = std::env::temp_dir().join(format!("tessel-cli-offline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // An empty cache, no Python package to find, and no download allowed.
+    let env = [
+        ("TESSEL_CACHE_DIR", dir.join("cache")),
+        ("TESSEL_PYTHON", dir.join("no-python")),
+        ("TESSEL_OFFLINE", "1".into()),
+    ];
+    let env: Vec<(&str, &std::path::Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+    let (code, _, err) = tessel_env(&["info"], &env);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("TESSEL_OFFLINE is set") && err.contains("tessel plugin install WHEEL"),
+        "{err}"
+    );
+    let (code, out, _) = tessel_env(&["plugin", "info"], &env);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("(not installed)") && out.contains("offline:            yes"),
+        "{out}"
+    );
+    // A wheel that is not the pinned one is refused before anything is written.
+    let fake = dir.join("xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl");
+    std::fs::write(&fake, b"not a wheel").unwrap();
+    let (code, _, err) = tessel_env(&["plugin", "install", fake.to_str().unwrap()], &env);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("has SHA-256") && err.contains("expected"),
+        "{err}"
+    );
+    assert!(!dir
+        .join("cache")
+        .join("xla-cpu-pjrt-0.0.1")
+        .join("xla_cpu_pjrt.so")
+        .exists());
+    let (code, _, err) = tessel_env(&["plugin", "remove"], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown plugin action `remove`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
