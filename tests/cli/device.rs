@@ -113,3 +113,15 @@ fn offline_mode_names_plugin_install() {
     assert!(err.contains("unknown plugin action `remove`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn version_prints_the_crate_version() {
+    for flag in ["--version", "-V", "version"] {
+        let (code, out, _) = tessel_env(&[flag], &[]);
+        assert_eq!(code, 0);
+        assert_eq!(out.trim(), format!("tessel {}", env!("CARGO_PKG_VERSION")));
+    }
+    let (code, _, err) = tessel_env(&["--version", "extra"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unexpected argument `extra`"), "{err}");
+}

@@ -31,7 +31,7 @@ commands:
   plugin install [WHEEL] | plugin info
                              install the CPU plugin (offline from a wheel), or show where it is looked for
 
-`tessel <command> --help` describes a command. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
+`tessel <command> --help` describes a command; `tessel --version` prints the version. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
 u32, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or as uint16/uint8 bit patterns
 (--opt q_dtype=fp8 reads the latter as fp8).";
 
@@ -44,6 +44,10 @@ pub fn main_with(words: &[String]) -> Result<String, String> {
     let a = Args::parse(rest)?;
     match cmd.as_str() {
         "-h" | "--help" | "help" => Ok(USAGE.to_string()),
+        "-V" | "--version" | "version" => {
+            a.at_most(0, "version takes no arguments")?;
+            Ok(format!("tessel {}", env!("CARGO_PKG_VERSION")))
+        }
         "info" => info(&a),
         "list" => list(&a),
         "lower" => lower(&a),
