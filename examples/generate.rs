@@ -97,7 +97,7 @@ fn rope_rows(x: Tensor, pos: Tensor) -> Tensor {
     let inv_freq = (i * (-2.0 * 10_000f64.ln() / HEAD_DIM as f64)).exp();
     let angle = pos.cast(F32).reshape(&[t, 1, 1]) * inv_freq;
     let (cos, sin) = (angle.cos(), angle.sin());
-    let (a, b) = (x.narrow(2, 0, half), x.narrow(2, half, HEAD_DIM));
+    let (a, b) = (x.slice_axis(2, 0, half), x.slice_axis(2, half, HEAD_DIM));
     concat(&[a * cos - b * sin, b * cos + a * sin], 2)
 }
 

@@ -125,8 +125,8 @@ fn heads(x: Tensor) -> Tensor {
 /// The mean next-byte loss of `tokens` (`[BATCH, SEQ + 1]`) under `p`.
 fn loss(p: &[Tensor], tokens: Tensor, cos: Tensor, sin: Tensor) -> Tensor {
     let (b, s, d) = (BATCH as isize, SEQ as isize, DIM as isize);
-    let inputs = tokens.narrow(1, 0, SEQ).reshape(&[b * s]);
-    let targets = tokens.narrow(1, 1, SEQ + 1).reshape(&[b * s]);
+    let inputs = tokens.slice_axis(1, 0, SEQ).reshape(&[b * s]);
+    let targets = tokens.slice_axis(1, 1, SEQ + 1).reshape(&[b * s]);
     let emb = p[0];
     let mut x = emb.take(inputs, 0).reshape(&[b, s, d]);
     for l in 0..LAYERS {

@@ -179,11 +179,11 @@ fn unrolled(x: Tensor, n: usize) -> (Tensor, Tensor) {
     let mut acc = x.zeros_like();
     #[unroll]
     for k in 0..n {
-        acc = acc + x.narrow(0, k, k + 1).sum(&[0]) * (k + 1) as f32;
+        acc = acc + x.slice_axis(0, k, k + 1).sum(&[0]) * (k + 1) as f32;
     }
     let mut parts = Vec::new();
     for k in 0..n {
-        parts.push(x.narrow(0, k, k + 1));
+        parts.push(x.slice_axis(0, k, k + 1));
     }
     (acc, concat(&parts, 0))
 }

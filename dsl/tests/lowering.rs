@@ -34,7 +34,7 @@ fn families() -> Vec<(&'static str, Body)> {
         ("shape", |a| {
             let (x, y, n) = (a[0], a[1], a[3]);
             let t = x.t() + y.transpose(&[0, 1]).reshape(&[6, -1]);
-            let s = t.slice(&[1, 0], &[6, 4], &[2, 2]).narrow(0, 0, 1);
+            let s = t.slice(&[1, 0], &[6, 4], &[2, 2]).slice_axis(0, 0, 1);
             let d = x.dynamic_slice(&[n, n], &[2, 3]);
             let u = x.dynamic_update_slice(d * 0.0, &[n, n]);
             let c = concat(&[u, x.pad(0.0, &[0, 0], &[1, -5], &[0, 1])], 0);

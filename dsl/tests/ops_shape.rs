@@ -281,9 +281,11 @@ fn strided_slices_and_narrow() {
                 .map(|(s, l, st)| t[0].slice(s, l, st))
                 .collect();
             r.push(t[1].slice(&[1, 0, 1], &[3, 4, 5], &[1, 3, 2]));
-            r.push(t[0].narrow(1, 2, 7));
-            r.push(t[0].narrow(-2, 6, 7));
-            r.push(t[1].narrow(-1, 0, 1));
+            r.push(t[0].slice_axis(1, 2, 7));
+            r.push(t[0].slice_axis(-2, 6, 7));
+            r.push(t[1].slice_axis(-1, 0, 1));
+            r.push(t[0].narrow(1, 2, 5));
+            r.push(t[1].narrow(-2, 1, 3));
             r
         },
         &[&x, &y],
@@ -308,9 +310,9 @@ fn strided_slices_and_narrow() {
     );
     check(&out[4], U8, &sh, &w, Class::Exact, "3-D strided slice");
     let (w, sh) = slice_ref(&x.to_f64_vec(), &[7, 9], &[0, 2], &[7, 7], &[1, 1]);
-    check(&out[5], F32, &sh, &w, Class::Exact, "narrow axis 1");
+    check(&out[5], F32, &sh, &w, Class::Exact, "slice_axis axis 1");
     let (w, sh) = slice_ref(&x.to_f64_vec(), &[7, 9], &[6, 0], &[7, 9], &[1, 1]);
-    check(&out[6], F32, &sh, &w, Class::Exact, "narrow axis -2");
+    check(&out[6], F32, &sh, &w, Class::Exact, "slice_axis axis -2");
     let (w, sh) = slice_ref(
         &y.to_f64_vec(),
         &[3, 4, 5],
@@ -318,7 +320,24 @@ fn strided_slices_and_narrow() {
         &[3, 4, 1],
         &[1, 1, 1],
     );
-    check(&out[7], U8, &sh, &w, Class::Exact, "narrow axis -1");
+    check(&out[7], U8, &sh, &w, Class::Exact, "slice_axis axis -1");
+    // narrow takes a length: 5 columns from 2 is slice_axis(1, 2, 7).
+    assert_eq!(out[8].to_f64_vec(), out[5].to_f64_vec());
+    let (w, sh) = slice_ref(
+        &y.to_f64_vec(),
+        &[3, 4, 5],
+        &[0, 1, 0],
+        &[3, 4, 5],
+        &[1, 1, 1],
+    );
+    check(
+        &out[9],
+        U8,
+        &sh,
+        &w,
+        Class::Exact,
+        "narrow axis -2, length 3",
+    );
 }
 
 /// Where XLA puts a dynamic window: `start` clamped into `0..=dim - size`.

@@ -348,10 +348,24 @@ fn more_misuses_each_name_their_op() {
             s(&[4]),
         ),
         (
-            |a| a[0].narrow(0, 2, 9),
+            |a| a[0].slice_axis(0, 2, 9),
             line!(),
-            "slice",
-            "not inside",
+            "slice_axis",
+            "2..9 is not inside axis 0",
+            s(&[4]),
+        ),
+        (
+            |a| a[0].narrow(0, 2, 3),
+            line!(),
+            "narrow",
+            "2..5 is not inside axis 0",
+            s(&[4]),
+        ),
+        (
+            |a| a[0].narrow(0, 1, usize::MAX),
+            line!(),
+            "narrow",
+            "1..(past usize::MAX) is not inside",
             s(&[4]),
         ),
         (

@@ -60,7 +60,7 @@ pub fn push_amax(history: Tensor, x: Tensor) -> Tensor {
     if h <= 1 {
         return amax.reshape(&[h as isize]);
     }
-    concat(&[amax, history.narrow(0, 0, h - 1)], 0)
+    concat(&[amax, history.slice_axis(0, 0, h - 1)], 0)
 }
 
 /// `x · scale`, clamped to the largest finite value of the FP8 `dtype`

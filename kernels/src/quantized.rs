@@ -63,7 +63,7 @@ pub fn quantize(x: Tensor, dtype: DType, block_k: Option<usize>) -> (Tensor, Ten
     };
     let q = rounded
         .reshape(&[(nb * bk) as isize, n as isize])
-        .narrow(0, 0, k)
+        .slice_axis(0, 0, k)
         .cast(dtype);
     let scales = if block_k.is_some() {
         scale
@@ -99,7 +99,7 @@ pub fn dequantize(q: Tensor, scales: Tensor, block_k: Option<usize>) -> Tensor {
                 .expand_dims(1)
                 .broadcast_to([nb, bk, n])
                 .reshape(&[(nb * bk) as isize, n as isize]);
-            qf * per_row.narrow(0, 0, k)
+            qf * per_row.slice_axis(0, 0, k)
         }
     }
 }

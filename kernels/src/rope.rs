@@ -235,10 +235,10 @@ fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Ten
     let d = xf.dim(-1);
     let h = c.dim(-1);
     let r = 2 * h;
-    let xr = if r < d { xf.narrow(-1, 0, r) } else { xf };
+    let xr = if r < d { xf.slice_axis(-1, 0, r) } else { xf };
     let rotated = match layout {
         RopeLayout::HalfSplit => {
-            let (a, b) = (xr.narrow(-1, 0, h), xr.narrow(-1, h, r));
+            let (a, b) = (xr.slice_axis(-1, 0, h), xr.slice_axis(-1, h, r));
             concat(&[a * c - b * s, b * c + a * s], -1)
         }
         RopeLayout::Interleaved => {
@@ -246,7 +246,7 @@ fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Ten
             let mut pairs = lead[..lead.len() - 1].to_vec();
             pairs.extend([h as isize, 2]);
             let xp = xr.reshape(&pairs);
-            let (a, b) = (xp.narrow(-1, 0, 1), xp.narrow(-1, 1, 2));
+            let (a, b) = (xp.slice_axis(-1, 0, 1), xp.slice_axis(-1, 1, 2));
             let rows = c.dim(0) as isize;
             let (c, s) = (
                 c.reshape(&[rows, h as isize, 1]),
@@ -256,7 +256,7 @@ fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Ten
         }
     };
     let out = if r < d {
-        concat(&[rotated, xf.narrow(-1, r, d)], -1)
+        concat(&[rotated, xf.slice_axis(-1, r, d)], -1)
     } else {
         rotated
     };
@@ -281,8 +281,8 @@ fn rope_static(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeL
     let end = offset + seq;
     rotate(
         x,
-        cos.narrow(0, offset, end),
-        sin.narrow(0, offset, end),
+        cos.slice_axis(0, offset, end),
+        sin.slice_axis(0, offset, end),
         layout,
         cd,
     )

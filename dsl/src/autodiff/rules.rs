@@ -113,7 +113,7 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
             let mut v = Vec::new();
             for i in 0..node.operands.len() {
                 let n = tape::spec(node.operands[i]).shape[*dim];
-                v.push(Some(g.narrow(*dim as isize, off, off + n)));
+                v.push(Some(g.slice_axis(*dim as isize, off, off + n)));
                 off += n;
             }
             Ok(v)

@@ -160,13 +160,60 @@ impl Tensor {
     }
 
     /// `start..end` along one axis (negative axis counts from the end).
+    ///
+    /// ```
+    /// use tessel_dsl::{trace, Tensor, TensorSpec, F32};
+    /// let g = trace("cols", &[TensorSpec::new([4, 10], F32)], |x: &[Tensor]| x[0].slice_axis(1, 2, 7))?;
+    /// assert_eq!(g.output_specs()[0].shape, vec![4, 5]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
     #[track_caller]
-    pub fn narrow(self, axis: isize, start: usize, end: usize) -> Tensor {
+    pub fn slice_axis(self, axis: isize, start: usize, end: usize) -> Tensor {
+        self.axis_range("slice_axis", axis, start, Some(end), Location::caller())
+    }
+
+    /// `len` elements from `start` along one axis (negative axis counts from
+    /// the end): candle's and PyTorch's `narrow`. Before tessel 0.2 the
+    /// third argument was an end; [`slice_axis`](Tensor::slice_axis) takes
+    /// one (see CHANGELOG.md).
+    ///
+    /// ```
+    /// use tessel_dsl::{trace, Tensor, TensorSpec, F32};
+    /// let g = trace("cols", &[TensorSpec::new([4, 10], F32)], |x: &[Tensor]| x[0].narrow(1, 2, 7))?;
+    /// assert_eq!(g.output_specs()[0].shape, vec![4, 7]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn narrow(self, axis: isize, start: usize, len: usize) -> Tensor {
+        self.axis_range(
+            "narrow",
+            axis,
+            start,
+            start.checked_add(len),
+            Location::caller(),
+        )
+    }
+
+    /// `start..end` along `axis` (`end` `None`: past `usize::MAX`), as op `op`.
+    fn axis_range(
+        self,
+        op: &'static str,
+        axis: isize,
+        start: usize,
+        end: Option<usize>,
+        loc: Location,
+    ) -> Tensor {
         let spec = self.spec();
-        let loc = Location::caller();
         let a = match axis_of(axis, &spec) {
             Ok(a) => a,
-            Err(m) => return build("narrow", &[self], loc, 1, move |_| Err(m))[0],
+            Err(m) => return build(op, &[self], loc, 1, move |_| Err(m))[0],
+        };
+        let Some(end) = end.filter(|&e| start <= e && e <= spec.shape[a]) else {
+            let m = format!(
+                "{start}..{} is not inside axis {a} of {spec}",
+                end.map_or_else(|| "(past usize::MAX)".to_string(), |e| e.to_string())
+            );
+            return build(op, &[self], loc, 1, move |_| Err(m))[0];
         };
         let mut lo = vec![0; spec.rank()];
         let mut hi = spec.shape.clone();
@@ -174,9 +221,6 @@ impl Tensor {
         hi[a] = end;
         let ones = vec![1; spec.rank()];
         build("slice", &[self], loc, 1, move |s| {
-            if start > end || end > s[0].shape[a] {
-                return Err(format!("{start}..{end} is not inside axis {a} of {}", s[0]));
-            }
             let mut shape = s[0].shape.clone();
             shape[a] = end - start;
             Ok((

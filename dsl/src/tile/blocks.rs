@@ -275,7 +275,7 @@ pub(crate) fn write_block(
     }
     let start = binary_at(b.to_s32(&loc), s32(bs, &loc), BinaryOp::Mul, loc.clone());
     if n < bs {
-        return value.narrow(a as isize, 0, n);
+        return value.slice_axis(a as isize, 0, n);
     }
     let limit = s32(n - bs, &loc);
     let clamped = binary_at(start, limit, BinaryOp::Min, loc.clone());

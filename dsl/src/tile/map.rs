@@ -84,7 +84,7 @@ impl Tensor {
                 joined[a] = (nb * bs) as isize;
                 y.transpose(&inverse)
                     .reshape(&joined)
-                    .narrow(a as isize, 0, n)
+                    .slice_axis(a as isize, 0, n)
             }
         }
     }

@@ -404,8 +404,8 @@ impl BlockSparse {
             }
         };
         let pair = table.dynamic_slice(&[i, zero], &[1, 2]);
-        let row = pair.narrow(1, 0, 1).reshape(&[]);
-        let col = pair.narrow(1, 1, 2).reshape(&[]);
+        let row = pair.slice_axis(1, 0, 1).reshape(&[]);
+        let col = pair.slice_axis(1, 1, 2).reshape(&[]);
         let values = match &self.coords {
             // Checked when the layout was built.
             Coords::Static(_) => values,
@@ -434,6 +434,8 @@ impl BlockSparse {
             let rows = dense.block_sized(0, blk.row, b0, 0.0);
             dense = dense.set_block(0, blk.row, rows.set_block(1, blk.col, blk.values));
         }
-        dense.narrow(0, 0, self.shape.0).narrow(1, 0, self.shape.1)
+        dense
+            .slice_axis(0, 0, self.shape.0)
+            .slice_axis(1, 0, self.shape.1)
     }
 }

@@ -300,10 +300,10 @@ impl Layout for SparseLayout {
             };
             let mut e = m.block_mask(i, jb, bq, bk);
             if r < bq {
-                e = e.narrow(0, 0, r);
+                e = e.slice_axis(0, 0, r);
             }
             if c < bk {
-                e = e.narrow(1, 0, c);
+                e = e.slice_axis(1, 0, c);
             }
             e.reshape(&[1, r as isize, c as isize])
         };
@@ -478,5 +478,8 @@ pub fn block_sparse_attention_dynamic_with(
             lse.dynamic_update_slice(l, &[zero, zero, zero, start]),
         )
     });
-    ctx.assemble(vec![out.narrow(3, 0, d.sq)], vec![lse.narrow(3, 0, d.sq)])
+    ctx.assemble(
+        vec![out.slice_axis(3, 0, d.sq)],
+        vec![lse.slice_axis(3, 0, d.sq)],
+    )
 }

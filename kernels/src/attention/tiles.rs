@@ -49,7 +49,7 @@ pub(crate) fn tile(x: Tensor, reads: &[(usize, Pos, usize)], pad: f64) -> Tensor
             let n = shape[axis];
             let (s0, e) = (s.min(n), (s + size).min(n));
             if (s0, e) != (0, n) {
-                t = t.narrow(axis as isize, s0, e);
+                t = t.slice_axis(axis as isize, s0, e);
             }
             if e - s0 < size {
                 t = pad_axis(t, axis, size - (e - s0), pad);

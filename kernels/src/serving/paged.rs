@@ -216,5 +216,5 @@ pub fn ragged_paged_attention_with(
             out.dynamic_update_slice(rows.select(o, old), &[row0, zero, zero])
         })
     });
-    out.narrow(0, 0, t)
+    out.slice_axis(0, 0, t)
 }

@@ -35,7 +35,7 @@ pub fn token_slots(
     }
     let tok = Tensor::iota([t], 0, S32);
     // Sequence of each token: how many sequences end at or before it.
-    let ends = cu_q_lens.narrow(0, 1, b + 1).reshape(&[1, b as isize]);
+    let ends = cu_q_lens.slice_axis(0, 1, b + 1).reshape(&[1, b as isize]);
     let seq = ends.le(tok.reshape(&[t as isize, 1])).cast(S32).sum(&[1]);
     let lo = cu_q_lens.take(seq, 0);
     let hi = cu_q_lens.take(seq + 1, 0);

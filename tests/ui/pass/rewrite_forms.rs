@@ -25,7 +25,7 @@ fn forms(x: Tensor, t: Tensor, n: usize, flag: bool) -> (Tensor, Tensor) {
     }
     #[unroll]
     for k in 0..n {
-        acc = acc + x.narrow(0, k, k + 1).sum(&[0]);
+        acc = acc + x.slice_axis(0, k, k + 1).sum(&[0]);
     }
     let mut steps = 0;
     while steps < n {
