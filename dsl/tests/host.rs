@@ -232,4 +232,15 @@ fn ndarray_round_trip() {
     let back = t.to_ndarray::<f32>().unwrap();
     assert_eq!(back.shape(), &[3, 2]);
     assert!(t.to_ndarray::<i32>().is_err());
+    // Views (strided ones too), shared arrays and TryFrom both ways.
+    let view = HostTensor::from_ndarray(&a.slice(ndarray::s![.., ..;2])).unwrap();
+    assert_eq!(view.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 4.0, 6.0]);
+    let shared = HostTensor::try_from(a.clone().into_shared()).unwrap();
+    assert_eq!(shared.shape(), &[2, 3]);
+    let from_ref: HostTensor = (&a.view()).try_into().unwrap();
+    assert_eq!(from_ref, shared);
+    let arr: ndarray::ArrayD<f32> = (&t).try_into().unwrap();
+    assert_eq!(arr, back);
+    let wrong: Result<ndarray::ArrayD<u8>, _> = (&t).try_into();
+    assert!(wrong.is_err());
 }
