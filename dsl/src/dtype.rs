@@ -16,6 +16,8 @@ use std::fmt;
 /// assert!(DType::F16.is_float());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum DType {
     /// Boolean (`i1` in StableHLO, one byte per element on the host).
     Pred,

@@ -50,6 +50,7 @@ pub const MAX_EMPTY_PREFIX: usize = 1 << 20;
 /// assert_eq!(TensorSpec::parse("2x3:f32").unwrap(), s);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TensorSpec {
     /// Extents, outermost first.
     pub shape: Shape,

@@ -38,6 +38,7 @@ impl Default for ProfileOptions {
 
 /// Run-time statistics, in seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Timing {
     /// Fastest run.
     pub min: f64,
@@ -65,6 +66,8 @@ impl Timing {
 
 /// Where the FLOP and byte counts came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum CostSource {
     /// XLA's cost analysis of the compiled program.
     Xla,
@@ -75,6 +78,7 @@ pub enum CostSource {
 /// A kernel's profile. [`Profile::summary`] prints it as a table,
 /// [`Profile::to_json`] serializes it.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Profile {
     /// The kernel.
     pub kernel: String,

@@ -40,6 +40,7 @@ impl CostAnalysis {
 
 /// Memory a compiled program needs (`PJRT_Executable_GetCompiledMemoryStats`), in bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MemoryStats {
     /// Generated code.
     pub generated_code_bytes: i64,
