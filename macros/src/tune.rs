@@ -35,6 +35,12 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
             format_ident!("__call_buffers"),
         ),
     };
+    // Timing `call` runs the kernel several times on the same buffers,
+    // which a donated buffer does not survive: such calls are not tuned.
+    let enabled = match form {
+        Form::Host => quote!(config.autotune),
+        Form::Buffer => quote!(config.autotune && config.donate.is_empty()),
+    };
     let per_param = ps.iter().zip(tys).enumerate().map(|(i, (p, ty))| {
         let p_str = p.to_string();
         let args = ps.iter().enumerate().map(|(k, q)| {
@@ -46,7 +52,7 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
         });
         quote! {
             let #p = {
-                let mut __cands = if config.autotune {
+                let mut __cands = if #enabled {
                     <#ty as #kp>::#candidates(&#p, &__c.specs)
                 } else {
                     ::std::vec::Vec::new()

@@ -13,7 +13,8 @@
 //! [`executable_cache_dir`](crate::runtime::executable_cache_dir)), so a
 //! second process measures nothing. A stored choice that is no longer
 //! among the candidates is measured again. On the interpreter nothing is
-//! tuned.
+//! tuned, and neither is a `call` that donates buffers (timing runs the
+//! kernel several times on the same buffers).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
