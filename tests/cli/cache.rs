@@ -1,24 +1,15 @@
 //! `tessel cache`: a run writes its executable to the persistent cache, a
 //! second process loads it, `cache` shows it and `cache clear` removes it.
 
-use std::process::Command;
+use std::ffi::OsStr;
+use std::path::Path;
 
-fn tessel_in(
-    dir: &std::path::Path,
-    args: &[&str],
-    extra: &[(&str, &str)],
-) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessel"));
-    cmd.args(args).env("TESSEL_EXECUTABLE_CACHE_DIR", dir);
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+use super::tessel_env;
+
+fn tessel_in(dir: &Path, args: &[&str], extra: &[(&str, &str)]) -> (i32, String, String) {
+    let mut env: Vec<(&str, &OsStr)> = vec![("TESSEL_EXECUTABLE_CACHE_DIR", dir.as_os_str())];
+    env.extend(extra.iter().map(|(k, v)| (*k, OsStr::new(v))));
+    tessel_env(args, &env)
 }
 
 #[test]

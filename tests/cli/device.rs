@@ -1,22 +1,8 @@
 //! `--device`, `--plugin`, `TESSEL_OFFLINE` and `tessel plugin`.
 
-use std::process::Command;
-
 use tessel::prelude::*;
 
-fn tessel_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessel"));
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use super::tessel_env;
 
 #[test]
 fn device_and_plugin_flags_choose_the_device() {
@@ -29,7 +15,7 @@ fn device_and_plugin_flags_choose_the_device() {
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "rms_norm_plain", "--arg", arg.as_str()];
         args.extend_from_slice(extra);
-        tessel_env(&args, &[])
+        tessel_env::<&str>(&args, &[])
     };
     let (code, on_cpu, err) = run(&["--device", "cpu"]);
     assert_eq!(code, 0, "{err}");
@@ -37,10 +23,10 @@ fn device_and_plugin_flags_choose_the_device() {
     assert_eq!(code, 0, "{err}");
     let first = |s: &str| s.lines().next().unwrap_or_default().to_string();
     assert_eq!(first(&on_cpu), first(&interpreted));
-    let (code, out, err) = tessel_env(&["info", "--device", "cpu:3"], &[]);
+    let (code, out, err) = tessel_env::<&str>(&["info", "--device", "cpu:3"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("devices:     3"), "{out}");
-    let (code, out, _) = tessel_env(&["info", "--device", "interpreter"], &[]);
+    let (code, out, _) = tessel_env::<&str>(&["info", "--device", "interpreter"], &[]);
     assert_eq!(code, 0);
     assert!(out.contains("none (interpreter)"), "{out}");
 
@@ -52,7 +38,7 @@ fn device_and_plugin_flags_choose_the_device() {
     assert_eq!(code, 2);
     assert!(err.contains("give --device or --plugin, not both"), "{err}");
     let missing = dir.join("missing.so");
-    let (code, _, err) = tessel_env(&["info", "--plugin", missing.to_str().unwrap()], &[]);
+    let (code, _, err) = tessel_env::<&str>(&["info", "--plugin", missing.to_str().unwrap()], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("missing.so"), "{err}");
     for help in [
@@ -60,7 +46,7 @@ fn device_and_plugin_flags_choose_the_device() {
         &["run", "--help"],
         &["bench", "--help"],
     ] {
-        let (code, out, _) = tessel_env(help, &[]);
+        let (code, out, _) = tessel_env::<&str>(help, &[]);
         assert_eq!(code, 0);
         assert!(
             out.contains("--device NAME") && out.contains("--plugin PATH"),
@@ -80,7 +66,6 @@ fn offline_mode_names_plugin_install() {
         ("TESSEL_PYTHON", dir.join("no-python")),
         ("TESSEL_OFFLINE", "1".into()),
     ];
-    let env: Vec<(&str, &std::path::Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
     let (code, _, err) = tessel_env(&["info"], &env);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -117,11 +102,11 @@ fn offline_mode_names_plugin_install() {
 #[test]
 fn version_prints_the_crate_version() {
     for flag in ["--version", "-V", "version"] {
-        let (code, out, _) = tessel_env(&[flag], &[]);
+        let (code, out, _) = tessel_env::<&str>(&[flag], &[]);
         assert_eq!(code, 0);
         assert_eq!(out.trim(), format!("tessel {}", env!("CARGO_PKG_VERSION")));
     }
-    let (code, _, err) = tessel_env(&["--version", "extra"], &[]);
+    let (code, _, err) = tessel_env::<&str>(&["--version", "extra"], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("unexpected argument `extra`"), "{err}");
 }

@@ -15,10 +15,21 @@ use tessel::kernels::gemm::{gemm, Activation, GemmOptions};
 use tessel::prelude::*;
 
 fn tessel(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
+    tessel_env::<&str>(args, &[])
+}
+
+/// `tessel args` with `env` added to the environment: exit code, stdout
+/// and stderr.
+fn tessel_env<V: AsRef<std::ffi::OsStr>>(
+    args: &[&str],
+    env: &[(&str, V)],
+) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessel"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -162,16 +162,19 @@ pub struct Executable {
     inner: Arc<Inner>,
 }
 
+/// A [`DeviceError::Compile`] of `program` saying `message`.
+fn compile_error_of(program: &Program, message: String) -> crate::Error {
+    DeviceError::Compile {
+        kernel: program.name.clone(),
+        message,
+    }
+    .into()
+}
+
 /// Compiles `program` on `client`, or loads the executable the
 /// [persistent cache](super::executable_cache_dir) holds for it.
 pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executable> {
-    let compile_error = |message: String| -> crate::Error {
-        DeviceError::Compile {
-            kernel: program.name.clone(),
-            message,
-        }
-        .into()
-    };
+    let compile_error = |message: String| compile_error_of(program, message);
     if program.num_partitions == 0 || program.num_replicas == 0 {
         return Err(compile_error(format!(
             "num_partitions ({}) and num_replicas ({}) must be at least 1",
@@ -220,13 +223,7 @@ fn pjrt_compile(
     options: &[u8],
 ) -> Result<*mut ffi::PJRT_LoadedExecutable> {
     let api = client.api();
-    let compile_error = |message: String| -> crate::Error {
-        DeviceError::Compile {
-            kernel: program.name.clone(),
-            message,
-        }
-        .into()
-    };
+    let compile_error = |message: String| compile_error_of(program, message);
     let format = "mlir";
     let mut prog = ffi::PJRT_Program::new();
     // PJRT declares `code` mutable, but Compile only reads it.
@@ -266,13 +263,7 @@ fn finish(
     let client = Arc::clone(&compiled.client);
     let client = &client;
     let api = client.api();
-    let compile_error = |message: String| -> crate::Error {
-        DeviceError::Compile {
-            kernel: program.name.clone(),
-            message,
-        }
-        .into()
-    };
+    let compile_error = |message: String| compile_error_of(program, message);
 
     let mut get = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
     get.loaded_executable = compiled.loaded;
@@ -353,13 +344,7 @@ pub(crate) fn for_interpreter(
     interpreter: &Arc<Interpreter>,
     program: &Program,
 ) -> Result<Executable> {
-    let compile_error = |message: String| -> crate::Error {
-        DeviceError::Compile {
-            kernel: program.name.clone(),
-            message,
-        }
-        .into()
-    };
+    let compile_error = |message: String| compile_error_of(program, message);
     let Some(graph) = &program.graph else {
         return Err(compile_error(
             "the interpreter runs programs traced by tessel; this one is StableHLO text only \
