@@ -162,8 +162,10 @@ impl Tensor {
     /// `start..end` along one axis (negative axis counts from the end).
     ///
     /// ```
+    /// use tessel_dsl::config::KernelConfig;
     /// use tessel_dsl::{trace, Tensor, TensorSpec, F32};
-    /// let g = trace("cols", &[TensorSpec::new([4, 10], F32)], |x: &[Tensor]| x[0].slice_axis(1, 2, 7))?;
+    /// let x = ("x".to_string(), TensorSpec::new([4, 10], F32));
+    /// let g = trace("cols", &[x], KernelConfig::default(), |a: &[Tensor]| a[0].slice_axis(1, 2, 7))?;
     /// assert_eq!(g.output_specs()[0].shape, vec![4, 5]);
     /// # Ok::<(), tessel_dsl::Error>(())
     /// ```
@@ -178,8 +180,10 @@ impl Tensor {
     /// one (see CHANGELOG.md).
     ///
     /// ```
+    /// use tessel_dsl::config::KernelConfig;
     /// use tessel_dsl::{trace, Tensor, TensorSpec, F32};
-    /// let g = trace("cols", &[TensorSpec::new([4, 10], F32)], |x: &[Tensor]| x[0].narrow(1, 2, 7))?;
+    /// let x = ("x".to_string(), TensorSpec::new([4, 10], F32));
+    /// let g = trace("cols", &[x], KernelConfig::default(), |a: &[Tensor]| a[0].narrow(1, 2, 7))?;
     /// assert_eq!(g.output_specs()[0].shape, vec![4, 7]);
     /// # Ok::<(), tessel_dsl::Error>(())
     /// ```
