@@ -414,12 +414,7 @@ fn deep_nesting_lowers_in_linear_size() {
         let out = k.run(&device(), &[&x]).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
     };
-    std::thread::Builder::new()
-        .stack_size(1 << 28)
-        .spawn(run)
-        .unwrap()
-        .join()
-        .unwrap();
+    on_a_large_stack(run);
 }
 
 /// 1,000 nested loops compile and run (XLA's compiler recurses per level:
@@ -436,12 +431,7 @@ fn a_thousand_nested_loops_compile_and_run() {
         let out = k.run(&device(), &[&x]).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
     };
-    std::thread::Builder::new()
-        .stack_size(1 << 28)
-        .spawn(run)
-        .unwrap()
-        .join()
-        .unwrap();
+    on_a_large_stack(run);
 }
 
 /// `depth` conditionals nested inside each other's true branch.
@@ -479,9 +469,15 @@ fn conditionals_nested_past_the_limit_are_a_kernel_error() {
         let out = k.run(&device(), &[&x]).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
     };
+    on_a_large_stack(run);
+}
+
+/// Runs `f` on a thread with a 256 MiB stack (deep nests recurse in the
+/// test's own builders and in XLA's compiler), failing if it panics.
+fn on_a_large_stack(f: impl FnOnce() + Send + 'static) {
     std::thread::Builder::new()
         .stack_size(1 << 28)
-        .spawn(run)
+        .spawn(f)
         .unwrap()
         .join()
         .unwrap();

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::{KernelConfig, StaticKey};
 use crate::error::Result;
-use crate::runtime::{tuning_file, Device};
+use crate::runtime::{read_tuning, write_tuning, Device};
 use crate::shape::TensorSpec;
 
 /// Timed runs per candidate after the first (untimed) one.
@@ -82,8 +82,7 @@ fn remembered(key: &str) -> Option<String> {
     if let Some(label) = memory().lock().ok()?.get(key) {
         return Some(label.clone());
     }
-    let text = std::fs::read_to_string(tuning_file(key)?).ok()?;
-    text.lines().next().map(str::to_string)
+    read_tuning(key)?.lines().next().map(str::to_string)
 }
 
 /// Remembers `label` for `key`, with the timings as a note for people.
@@ -91,9 +90,6 @@ fn remember(req: &TuneRequest<'_>, key: &str, label: &str, timings: &[(String, O
     if let Ok(mut m) = memory().lock() {
         m.insert(key.to_string(), label.to_string());
     }
-    let Some(path) = tuning_file(key) else {
-        return;
-    };
     let mut text = format!(
         "{label}\n# {} {} on {:?}\n",
         req.kernel, req.param, req.inputs
@@ -104,15 +100,7 @@ fn remember(req: &TuneRequest<'_>, key: &str, label: &str, timings: &[(String, O
             None => writeln!(text, "# failed  {l}"),
         };
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&tmp, text))
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    write_tuning(key, &text);
 }
 
 /// Picks the fastest of the candidates labelled `labels` by running each

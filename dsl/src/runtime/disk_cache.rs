@@ -176,44 +176,53 @@ pub fn executable_cache_usage() -> DiskCacheUsage {
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 pub fn clear_executable_cache() -> Result<DiskCacheUsage> {
-    let mut usage = executable_cache_usage();
-    let dir = usage.dir.clone();
-    let (mut entries_removed, mut bytes_removed, mut tunings_removed) = (0, 0, 0);
-    let tunings = dir
-        .as_deref()
-        .map(|d| files(d, TUNED_EXTENSION))
-        .unwrap_or_default();
-    let executables = dir.as_deref().map(entries).unwrap_or_default();
-    for (tuning, (path, len, _)) in tunings
-        .into_iter()
-        .map(|e| (true, e))
-        .chain(executables.into_iter().map(|e| (false, e)))
-    {
+    let Some(dir) = executable_cache_dir() else {
+        return Ok(DiskCacheUsage::default());
+    };
+    let (entries, bytes) = remove_files(&dir, EXTENSION)?;
+    let (tunings, _) = remove_files(&dir, TUNED_EXTENSION)?;
+    Ok(DiskCacheUsage {
+        dir: Some(dir),
+        entries,
+        bytes,
+        tunings,
+    })
+}
+
+/// Removes the files of extension `ext` in `dir`: how many went and their
+/// bytes (a file another process removed first does not count).
+fn remove_files(dir: &Path, ext: &str) -> Result<(usize, u64)> {
+    let (mut count, mut bytes) = (0, 0);
+    for (path, len, _) in files(dir, ext) {
         match fs::remove_file(&path) {
-            Ok(()) if tuning => tunings_removed += 1,
             Ok(()) => {
-                entries_removed += 1;
-                bytes_removed += len;
+                count += 1;
+                bytes += len;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(crate::Error::Io {
-                    path: path.clone(),
-                    source: e,
-                })
-            }
+            Err(source) => return Err(crate::Error::Io { path, source }),
         }
     }
-    usage.entries = entries_removed;
-    usage.bytes = bytes_removed;
-    usage.tunings = tunings_removed;
-    Ok(usage)
+    Ok((count, bytes))
 }
 
 /// Where the autotuning choice of `key` (lowercase hex) is kept, when the
 /// persistent cache is on.
-pub(crate) fn tuning_file(key: &str) -> Option<PathBuf> {
+fn tuning_file(key: &str) -> Option<PathBuf> {
     Some(executable_cache_dir()?.join(format!("{key}.{TUNED_EXTENSION}")))
+}
+
+/// The stored autotuning record of `key` (see
+/// [`kernel::autotune`](crate::kernel::autotune)), if there is one.
+pub(crate) fn read_tuning(key: &str) -> Option<String> {
+    fs::read_to_string(tuning_file(key)?).ok()
+}
+
+/// Stores the autotuning record of `key` (best effort, like executables).
+pub(crate) fn write_tuning(key: &str, text: &str) {
+    if let Some(path) = tuning_file(key) {
+        let _ = write_atomically(&path, |f| f.write_all(text.as_bytes()));
+    }
 }
 
 /// The cache key of a program compiled on `client` with `options`.
@@ -363,24 +372,32 @@ pub(crate) fn store(client: &Client, key: &[u8; 32], executable: *mut ffi::PJRT_
 
 /// Writes an entry atomically: to a temporary file, then renamed.
 fn write_entry(dir: &Path, key: &[u8; 32], payload: &[u8]) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(
-        ".{}.{}.{nanos}.tmp",
-        hex(&key[..8]),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = fs::File::create(&tmp)?;
+    write_atomically(&entry_path(dir, key), |f| {
         f.write_all(MAGIC)?;
         f.write_all(key)?;
         f.write_all(&(payload.len() as u64).to_le_bytes())?;
         f.write_all(&Sha256::digest(payload))?;
-        f.write_all(payload)?;
-        fs::rename(&tmp, entry_path(dir, key))
-    })();
+        f.write_all(payload)
+    })
+}
+
+/// Writes `path` as `write` fills it, atomically: into a hidden temporary
+/// file beside it (creating the directory), then renamed over it, so a
+/// reader sees the old file or the whole new one.
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| write(&mut f))
+        .and_then(|()| fs::rename(&tmp, path));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }

@@ -52,11 +52,11 @@ pub use buffer::DeviceBuffer;
 pub use client::CreateOption;
 pub use cost::{CostAnalysis, MemoryStats};
 pub use device::Device;
-pub(crate) use disk_cache::tuning_file;
 pub use disk_cache::{
     clear_executable_cache, executable_cache_dir, executable_cache_stats, executable_cache_usage,
     DiskCacheStats, DiskCacheUsage,
 };
+pub(crate) use disk_cache::{read_tuning, write_tuning};
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
 pub use plugin::{

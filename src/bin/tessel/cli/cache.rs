@@ -37,17 +37,16 @@ fn describe(u: &DiskCacheUsage, verb: &str) -> String {
                  directory: set TESSEL_EXECUTABLE_CACHE_DIR or HOME)"
             .into(),
         Some(dir) => {
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
+            let label = format!("{verb}:");
             format!(
-                "directory:   {}\n{verb}:{}{} executable{}, {}",
+                "directory:   {}\n{label:<12}{} executable{}, {}\ntuned:       {} autotuning choice{}",
                 dir.display(),
-                " ".repeat(12usize.saturating_sub(verb.len() + 1)),
                 u.entries,
-                if u.entries == 1 { "" } else { "s" },
-                size(u.bytes)
-            ) + &format!(
-                "\ntuned:       {} autotuning choice{}",
+                plural(u.entries),
+                size(u.bytes),
                 u.tunings,
-                if u.tunings == 1 { "" } else { "s" }
+                plural(u.tunings)
             )
         }
     }
