@@ -6,6 +6,7 @@ mod cache;
 mod device;
 mod inputs;
 mod kernels;
+mod peer;
 mod plugin;
 mod serving;
 

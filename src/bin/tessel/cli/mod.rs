@@ -6,6 +6,7 @@ use std::io::Write;
 pub mod args;
 pub mod bench;
 pub mod cache;
+pub mod peer;
 pub mod plot;
 pub mod plugin;
 pub mod registry;
@@ -25,8 +26,9 @@ commands:
                              print the kernel's StableHLO
   run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out out.npy ...]
                              run the kernel on .npy inputs, write its outputs, print timing
-  bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]
-                             the benchmark suite: each workload against its reference
+  bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--peer PYTHON]
+                             the benchmark suite: each workload against its reference,
+                             or (--peer) against JAX run by PYTHON on the same machine
   cache [clear]              the persistent compilation cache: its size, or empty it
   plugin install [WHEEL] | plugin info
                              install the CPU plugin (offline from a wheel), or show where it is looked for
@@ -208,11 +210,52 @@ fn run(a: &Args) -> Result<String, String> {
     Ok(s)
 }
 
+const PEER_HELP: &str = "
+--peer PYTHON runs each workload below with tessel and with the JAX a skilled user would write
+(benches/jax_peer.py, run by PYTHON, which needs `pip install jax`), alternately on the same machine,
+and prints both times and their ratio (tessel / JAX: below 1 is faster). The persistent executable
+cache is off for that run, so compile times are real. Peer workloads:
+";
+
+/// `tessel bench --peer PYTHON [WORKLOAD ...] [--json FILE]`.
+fn bench_peer(a: &Args, python: &str) -> Result<String, String> {
+    if a.one("plot").is_some() {
+        return Err("--plot does not apply to --peer (use --json)".into());
+    }
+    for w in &a.positional {
+        if !peer::WORKLOADS.iter().any(|(name, _)| name == w) {
+            return Err(format!(
+                "unknown peer workload `{w}`; workloads: {}",
+                peer::WORKLOADS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    let json_out = a
+        .one("json")
+        .map(|f| std::fs::File::create(f).map(|file| (f.to_string(), file)))
+        .transpose()
+        .map_err(|e| format!("--json: {e}"))?;
+    // Compile times must be compiles, not loads from the persistent cache.
+    // Nothing has read the environment yet: the device is opened below.
+    std::env::set_var("TESSEL_EXECUTABLE_CACHE", "0");
+    let d = plugin::device(a)?;
+    let (version, rows) = peer::compare(&d, python, &a.positional)?;
+    if let Some((f, mut file)) = json_out {
+        file.write_all(peer::json(&version, &rows).as_bytes())
+            .map_err(|e| format!("{f}: {e}"))?;
+    }
+    Ok(peer::table(&version, &rows))
+}
+
 fn bench(a: &Args) -> Result<String, String> {
     let all = bench::workloads();
     if a.help() {
         let mut s = String::from(
-            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--device NAME | --plugin PATH]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
+            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--peer PYTHON] [--device NAME | --plugin PATH]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
         );
         let s0 = format!("{}\n", plugin::DEVICE_HELP);
         s.insert_str(
@@ -222,9 +265,16 @@ fn bench(a: &Args) -> Result<String, String> {
         for w in &all {
             s.push_str(&format!("  {:<8} {}\n", w.name, w.about));
         }
+        s.push_str(PEER_HELP);
+        for (name, about) in peer::WORKLOADS {
+            s.push_str(&format!("  {name:<9} {about}\n"));
+        }
         return Ok(s.trim_end().to_string());
     }
-    a.only(&["json", "plot", "device", "plugin"])?;
+    a.only(&["json", "plot", "device", "plugin", "peer"])?;
+    if let Some(python) = a.one("peer") {
+        return bench_peer(a, python);
+    }
     let chosen: Vec<&bench::Workload> = if a.positional.is_empty() {
         all.iter().collect()
     } else {
