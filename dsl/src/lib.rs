@@ -55,7 +55,9 @@ pub use host::HostTensor;
 pub use ir::Graph;
 pub use kernel::moe;
 pub use ops::shape::concat;
-pub use ops::{cond, fori_loop, optimization_barrier, while_loop, Carry, DotDims, Precision};
+pub use ops::{
+    axis_index, cond, fori_loop, optimization_barrier, while_loop, Carry, DotDims, Precision,
+};
 pub use shape::{Shape, TensorSpec};
 pub use tile::{blocks, blocks_of, grid};
 pub use trace::tensor;
@@ -71,9 +73,9 @@ pub mod prelude {
     pub use crate::runtime::{Device, DeviceBuffer, Executable};
     pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
     pub use crate::{
-        concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error, HostTensor,
-        Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32,
-        S64, S8, U32, U8,
+        axis_index, concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error,
+        HostTensor, Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2,
+        PRED, S32, S64, S8, U32, U8,
     };
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }

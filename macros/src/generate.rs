@@ -237,6 +237,23 @@ pub fn companion(
                 <#ret as #ko>::from_host(__outs)
             }
 
+            /// Runs the kernel with [`Self::CONFIG`] once per device of `mesh`,
+            /// each on its own block of the arguments (`shard_map`): the body
+            /// sees one device's blocks and combines them with collectives over
+            /// named mesh axes (`psum`, `all_gather`, `ppermute`, ...); the
+            /// results' blocks are assembled as `shardings.outputs` says (see
+            /// [`tessel::ops::collective`](::tessel::ops::collective)).
+            #[track_caller]
+            pub fn run_shard_map(mesh: &#dsl::Mesh, shardings: &#dsl::Shardings, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<<#ret as #ko>::Host>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #check_const
+                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_shard_map(mesh, shardings, &__c.hosts)?;
+                <#ret as #ko>::from_host(__outs)
+            }
+
             /// Runs the kernel with [`Self::CONFIG`] as one SPMD program over
             /// `mesh` on sharded device buffers (their partition specs are the
             /// input shardings), leaving the results on the devices laid out as

@@ -188,6 +188,16 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
         }
         Op::OptimizationBarrier => some((0..node.results.len()).map(g).collect()),
         Op::While { .. } | Op::If => Err("internal: control flow reached the op rules".into()),
+        Op::AllReduce { .. }
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::AllToAll { .. }
+        | Op::CollectivePermute { .. }
+        | Op::ReplicaId => Err(
+            "collectives have no gradient rule yet: differentiate the per-device \
+             computation and combine its gradients with psum outside the gradient"
+                .into(),
+        ),
     }
 }
 

@@ -136,5 +136,15 @@ pub(crate) fn simple(
         }
         Op::OptimizationBarrier => Ok(ops.iter().map(|v| (*v).clone()).collect()),
         Op::While { .. } | Op::If => Err("has regions; it is not a simple op".into()),
+        Op::AllReduce { .. }
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::AllToAll { .. }
+        | Op::CollectivePermute { .. }
+        | Op::ReplicaId => Err(
+            "is a collective: it runs on a multi-device PJRT client (shard_map), \
+             the interpreter runs one device"
+                .into(),
+        ),
     }
 }

@@ -32,6 +32,12 @@ pub(crate) fn op_name(op: &Op) -> &'static str {
         Op::While { .. } => "while",
         Op::If => "if",
         Op::OptimizationBarrier => "optimization_barrier",
+        Op::AllReduce { .. } => "all_reduce",
+        Op::AllGather { .. } => "all_gather",
+        Op::ReduceScatter { .. } => "reduce_scatter",
+        Op::AllToAll { .. } => "all_to_all",
+        Op::CollectivePermute { .. } => "collective_permute",
+        Op::ReplicaId => "replica_id",
     }
 }
 

@@ -109,6 +109,10 @@ pub struct Graph {
     /// The shardings of `@main`'s arguments and results, for a program run
     /// over a device mesh (`None`: one device).
     pub shardings: Option<GraphShardings>,
+    /// How many devices run the program as replicas, each on its own
+    /// (local) arguments: 1, or the mesh size of a `shard_map` kernel, whose
+    /// collectives name replica groups.
+    pub replicas: usize,
 }
 
 impl Graph {
@@ -155,6 +159,7 @@ impl Graph {
             }],
             aliases: Vec::new(),
             shardings: None,
+            replicas: 1,
         };
         for (_, spec) in params {
             g.add_arg(0, spec.clone());

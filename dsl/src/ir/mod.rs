@@ -4,10 +4,12 @@
 //! it depends only on dtypes, shapes, errors and config.
 
 pub mod graph;
+mod mesh_axes;
 mod op;
 mod sharding;
 
 pub use graph::{Def, Graph, Node, NodeId, Region, RegionId, RegionKind, Value, ValueId};
+pub use mesh_axes::MeshAxes;
 pub use op::{
     BinaryOp, Comparison, DotDims, GatherDims, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
 };

@@ -190,6 +190,50 @@ pub enum Op {
     If,
     /// Values XLA may not move computation across.
     OptimizationBarrier,
+    /// Combines each device's operand over its group (`psum`, `pmax`,
+    /// `pmin`); every device of a group gets the result.
+    AllReduce {
+        /// The combiner.
+        kind: ReduceKind,
+        /// The device (replica) groups, each in axis order.
+        groups: Vec<Vec<usize>>,
+    },
+    /// Concatenates the group's operands along `dim`, in group order.
+    AllGather {
+        /// The axis joined along.
+        dim: usize,
+        /// The device groups.
+        groups: Vec<Vec<usize>>,
+    },
+    /// Combines the group's operands, then gives the `i`-th device of a
+    /// group the `i`-th slice along `dim` (`psum_scatter`).
+    ReduceScatter {
+        /// The combiner.
+        kind: ReduceKind,
+        /// The axis split.
+        dim: usize,
+        /// The device groups.
+        groups: Vec<Vec<usize>>,
+    },
+    /// Splits the operand along `split_dim` into one chunk per group member,
+    /// sends chunk `j` to member `j`, and joins what arrives along
+    /// `concat_dim`, in group order.
+    AllToAll {
+        /// The axis split.
+        split_dim: usize,
+        /// The axis joined along.
+        concat_dim: usize,
+        /// The device groups.
+        groups: Vec<Vec<usize>>,
+    },
+    /// Sends each device's operand to another: `(source, target)` device
+    /// pairs; a device no pair targets gets zeros.
+    CollectivePermute {
+        /// The pairs.
+        pairs: Vec<(usize, usize)>,
+    },
+    /// This device's index (u32 scalar) among the program's replicas.
+    ReplicaId,
 }
 
 /// The combiner of a reduction.

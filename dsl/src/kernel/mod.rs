@@ -7,6 +7,7 @@ mod cache;
 mod calls;
 pub mod moe;
 mod params;
+mod shard_map;
 mod sharded;
 mod sparse_param;
 mod static_key;
@@ -22,12 +23,12 @@ pub use static_key::{StaticArg, StaticKey};
 
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
-use crate::ir::Graph;
+use crate::ir::{Graph, MeshAxes};
 use crate::lower::lower;
 use crate::runtime::{Device, DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
-use crate::trace::{trace, Outputs};
+use crate::trace::{trace, trace_on_mesh, Outputs};
 
 /// A kernel built from a closure, with optional parameter names, config and
 /// static-argument key.
@@ -145,6 +146,17 @@ where
     /// [`trace`](Self::trace), with errors of the call itself (arity,
     /// donation) located at `loc`.
     pub(crate) fn trace_at(&self, specs: &[TensorSpec], loc: Location) -> Result<Graph> {
+        self.trace_on(specs, None, loc)
+    }
+
+    /// [`trace_at`](Self::trace_at), as a per-device kernel on `mesh` when
+    /// one is given (see [`run_shard_map`](Self::run_shard_map)).
+    pub(crate) fn trace_on(
+        &self,
+        specs: &[TensorSpec],
+        mesh: Option<MeshAxes>,
+        loc: Location,
+    ) -> Result<Graph> {
         self.check_arity(specs.len(), loc.clone())?;
         let params: Vec<(String, TensorSpec)> = specs
             .iter()
@@ -158,7 +170,12 @@ where
                 (n, s.clone())
             })
             .collect();
-        let mut graph = trace(self.name(), &params, self.config, |a| (self.body)(a))?;
+        let mut graph = match mesh {
+            None => trace(self.name(), &params, self.config, |a| (self.body)(a))?,
+            Some(mesh) => {
+                trace_on_mesh(self.name(), &params, self.config, mesh, |a| (self.body)(a))?
+            }
+        };
         let unmatched = graph.donate(self.config.donate);
         if let Some(name) = unmatched.first() {
             return Err(KernelError {

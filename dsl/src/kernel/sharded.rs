@@ -178,7 +178,7 @@ where
 
     /// The layouts of `specs` (arguments or results, as `what` says) laid
     /// out as `parts`, or a kernel error naming the first that does not fit.
-    fn layouts(
+    pub(crate) fn layouts(
         &self,
         mesh: &Mesh,
         what: &str,
@@ -199,7 +199,12 @@ where
             .collect()
     }
 
-    fn shard_error(&self, specs: &[TensorSpec], message: String, loc: &Location) -> crate::Error {
+    pub(crate) fn shard_error(
+        &self,
+        specs: &[TensorSpec],
+        message: String,
+        loc: &Location,
+    ) -> crate::Error {
         KernelError {
             kernel: self.name().to_string(),
             op: "shard".into(),

@@ -2,7 +2,7 @@
 
 use crate::ir::NodeId;
 use crate::ir::{BinaryOp, Comparison, Op, ReduceKind, ScatterCombine, UnaryOp};
-use crate::lower::{combiner_region, regions, scalar_type, Printer, RegionText};
+use crate::lower::{collectives, combiner_region, regions, scalar_type, Printer, RegionText};
 
 fn i64_array(v: &[impl ToString]) -> String {
     if v.is_empty() {
@@ -314,10 +314,19 @@ pub(crate) fn op_parts(
             (s("stablehlo.if"), String::new(), texts)
         }
         Op::OptimizationBarrier => (s("stablehlo.optimization_barrier"), String::new(), vec![]),
+        Op::AllReduce { .. }
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::AllToAll { .. }
+        | Op::CollectivePermute { .. }
+        | Op::ReplicaId => {
+            let operand = node.operands.first().map(|&v| &g.values[v].spec);
+            collectives::collective_parts(p, &node.op, operand, indent).unwrap_or_default()
+        }
     }
 }
 
-fn reduce_combiner(kind: ReduceKind) -> &'static str {
+pub(crate) fn reduce_combiner(kind: ReduceKind) -> &'static str {
     match kind {
         ReduceKind::Sum => "stablehlo.add",
         ReduceKind::Prod => "stablehlo.multiply",

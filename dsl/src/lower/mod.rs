@@ -7,6 +7,7 @@
 //! back into the kernel.
 
 mod attrs;
+mod collectives;
 mod hints;
 mod regions;
 
@@ -139,7 +140,8 @@ impl<'g> Printer<'g> {
             })
             .collect();
         let partitions = g.shardings.as_ref().map_or(1, |s| s.partitions);
-        self.line(0, &format!("module @{sym} attributes {{mhlo.num_partitions = {partitions} : i32, mhlo.num_replicas = 1 : i32}} {{"));
+        let replicas = g.replicas.max(1);
+        self.line(0, &format!("module @{sym} attributes {{mhlo.num_partitions = {partitions} : i32, mhlo.num_replicas = {replicas} : i32}} {{"));
         let sharding = |list: Option<&Vec<String>>, i: usize| {
             list.and_then(|l| l.get(i))
                 .map(|s| format!("mhlo.sharding = {}", quote(s)))

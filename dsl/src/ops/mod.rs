@@ -4,6 +4,7 @@
 //!
 //! [`Tensor`]: crate::Tensor
 
+pub mod collective;
 pub mod constant;
 pub mod control;
 pub mod elementwise;
@@ -18,6 +19,7 @@ pub use crate::config::Precision;
 pub use crate::ir::{
     BinaryOp, Comparison, DotDims, GatherDims, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
 };
+pub use collective::axis_index;
 pub use control::{
     cond, fori_loop, optimization_barrier, while_loop, Carry, CondBuilder, WhileBuilder,
     MAX_COND_DEPTH,

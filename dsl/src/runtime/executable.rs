@@ -93,7 +93,7 @@ impl Program {
             inputs: graph.input_specs(),
             outputs: graph.output_specs(),
             num_partitions: 1,
-            num_replicas: 1,
+            num_replicas: graph.replicas.max(1),
             hints: compile_hints(&graph),
             graph: Some(graph),
         }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::config::KernelConfig;
 use crate::error::{KernelError, Location, Result};
 use crate::ir::Op;
-use crate::ir::{Def, Graph, RegionId, RegionKind, ValueId};
+use crate::ir::{Def, Graph, MeshAxes, RegionId, RegionKind, ValueId};
 use crate::shape::TensorSpec;
 use tensor::Tensor;
 
@@ -39,6 +39,8 @@ pub(crate) struct TraceState {
     pub(crate) region: RegionId,
     pub(crate) error: Option<KernelError>,
     pub(crate) options: KernelConfig,
+    /// The mesh of a `shard_map` trace, whose collectives group its devices.
+    pub(crate) mesh: Option<MeshAxes>,
 }
 
 thread_local! {
@@ -386,6 +388,38 @@ pub fn trace<O: Outputs>(
     options: KernelConfig,
     body: impl FnOnce(&[Tensor]) -> O,
 ) -> Result<Graph> {
+    trace_inner(name, params, options, None, body)
+}
+
+/// Traces a per-device (`shard_map`) kernel: `params` are one device's
+/// (local) arguments, collectives inside `body` group the devices of
+/// `mesh`, and the graph runs as one replica per mesh device
+/// ([`Graph::replicas`]).
+pub fn trace_on_mesh<O: Outputs>(
+    name: &str,
+    params: &[(String, TensorSpec)],
+    options: KernelConfig,
+    mesh: MeshAxes,
+    body: impl FnOnce(&[Tensor]) -> O,
+) -> Result<Graph> {
+    let replicas = mesh.size();
+    let mut graph = trace_inner(name, params, options, Some(mesh), body)?;
+    graph.replicas = replicas;
+    Ok(graph)
+}
+
+/// The mesh of the innermost trace, when it is a `shard_map` trace.
+pub(crate) fn current_mesh() -> Option<MeshAxes> {
+    with_state(|s| s.mesh.clone()).flatten()
+}
+
+fn trace_inner<O: Outputs>(
+    name: &str,
+    params: &[(String, TensorSpec)],
+    options: KernelConfig,
+    mesh: Option<MeshAxes>,
+    body: impl FnOnce(&[Tensor]) -> O,
+) -> Result<Graph> {
     TRACE_COUNT.fetch_add(1, Ordering::Relaxed);
     THREAD_TRACES.with(|c| c.set(c.get() + 1));
     check_params(name, params)?;
@@ -403,6 +437,7 @@ pub fn trace<O: Outputs>(
             region: 0,
             error: None,
             options,
+            mesh,
         })
     });
     let guard = Guard;
