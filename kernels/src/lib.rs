@@ -15,6 +15,7 @@ pub mod gemm;
 pub mod grads;
 pub mod mixed;
 pub mod moe;
+pub mod moe_parallel;
 pub mod norm;
 pub mod quantized;
 pub mod rope;
