@@ -302,3 +302,36 @@ fn collective_errors_name_the_op_the_axis_and_the_line() {
     let e = k.run_shard_map(&mesh, &sh, &[&y]).unwrap_err().to_string();
     assert!(e.contains("does not split evenly"), "{e}");
 }
+
+#[test]
+fn call_shard_map_keeps_blocks_on_the_devices_between_calls() {
+    use tessel_dsl::shard::ShardedBuffer;
+    let mesh = mesh4();
+    let x = x_host(F32);
+    let spec = p(&[Some("data"), Some("model")]);
+    let xs = ShardedBuffer::from_host(&mesh, &x, &spec).unwrap();
+    // y = psum(x, model) on the devices, then z = y · 2 from y's blocks.
+    let sum = Kernel::new("sum_model", |a: &[Tensor]| a[0].psum(&["model"]));
+    let y = sum.call_shard_map(&mesh, &[spec.clone()], &[&xs]).unwrap();
+    assert_eq!(y[0].partition_spec(), &spec);
+    assert_eq!(y[0].spec().shape, vec![R, C]);
+    let double = Kernel::new("double", |a: &[Tensor]| a[0] * 2.0);
+    let z = double.call_shard_map(&mesh, &[spec], &[&y[0]]).unwrap();
+    let got = z[0].to_host().unwrap().to_vec::<f32>().unwrap();
+    let want = assemble(|d, _| {
+        block(d, 0)
+            .iter()
+            .zip(block(d, 1))
+            .map(|(a, b)| 2.0 * (a + b))
+            .collect()
+    });
+    close(&got, &want);
+
+    // A buffer from another mesh is refused before anything runs.
+    let other = Mesh::new(&Device::cpu_with_devices(4).unwrap(), &[("a", 4)]).unwrap();
+    let e = double
+        .call_shard_map(&other, &[], &[&y[0]])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lives on mesh (data=2, model=2)"), "{e}");
+}

@@ -268,6 +268,20 @@ pub fn companion(
                 <#ret as #ko>::from_sharded(__outs)
             }
 
+            /// [`run_shard_map`](Self::run_shard_map) on sharded device buffers
+            /// (their partition specs say how they are split), leaving the
+            /// results on the devices laid out as `outputs` says (none given:
+            /// replicated).
+            #[track_caller]
+            pub fn call_shard_map(mesh: &#dsl::Mesh, outputs: &[#dsl::PartitionSpec], #(#ps: <#tys as #kp>::Sharded<'_>),*)
+                -> #dsl::Result<<#ret as #ko>::Sharded>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
+                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_sharded).call_shard_map(mesh, outputs, &__c.sharded)?;
+                <#ret as #ko>::from_sharded(__outs)
+            }
+
             /// Runs the kernel on device buffers with [`Self::CONFIG`].
             pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> #dsl::Result<<#ret as #ko>::Buffer> {
                 Self::call_with(&Self::CONFIG, device, #(#ps),*)

@@ -60,16 +60,55 @@ where
             .zip(layouts)
             .map(|((a, p), l)| ShardedBuffer::place(mesh, a, p.clone(), l))
             .collect::<Result<Vec<_>>>()?;
-        // Every device's block has the same type: device 0's.
-        let local: Vec<TensorSpec> = placed
+        let refs: Vec<&ShardedBuffer> = placed.iter().collect();
+        self.call_shard_map_at(mesh, &shardings.outputs, &refs, loc)?
             .iter()
-            .map(|b| b.shards()[0].spec().clone())
-            .collect();
+            .map(ShardedBuffer::to_host)
+            .collect()
+    }
+
+    /// [`run_shard_map`](Self::run_shard_map) on sharded device buffers,
+    /// leaving the results on the devices laid out as `outputs` says (none
+    /// given: replicated). The arguments' own partition specs say how they
+    /// are split. Errors as `run_shard_map`, and when an argument lives on
+    /// another mesh.
+    #[track_caller]
+    pub fn call_shard_map(
+        &self,
+        mesh: &Mesh,
+        outputs: &[PartitionSpec],
+        args: &[&ShardedBuffer],
+    ) -> Result<Vec<ShardedBuffer>> {
+        self.call_shard_map_at(mesh, outputs, args, Location::caller())
+    }
+
+    fn call_shard_map_at(
+        &self,
+        mesh: &Mesh,
+        outputs: &[PartitionSpec],
+        args: &[&ShardedBuffer],
+        loc: Location,
+    ) -> Result<Vec<ShardedBuffer>> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        self.check_arity(specs.len(), loc.clone())?;
+        for (i, a) in args.iter().enumerate() {
+            if a.mesh().describe() != mesh.describe() || a.mesh().device() != mesh.device() {
+                let m = format!(
+                    "argument {i} lives on mesh ({}), the call runs on mesh ({})",
+                    a.mesh().describe(),
+                    mesh.describe()
+                );
+                return Err(self.shard_error(&specs, m, &loc));
+            }
+        }
+        // Every device's block has the same type: device 0's.
+        let local: Vec<TensorSpec> = args.iter().map(|b| b.shards()[0].spec().clone()).collect();
+        let inputs: Vec<PartitionSpec> = args.iter().map(|a| a.partition_spec().clone()).collect();
         let mut key = StaticKey::default();
         key.push(&"shard_map")
             .push(&mesh.describe())
-            .push_hash(&shardings.inputs)
-            .push_hash(&shardings.outputs);
+            .push_hash(&inputs)
+            .push_hash(&outputs.to_vec());
         let cache_key = self.cache_key_for(&local, Some(&key));
         let device = mesh.device();
         let axes = MeshAxes::new(mesh.axes().to_vec());
@@ -79,33 +118,38 @@ where
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         let outs = exe.outputs().to_vec();
-        let parts: Vec<PartitionSpec> = match shardings.outputs.len() {
+        let parts: Vec<PartitionSpec> = match outputs.len() {
             0 => vec![PartitionSpec::replicated(); outs.len()],
-            n if n == outs.len() => shardings.outputs.clone(),
+            n if n == outs.len() => outputs.to_vec(),
             n => {
                 let m = format!("{n} output partition specs for {} results", outs.len());
                 return Err(self.shard_error(&specs, m, &loc));
             }
         };
-        let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
-            .map(|p| placed.iter().map(|a| &a.shards()[p]).collect())
-            .collect();
-        let mut results = exe.execute_sharded(&lists)?;
-        let mut out = Vec::with_capacity(outs.len());
-        for (j, (block, part)) in outs.iter().zip(&parts).enumerate().rev() {
-            let whole = whole_spec(mesh, block, part);
-            let layouts = self.layouts(
+        let mut whole = Vec::with_capacity(outs.len());
+        let mut layouts = Vec::with_capacity(outs.len());
+        for (block, part) in outs.iter().zip(&parts) {
+            let spec = whole_spec(mesh, block, part);
+            let l = self.layouts(
                 mesh,
                 "result",
-                std::slice::from_ref(&whole),
+                std::slice::from_ref(&spec),
                 std::slice::from_ref(part),
                 &loc,
             )?;
+            layouts.extend(l);
+            whole.push(spec);
+        }
+        let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
+            .map(|p| args.iter().map(|a| &a.shards()[p]).collect())
+            .collect();
+        let mut results = exe.execute_sharded(&lists)?;
+        let mut out = Vec::with_capacity(outs.len());
+        for (j, ((spec, part), layout)) in
+            whole.into_iter().zip(parts).zip(layouts).enumerate().rev()
+        {
             let shards: Vec<DeviceBuffer> = results.iter_mut().map(|r| r.remove(j)).collect();
-            let layout = layouts.into_iter().next().expect("one layout per spec");
-            out.push(
-                ShardedBuffer::from_shards(mesh, whole, part.clone(), layout, shards).to_host()?,
-            );
+            out.push(ShardedBuffer::from_shards(mesh, spec, part, layout, shards));
         }
         out.reverse();
         Ok(out)
