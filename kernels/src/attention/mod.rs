@@ -24,6 +24,7 @@ mod flash;
 mod inputs;
 mod options;
 mod reference;
+mod ring;
 pub(crate) mod tiles;
 
 pub use self::backward::flash_attention_backward_with;
@@ -35,6 +36,7 @@ pub use self::flash::flash_attention_with;
 pub use self::inputs::{Attention, AttentionInputs, AttentionOutput};
 pub use self::options::FlashOptions;
 pub use self::reference::attention_reference_with;
+pub use self::ring::{ring_attention, Ring};
 
 use tessel::prelude::*;
 
