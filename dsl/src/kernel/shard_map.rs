@@ -43,23 +43,7 @@ where
         args: &[&HostTensor],
     ) -> Result<Vec<HostTensor>> {
         let loc = Location::caller();
-        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.check_arity(specs.len(), loc.clone())?;
-        if shardings.inputs.len() != args.len() {
-            let m = format!(
-                "{} input partition specs for {} tensor arguments",
-                shardings.inputs.len(),
-                args.len()
-            );
-            return Err(self.shard_error(&specs, m, &loc));
-        }
-        let layouts = self.layouts(mesh, "argument", &specs, &shardings.inputs, &loc)?;
-        let placed = args
-            .iter()
-            .zip(&shardings.inputs)
-            .zip(layouts)
-            .map(|((a, p), l)| ShardedBuffer::place(mesh, a, p.clone(), l))
-            .collect::<Result<Vec<_>>>()?;
+        let placed = self.place_args(mesh, shardings, args, &loc)?;
         let refs: Vec<&ShardedBuffer> = placed.iter().collect();
         self.call_shard_map_at(mesh, &shardings.outputs, &refs, loc)?
             .iter()

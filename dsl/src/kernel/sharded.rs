@@ -41,30 +41,39 @@ where
         args: &[&HostTensor],
     ) -> Result<Vec<HostTensor>> {
         let loc = Location::caller();
-        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.check_arity(specs.len(), loc.clone())?;
-        if shardings.inputs.len() != args.len() {
-            return Err(self.shard_error(
-                &specs,
-                format!(
-                    "{} input partition specs for {} tensor arguments",
-                    shardings.inputs.len(),
-                    args.len()
-                ),
-                &loc,
-            ));
-        }
-        let layouts = self.layouts(mesh, "argument", &specs, &shardings.inputs, &loc)?;
-        let buffers = args
-            .iter()
-            .zip(&shardings.inputs)
-            .zip(layouts)
-            .map(|((a, p), l)| ShardedBuffer::place(mesh, a, p.clone(), l))
-            .collect::<Result<Vec<_>>>()?;
+        let buffers = self.place_args(mesh, shardings, args, &loc)?;
         let refs: Vec<&ShardedBuffer> = buffers.iter().collect();
         self.call_sharded_at(mesh, &shardings.outputs, &refs, loc)?
             .iter()
             .map(ShardedBuffer::to_host)
+            .collect()
+    }
+
+    /// `args` cut into per-device blocks as `shardings.inputs` say and put
+    /// on the mesh's devices, after checking the argument count, the spec
+    /// count and that every spec fits its argument.
+    pub(crate) fn place_args(
+        &self,
+        mesh: &Mesh,
+        shardings: &Shardings,
+        args: &[&HostTensor],
+        loc: &Location,
+    ) -> Result<Vec<ShardedBuffer>> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        self.check_arity(specs.len(), loc.clone())?;
+        if shardings.inputs.len() != args.len() {
+            let m = format!(
+                "{} input partition specs for {} tensor arguments",
+                shardings.inputs.len(),
+                args.len()
+            );
+            return Err(self.shard_error(&specs, m, loc));
+        }
+        let layouts = self.layouts(mesh, "argument", &specs, &shardings.inputs, loc)?;
+        args.iter()
+            .zip(&shardings.inputs)
+            .zip(layouts)
+            .map(|((a, p), l)| ShardedBuffer::place(mesh, a, p.clone(), l))
             .collect()
     }
 

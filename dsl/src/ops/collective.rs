@@ -78,6 +78,18 @@ fn all_reduce_at(x: Tensor, kind: ReduceKind, axes: &[&str], loc: Location) -> T
     })[0]
 }
 
+/// `spec`'s extent along `dim` divided among `n` devices of `axes`, or the
+/// message when it does not divide.
+fn split_extent(spec: &TensorSpec, dim: usize, n: usize, axes: &[String]) -> Result<usize, String> {
+    if !spec.shape[dim].is_multiple_of(n) {
+        return Err(format!(
+            "axis {dim} of {spec} does not split into {n} equal parts (the devices of {})",
+            axes.join(", ")
+        ));
+    }
+    Ok(spec.shape[dim] / n)
+}
+
 /// `axis` of a rank-`rank` tensor as an index, or the message.
 fn axis_of(op: &str, axis: isize, spec: &TensorSpec) -> Result<usize, String> {
     normalize_axis(axis, spec.rank())
@@ -132,14 +144,7 @@ impl Tensor {
             let (groups, n) = pre?;
             let dim = axis_of("psum_scatter", axis, &s[0])?;
             let mut shape = s[0].shape.clone();
-            if shape[dim] % n != 0 {
-                return Err(format!(
-                    "axis {dim} of {} does not split into {n} equal parts (the devices of {})",
-                    s[0],
-                    axes.join(", ")
-                ));
-            }
-            shape[dim] /= n;
+            shape[dim] = split_extent(&s[0], dim, n, &axes)?;
             let op = Op::ReduceScatter {
                 kind: ReduceKind::Sum,
                 dim,
@@ -162,14 +167,7 @@ impl Tensor {
             let split_dim = axis_of("all_to_all", split_axis, &s[0])?;
             let concat_dim = axis_of("all_to_all", concat_axis, &s[0])?;
             let mut shape = s[0].shape.clone();
-            if shape[split_dim] % n != 0 {
-                return Err(format!(
-                    "axis {split_dim} of {} does not split into {n} equal parts (the devices of {})",
-                    s[0],
-                    axes.join(", ")
-                ));
-            }
-            shape[split_dim] /= n;
+            shape[split_dim] = split_extent(&s[0], split_dim, n, &axes)?;
             shape[concat_dim] *= n;
             let op = Op::AllToAll {
                 split_dim,
