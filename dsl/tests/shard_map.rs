@@ -312,7 +312,9 @@ fn call_shard_map_keeps_blocks_on_the_devices_between_calls() {
     let xs = ShardedBuffer::from_host(&mesh, &x, &spec).unwrap();
     // y = psum(x, model) on the devices, then z = y · 2 from y's blocks.
     let sum = Kernel::new("sum_model", |a: &[Tensor]| a[0].psum(&["model"]));
-    let y = sum.call_shard_map(&mesh, &[spec.clone()], &[&xs]).unwrap();
+    let y = sum
+        .call_shard_map(&mesh, std::slice::from_ref(&spec), &[&xs])
+        .unwrap();
     assert_eq!(y[0].partition_spec(), &spec);
     assert_eq!(y[0].spec().shape, vec![R, C]);
     let double = Kernel::new("double", |a: &[Tensor]| a[0] * 2.0);
