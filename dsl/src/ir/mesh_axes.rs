@@ -29,7 +29,7 @@ impl MeshAxes {
     pub fn positions(&self, names: &[&str]) -> Result<Vec<usize>, String> {
         let mut out = Vec::with_capacity(names.len());
         for name in names {
-            let Some(p) = self.axes.iter().position(|(n, _)| n == name) else {
+            let Some(p) = self.position(name) else {
                 return Err(format!(
                     "the mesh has no axis `{name}`; its axes: {}",
                     self.describe()
@@ -53,8 +53,13 @@ impl MeshAxes {
             .join(", ")
     }
 
+    /// The position of the axis called `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.axes.iter().position(|(n, _)| n == name)
+    }
+
     /// The row-major coordinates of device `p`.
-    fn coords(&self, p: usize) -> Vec<usize> {
+    pub fn coords(&self, p: usize) -> Vec<usize> {
         let mut rest = p;
         let mut coords = vec![0; self.axes.len()];
         for (c, (_, size)) in coords.iter_mut().zip(&self.axes).rev() {
@@ -64,7 +69,8 @@ impl MeshAxes {
         coords
     }
 
-    fn device(&self, coords: &[usize]) -> usize {
+    /// The device at `coords` (row-major).
+    pub fn device(&self, coords: &[usize]) -> usize {
         coords
             .iter()
             .zip(&self.axes)

@@ -4,11 +4,11 @@
 //! collectives it calls (`psum`, `all_gather`, `ppermute`, ...; see
 //! [`ops::collective`](crate::ops::collective)).
 
+use super::sharded::execute_on_mesh;
 use super::{Kernel, StaticKey};
 use crate::error::{Location, Result};
 use crate::host::HostTensor;
-use crate::ir::MeshAxes;
-use crate::runtime::{DeviceBuffer, Program};
+use crate::runtime::Program;
 use crate::shape::TensorSpec;
 use crate::shard::{Mesh, PartitionSpec, ShardedBuffer, Shardings};
 use crate::trace::tensor::Tensor;
@@ -73,18 +73,7 @@ where
         args: &[&ShardedBuffer],
         loc: Location,
     ) -> Result<Vec<ShardedBuffer>> {
-        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.check_arity(specs.len(), loc.clone())?;
-        for (i, a) in args.iter().enumerate() {
-            if a.mesh().describe() != mesh.describe() || a.mesh().device() != mesh.device() {
-                let m = format!(
-                    "argument {i} lives on mesh ({}), the call runs on mesh ({})",
-                    a.mesh().describe(),
-                    mesh.describe()
-                );
-                return Err(self.shard_error(&specs, m, &loc));
-            }
-        }
+        let specs = self.check_on_mesh(mesh, args, &loc)?;
         // Every device's block has the same type: device 0's.
         let local: Vec<TensorSpec> = args.iter().map(|b| b.shards()[0].spec().clone()).collect();
         let inputs: Vec<PartitionSpec> = args.iter().map(|a| a.partition_spec().clone()).collect();
@@ -95,48 +84,27 @@ where
             .push_hash(&outputs.to_vec());
         let cache_key = self.cache_key_for(&local, Some(&key));
         let device = mesh.device();
-        let axes = MeshAxes::new(mesh.axes().to_vec());
+        let axes = mesh.mesh_axes().clone();
         let (exe, _) = device.cache().get_or_compile(cache_key, || {
             let graph = self.trace_on(&local, Some(axes), loc.clone())?;
             let program = Program::from_graph(graph);
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         let outs = exe.outputs().to_vec();
-        let parts: Vec<PartitionSpec> = match outputs.len() {
-            0 => vec![PartitionSpec::replicated(); outs.len()],
-            n if n == outs.len() => outputs.to_vec(),
-            n => {
-                let m = format!("{n} output partition specs for {} results", outs.len());
-                return Err(self.shard_error(&specs, m, &loc));
-            }
-        };
-        let mut whole = Vec::with_capacity(outs.len());
-        let mut layouts = Vec::with_capacity(outs.len());
-        for (block, part) in outs.iter().zip(&parts) {
-            let spec = whole_spec(mesh, block, part);
-            let l = self.layouts(
-                mesh,
-                "result",
-                std::slice::from_ref(&spec),
-                std::slice::from_ref(part),
-                &loc,
-            )?;
-            layouts.extend(l);
-            whole.push(spec);
-        }
-        let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
-            .map(|p| args.iter().map(|a| &a.shards()[p]).collect())
+        let parts = self.output_parts(outputs, outs.len(), &specs, &loc)?;
+        let whole: Vec<TensorSpec> = outs
+            .iter()
+            .zip(&parts)
+            .map(|(block, part)| whole_spec(mesh, block, part))
             .collect();
-        let mut results = exe.execute_sharded(&lists)?;
-        let mut out = Vec::with_capacity(outs.len());
-        for (j, ((spec, part), layout)) in
-            whole.into_iter().zip(parts).zip(layouts).enumerate().rev()
-        {
-            let shards: Vec<DeviceBuffer> = results.iter_mut().map(|r| r.remove(j)).collect();
-            out.push(ShardedBuffer::from_shards(mesh, spec, part, layout, shards));
-        }
-        out.reverse();
-        Ok(out)
+        let layouts = self.layouts(mesh, "result", &whole, &parts, &loc)?;
+        let laid_out = whole
+            .into_iter()
+            .zip(parts)
+            .zip(layouts)
+            .map(|((s, p), l)| (s, p, l))
+            .collect();
+        execute_on_mesh(mesh, &exe, args, laid_out)
     }
 }
 

@@ -99,38 +99,57 @@ where
         args: &[&ShardedBuffer],
         loc: Location,
     ) -> Result<Vec<ShardedBuffer>> {
-        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        self.check_arity(specs.len(), loc.clone())?;
-        for (i, a) in args.iter().enumerate() {
-            let same = a.mesh().describe() == mesh.describe() && a.mesh().device() == mesh.device();
-            if !same {
-                return Err(self.shard_error(
-                    &specs,
-                    format!(
-                        "argument {i} lives on mesh ({}), the call runs on mesh ({})",
-                        a.mesh().describe(),
-                        mesh.describe()
-                    ),
-                    &loc,
-                ));
-            }
-        }
+        let specs = self.check_on_mesh(mesh, args, &loc)?;
         let shardings = Shardings::new(
             args.iter().map(|a| a.partition_spec().clone()),
             outputs.iter().cloned(),
         );
         let compiled = self.compile_sharded(mesh, &specs, &shardings, &loc)?;
-        let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
-            .map(|p| args.iter().map(|a| &a.shards()[p]).collect())
-            .collect();
-        let mut results = compiled.exe.execute_sharded(&lists)?;
-        let mut out = Vec::with_capacity(compiled.outputs.len());
-        for (j, (spec, part, layout)) in compiled.outputs.into_iter().enumerate().rev() {
-            let shards: Vec<DeviceBuffer> = results.iter_mut().map(|r| r.remove(j)).collect();
-            out.push(ShardedBuffer::from_shards(mesh, spec, part, layout, shards));
+        execute_on_mesh(mesh, &compiled.exe, args, compiled.outputs)
+    }
+
+    /// The global types of `args`, after checking their number and that each
+    /// lives on `mesh`.
+    pub(crate) fn check_on_mesh(
+        &self,
+        mesh: &Mesh,
+        args: &[&ShardedBuffer],
+        loc: &Location,
+    ) -> Result<Vec<TensorSpec>> {
+        let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+        self.check_arity(specs.len(), loc.clone())?;
+        for (i, a) in args.iter().enumerate() {
+            let same = a.mesh().describe() == mesh.describe() && a.mesh().device() == mesh.device();
+            if !same {
+                let m = format!(
+                    "argument {i} lives on mesh ({}), the call runs on mesh ({})",
+                    a.mesh().describe(),
+                    mesh.describe()
+                );
+                return Err(self.shard_error(&specs, m, loc));
+            }
         }
-        out.reverse();
-        Ok(out)
+        Ok(specs)
+    }
+
+    /// The partition spec of each of `n` results: `outputs`, or replicated
+    /// when none are given; another count is a kernel error.
+    pub(crate) fn output_parts(
+        &self,
+        outputs: &[PartitionSpec],
+        n: usize,
+        specs: &[TensorSpec],
+        loc: &Location,
+    ) -> Result<Vec<PartitionSpec>> {
+        match outputs.len() {
+            0 => Ok(vec![PartitionSpec::replicated(); n]),
+            k if k == n => Ok(outputs.to_vec()),
+            k => Err(self.shard_error(
+                specs,
+                format!("{k} output partition specs for {n} results"),
+                loc,
+            )),
+        }
     }
 
     /// The program for `specs` laid out as `shardings`, from the device's
@@ -142,20 +161,13 @@ where
         shardings: &Shardings,
         loc: &Location,
     ) -> Result<Compiled> {
-        let fail = |m: String| self.shard_error(specs, m, loc);
         let mut layout = StaticKey::default();
         layout
             .push(&mesh.describe())
             .push_hash(&shardings.inputs)
             .push_hash(&shardings.outputs);
         let key = self.cache_key_for(specs, Some(&layout));
-        let out_parts = |n: usize| -> Result<Vec<PartitionSpec>> {
-            match shardings.outputs.len() {
-                0 => Ok(vec![PartitionSpec::replicated(); n]),
-                k if k == n => Ok(shardings.outputs.clone()),
-                k => Err(fail(format!("{k} output partition specs for {n} results"))),
-            }
-        };
+        let out_parts = |n: usize| self.output_parts(&shardings.outputs, n, specs, loc);
         let device = mesh.device();
         let (exe, _) = device.cache().get_or_compile(key, || {
             let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
@@ -223,4 +235,26 @@ where
         }
         .into()
     }
+}
+
+/// Runs `exe` on each mesh device's blocks of `args` and assembles each
+/// result's per-device blocks into a sharded buffer, as `outputs` (global
+/// type, partition spec, layout per result) say.
+pub(crate) fn execute_on_mesh(
+    mesh: &Mesh,
+    exe: &Executable,
+    args: &[&ShardedBuffer],
+    outputs: Vec<(TensorSpec, PartitionSpec, Layout)>,
+) -> Result<Vec<ShardedBuffer>> {
+    let lists: Vec<Vec<&DeviceBuffer>> = (0..mesh.size())
+        .map(|p| args.iter().map(|a| &a.shards()[p]).collect())
+        .collect();
+    let mut results = exe.execute_sharded(&lists)?;
+    let mut out = Vec::with_capacity(outputs.len());
+    for (j, (spec, part, layout)) in outputs.into_iter().enumerate().rev() {
+        let shards: Vec<DeviceBuffer> = results.iter_mut().map(|r| r.remove(j)).collect();
+        out.push(ShardedBuffer::from_shards(mesh, spec, part, layout, shards));
+    }
+    out.reverse();
+    Ok(out)
 }

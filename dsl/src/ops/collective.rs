@@ -235,9 +235,7 @@ pub fn axis_index(axis: &str) -> Tensor {
     let id = build("replica_id", &[], loc.clone(), 1, |_| {
         Ok((Op::ReplicaId, vec![TensorSpec::scalar(DType::U32)]))
     })[0];
-    let id = build("convert", &[id], loc.clone(), 1, |_| {
-        Ok((Op::Convert, vec![TensorSpec::scalar(DType::S32)]))
-    })[0];
+    let id = id.cast(DType::S32);
     let stride_t = full_at(Vec::new(), stride as f64, DType::S32, loc.clone());
     let size_t = full_at(Vec::new(), size as f64, DType::S32, loc.clone());
     let major = binary_at(id, stride_t, BinaryOp::Div, loc.clone());

@@ -1,6 +1,7 @@
 //! A logical mesh of devices with named axes.
 
 use crate::error::{DeviceError, Result};
+use crate::ir::MeshAxes;
 use crate::runtime::Device;
 
 /// The first `product(sizes)` devices of a [`Device`] (client) arranged as
@@ -21,12 +22,12 @@ use crate::runtime::Device;
 #[derive(Clone)]
 pub struct Mesh {
     device: Device,
-    axes: Vec<(String, usize)>,
+    axes: MeshAxes,
 }
 
 impl std::fmt::Debug for Mesh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mesh{:?}", self.axes)
+        write!(f, "Mesh{:?}", self.axes.axes())
     }
 }
 
@@ -51,20 +52,21 @@ impl Mesh {
                 return fail(format!("mesh axis `{name}` appears twice"));
             }
         }
+        let named = MeshAxes::new(axes.iter().map(|(n, s)| ((*n).to_string(), *s)).collect());
         // Saturating: a product that overflows is more devices than any client has.
         let size = axes.iter().fold(1usize, |p, (_, s)| p.saturating_mul(*s));
         if size > device.device_count() {
             return fail(format!(
                 "a mesh of {size} devices ({}) needs {size} devices, the {} client has {} \
                  (Device::cpu_with_devices(n) makes a CPU client with n devices)",
-                describe(axes),
+                named.describe(),
                 device.platform_name(),
                 device.device_count()
             ));
         }
         Ok(Mesh {
             device: device.clone(),
-            axes: axes.iter().map(|(n, s)| ((*n).to_string(), *s)).collect(),
+            axes: named,
         })
     }
 
@@ -75,48 +77,36 @@ impl Mesh {
 
     /// The axes, (name, size), major first.
     pub fn axes(&self) -> &[(String, usize)] {
+        self.axes.axes()
+    }
+
+    /// The axes as a per-device (`shard_map`) trace sees them.
+    pub(crate) fn mesh_axes(&self) -> &MeshAxes {
         &self.axes
     }
 
     /// The number of devices (partitions).
     pub fn size(&self) -> usize {
-        self.axes.iter().map(|(_, s)| s).product()
+        self.axes.size()
     }
 
     /// The position of the axis called `name`.
     pub fn axis_index(&self, name: &str) -> Option<usize> {
-        self.axes.iter().position(|(n, _)| n == name)
+        self.axes.position(name)
     }
 
     /// The mesh coordinates of partition `p` (row-major).
     pub fn coords(&self, p: usize) -> Vec<usize> {
-        let mut rest = p;
-        let mut coords = vec![0; self.axes.len()];
-        for (c, (_, size)) in coords.iter_mut().zip(&self.axes).rev() {
-            *c = rest % size;
-            rest /= size;
-        }
-        coords
+        self.axes.coords(p)
     }
 
     /// The partition at mesh coordinates `coords`.
     pub fn partition(&self, coords: &[usize]) -> usize {
-        coords
-            .iter()
-            .zip(&self.axes)
-            .fold(0, |acc, (c, (_, size))| acc * size + c)
+        self.axes.device(coords)
     }
 
     /// `data=2, model=2`.
     pub fn describe(&self) -> String {
-        let axes: Vec<(&str, usize)> = self.axes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        describe(&axes)
+        self.axes.describe()
     }
-}
-
-fn describe(axes: &[(&str, usize)]) -> String {
-    axes.iter()
-        .map(|(n, s)| format!("{n}={s}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

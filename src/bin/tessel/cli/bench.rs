@@ -40,11 +40,7 @@ fn row(workload: &str, variant: &str, size: f64, p: &Profile, reference: &Profil
         size,
         median_ms: p.run.median * 1e3,
         gflops: p.gflops_per_second(),
-        temp_mib: p
-            .memory
-            .as_ref()
-            .map(|m| m.temp_bytes as f64 / 1048576.0)
-            .unwrap_or(0.0),
+        temp_mib: temp_mib(p).unwrap_or(0.0),
         speedup: reference.run.median / p.run.median.max(1e-12),
     }
 }
@@ -206,7 +202,13 @@ fn attention_workload(dev: &Device) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
+/// The compiled program's temporaries in MiB, when the plugin reports them.
+pub fn temp_mib(p: &Profile) -> Option<f64> {
+    p.memory.as_ref().map(|m| m.temp_bytes as f64 / 1048576.0)
+}
+
+/// The suite's deterministic f32 input pattern of `shape`, scaled.
+pub fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
     HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
         (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale
     })

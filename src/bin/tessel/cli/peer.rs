@@ -20,6 +20,8 @@ use tessel::kernels::gemm::{gemm, GemmOptions};
 use tessel::kernels::moe::moe;
 use tessel::kernels::norm::{layer_norm, rms_norm};
 use tessel::prelude::*;
+
+use super::bench::{data, temp_mib};
 use tessel::profile::{Profile, ProfileOptions};
 
 /// The JAX side, run by the user's Python.
@@ -91,16 +93,10 @@ fn merge_best(into: &mut Figures, from: Figures) {
     }
 }
 
-fn data(shape: Vec<usize>, scale: f64) -> HostTensor {
-    HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
-        (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale
-    })
-}
-
 fn figure(p: &Profile) -> Figure {
     Figure {
         ms: p.run.min * 1e3,
-        temp_mib: p.memory.as_ref().map(|m| m.temp_bytes as f64 / 1048576.0),
+        temp_mib: temp_mib(p),
     }
 }
 
