@@ -60,6 +60,6 @@ fn runs_fill_the_cache_and_clear_empties_it() {
     assert!(out.contains("is off"), "{out}");
     let (code, _, err) = tessel_in(&dir, &["cache", "purge"], &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("unknown cache action `purge`"), "{err}");
+    assert!(err.contains("unrecognized subcommand 'purge'"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@ mod cli;
 use std::io::{ErrorKind, Write};
 
 fn main() {
-    let mut words = Vec::new();
+    let mut words = vec!["tessel".to_string()];
     for (i, word) in std::env::args_os().skip(1).enumerate() {
         match word.into_string() {
             Ok(w) => words.push(w),
@@ -22,14 +22,14 @@ fn main() {
     }
     match cli::main_with(&words) {
         // A reader that stops early (`tessel lower .. | head`) is not an error.
-        Ok(out) => match writeln!(std::io::stdout().lock(), "{out}") {
+        cli::Outcome::Print(out) => match writeln!(std::io::stdout().lock(), "{out}") {
             Err(e) if e.kind() != ErrorKind::BrokenPipe => {
                 eprintln!("tessel: writing the output: {e}");
                 std::process::exit(2);
             }
             _ => {}
         },
-        Err(e) => {
+        cli::Outcome::Fail(e) => {
             eprintln!("tessel: {e}");
             std::process::exit(2);
         }

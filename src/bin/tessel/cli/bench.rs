@@ -13,11 +13,12 @@ use tessel::prelude::*;
 use tessel::profile::{Profile, ProfileOptions};
 
 /// One measured kernel.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Row {
     /// The workload (`gemm`, `sparse`, `moe`, ...).
     pub workload: String,
     /// The kernel measured (`gemm f32`, `reference`, ...).
+    #[serde(rename = "kernel")]
     pub variant: String,
     /// The swept size (sequence length, density in %, ...), for plots.
     pub size: f64,
@@ -387,22 +388,7 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// The rows as a JSON array.
-pub fn json(rows: &[Row]) -> String {
-    let items: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "{{\"workload\": {}, \"kernel\": {}, \"size\": {}, \"median_ms\": {}, \"gflops\": {}, \"temp_mib\": {}, \"speedup\": {}}}",
-                tessel::profile::json_string(&r.workload),
-                tessel::profile::json_string(&r.variant),
-                r.size,
-                r.median_ms,
-                r.gflops,
-                r.temp_mib,
-                r.speedup
-            )
-        })
-        .collect();
-    format!("[{}]", items.join(", "))
+/// The rows as a JSON array (the field `kernel` holds [`Row::variant`]).
+pub fn json(rows: &[Row]) -> Result<String, String> {
+    serde_json::to_string_pretty(rows).map_err(|e| format!("JSON: {e}"))
 }

@@ -1,75 +1,163 @@
-//! The `tessel` command: `info`, `list`, `lower` and `run` over the prebuilt
-//! kernels. Every error is one line on stderr and a non-zero exit code.
-
-use std::io::Write;
+//! The `tessel` command: `info`, `list`, `lower`, `run`, `bench`, `cache`,
+//! `plugin` and `completions`. The grammar is in [`command`]; every error
+//! is one line on stderr and exit code 2.
 
 pub mod args;
 pub mod bench;
 pub mod cache;
+pub mod command;
 pub mod peer;
 pub mod plot;
 pub mod plugin;
+pub mod progress;
 pub mod registry;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::time::Instant;
 
-use args::{npy, pairs, spec, Args};
+use clap::FromArgMatches;
+
+use args::{npy, pairs, spec};
+use command::{Cli, Command, DeviceArgs};
 use registry::{find, Opts};
 
-const USAGE: &str = "usage: tessel <command> [options]
+/// What a command line asks for, once parsed.
+pub enum Outcome {
+    /// Print this on stdout, exit 0.
+    Print(String),
+    /// Print this one-line error on stderr, exit 2.
+    Fail(String),
+}
 
-commands:
-  info                       the PJRT plugin, its versions and devices
-  list                       the prebuilt kernels with their arguments and options
-  lower KERNEL --shape name=2x128x64:f32 ... [--opt key=value ...]
-                             print the kernel's StableHLO
-  run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out out.npy ...]
-                             run the kernel on .npy inputs, write its outputs, print timing
-  bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--peer PYTHON]
-                             the benchmark suite: each workload against its reference,
-                             or (--peer) against JAX run by PYTHON on the same machine
-  cache [clear]              the persistent compilation cache: its size, or empty it
-  plugin install [WHEEL] | plugin info
-                             install the CPU plugin (offline from a wheel), or show where it is looked for
-
-`tessel <command> --help` describes a command; `tessel --version` prints the version. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
-u32, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or as uint16/uint8 bit patterns
-(--opt q_dtype=fp8 reads the latter as fp8).";
-
-/// Runs the command line `words` (without the program name); `Ok` holds what
-/// to print, `Err` the one-line error.
-pub fn main_with(words: &[String]) -> Result<String, String> {
-    let Some((cmd, rest)) = words.split_first() else {
-        return Ok(USAGE.to_string());
+/// Runs the command line `words` (the program name first).
+pub fn main_with(words: &[String]) -> Outcome {
+    let matches = match command::command().try_get_matches_from(words) {
+        Ok(m) => m,
+        Err(e) => return clap_outcome(&e),
     };
-    let a = Args::parse(rest)?;
-    match cmd.as_str() {
-        "-h" | "--help" | "help" => Ok(USAGE.to_string()),
-        "-V" | "--version" | "version" => {
-            a.at_most(0, "version takes no arguments")?;
-            Ok(format!("tessel {}", env!("CARGO_PKG_VERSION")))
-        }
-        "info" => info(&a),
-        "list" => list(&a),
-        "lower" => lower(&a),
-        "run" => run(&a),
-        "bench" => bench(&a),
-        "cache" => cache::cache(&a),
-        "plugin" => plugin::plugin(&a),
-        other => Err(format!(
-            "unknown command `{other}`; commands: info, list, lower, run, bench, cache, plugin (tessel --help)"
-        )),
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return clap_outcome(&e),
+    };
+    match cli.command {
+        // `arg_required_else_help` leaves only `--version` without a command.
+        None => Outcome::Print(version()),
+        Some(command) => match dispatch(command) {
+            Ok(s) => Outcome::Print(s),
+            Err(e) => Outcome::Fail(e),
+        },
     }
 }
 
-fn info(a: &Args) -> Result<String, String> {
-    if a.help() {
-        return Ok(format!("usage: tessel info [--device NAME | --plugin PATH]\n\nPrints the PJRT plugin's path, PJRT and StableHLO versions, platform and devices.\n\n{}", plugin::DEVICE_HELP));
+/// Help and version are printed as asked; a usage error becomes one line:
+/// clap's message, its tips, and the command's usage.
+fn clap_outcome(e: &clap::Error) -> Outcome {
+    use clap::error::ErrorKind;
+    let text = e.render().to_string();
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            Outcome::Print(text.trim_end().to_string())
+        }
+        ErrorKind::InvalidValue => {
+            Outcome::Fail(short_invalid_value(e).unwrap_or_else(|| one_line(&text)))
+        }
+        _ => Outcome::Fail(one_line(&text)),
     }
-    a.only(&plugin::DEVICE_OPTIONS)?;
-    a.at_most(0, "info takes no arguments")?;
-    let d = plugin::device(a)?;
+}
+
+/// An invalid value among many valid ones (a kernel name): the suggestion
+/// instead of the whole list, which `tessel list` prints.
+fn short_invalid_value(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) if v.len() > 12 => v,
+        _ => return None,
+    };
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) else {
+        return None;
+    };
+    let hint = match e.get(ContextKind::SuggestedValue) {
+        Some(ContextValue::String(s)) => format!("did you mean '{s}'? "),
+        _ => String::new(),
+    };
+    Some(format!(
+        "unknown {} '{value}'; {hint}(`tessel list` shows the {} names)",
+        arg.trim_matches(|c| c == '<' || c == '>').to_lowercase(),
+        valid.len()
+    ))
+}
+
+/// clap's multi-line error text as one line.
+fn one_line(text: &str) -> String {
+    let mut message = String::new();
+    let mut usage = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(m) = line.strip_prefix("error: ") {
+            message.push_str(m);
+        } else if let Some(u) = line.strip_prefix("Usage: ") {
+            usage = Some(u.to_string());
+        } else if line.starts_with("For more information") || line.starts_with("tip: to pass") {
+            continue;
+        } else if usage.is_none() {
+            message.push_str("; ");
+            message.push_str(line);
+        }
+    }
+    match usage {
+        Some(u) => format!("{message} (usage: {u})"),
+        None => message,
+    }
+}
+
+fn dispatch(command: Command) -> Result<String, String> {
+    match command {
+        Command::Info { device } => info(&device),
+        Command::List => Ok(list()),
+        Command::Lower {
+            kernel,
+            shapes,
+            opts,
+        } => lower(&kernel, &shapes, &opts),
+        Command::Run {
+            kernel,
+            args,
+            opts,
+            outs,
+            device,
+        } => run(&kernel, &args, &opts, &outs, &device),
+        Command::Bench {
+            workloads,
+            json,
+            plot,
+            peer,
+            device,
+        } => match peer {
+            Some(python) => bench_peer(&workloads, json.as_deref(), &python, &device),
+            None => bench(&workloads, json.as_deref(), plot.as_deref(), &device),
+        },
+        Command::Cache { action } => cache::cache(action),
+        Command::Plugin { action } => plugin::plugin(action),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command::command(), "tessel", &mut out);
+            String::from_utf8(out).map_err(|e| e.to_string())
+        }
+        Command::Version => Ok(version()),
+    }
+}
+
+fn version() -> String {
+    format!("tessel {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn info(device: &DeviceArgs) -> Result<String, String> {
+    let d = plugin::device(device)?;
     let api = d
         .api_version()
         .map_or_else(|| "none".to_string(), |(maj, min)| format!("{maj}.{min}"));
@@ -84,15 +172,7 @@ fn info(a: &Args) -> Result<String, String> {
     ))
 }
 
-fn list(a: &Args) -> Result<String, String> {
-    if a.help() {
-        return Ok(
-            "usage: tessel list\n\nLists the prebuilt kernels, their tensor arguments and options."
-                .into(),
-        );
-    }
-    a.only(&[])?;
-    a.at_most(0, "list takes no arguments")?;
+fn list() -> String {
     let mut s = String::new();
     for e in registry::entries() {
         s.push_str(&format!(
@@ -105,7 +185,7 @@ fn list(a: &Args) -> Result<String, String> {
             s.push_str(&format!("    --opt {k}=…   {h} (default {d})\n"));
         }
     }
-    Ok(s.trim_end().to_string())
+    s.trim_end().to_string()
 }
 
 fn named<T>(
@@ -135,42 +215,24 @@ fn named<T>(
         .collect()
 }
 
-fn lower(a: &Args) -> Result<String, String> {
-    if a.help() {
-        return Ok("usage: tessel lower KERNEL --shape name=2x128x64:f32 ... [--opt key=value ...]\n\nPrints the StableHLO of KERNEL for arguments of these shapes (dtype after the colon, f32 by default).".into());
-    }
-    a.only(&["shape", "opt"])?;
-    a.at_most(
-        1,
-        "lower takes one kernel name; shapes go in --shape name=..",
-    )?;
-    let name = a
-        .positional
-        .first()
-        .ok_or("lower needs a kernel name (tessel list)")?;
-    let entry = find(name)?;
-    let specs = named(&entry, pairs(a.all("shape"), "shape")?, "shape", spec)?;
-    let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
+fn lower(kernel: &str, shapes: &[String], opts: &[String]) -> Result<String, String> {
+    let entry = find(kernel)?;
+    let specs = named(&entry, pairs(shapes, "shape")?, "shape", spec)?;
+    let opts = Opts::new(&entry, pairs(opts, "opt")?)?;
     (entry.lower)(&specs, &opts).map_err(|e| e.to_string())
 }
 
-fn run(a: &Args) -> Result<String, String> {
-    if a.help() {
-        return Ok(format!("usage: tessel run KERNEL --arg name=file.npy ... [--opt key=value ...] [--out file.npy ...]\n                  [--device NAME | --plugin PATH]\n\nRuns KERNEL on the .npy inputs, writes its outputs to the --out files in order (or prints them when small), and prints the time.\n\n{}", plugin::DEVICE_HELP));
-    }
-    a.only(&["arg", "opt", "out", "device", "plugin"])?;
-    a.at_most(
-        1,
-        "run takes one kernel name; inputs go in --arg name=file.npy",
-    )?;
-    let name = a
-        .positional
-        .first()
-        .ok_or("run needs a kernel name (tessel list)")?;
-    let entry = find(name)?;
-    let inputs = named(&entry, pairs(a.all("arg"), "arg")?, "arg", npy)?;
-    let opts = Opts::new(&entry, pairs(a.all("opt"), "opt")?)?;
-    let d = plugin::device(a)?;
+fn run(
+    kernel: &str,
+    args: &[String],
+    opts: &[String],
+    files: &[String],
+    device: &DeviceArgs,
+) -> Result<String, String> {
+    let entry = find(kernel)?;
+    let inputs = named(&entry, pairs(args, "arg")?, "arg", npy)?;
+    let opts = Opts::new(&entry, pairs(opts, "opt")?)?;
+    let d = plugin::device(device)?;
     let refs: Vec<_> = inputs.iter().collect();
     let hits = tessel::runtime::executable_cache_stats().hits;
     let t0 = Instant::now();
@@ -181,17 +243,17 @@ fn run(a: &Args) -> Result<String, String> {
     } else {
         "compile"
     };
+    if files.len() > outs.len() {
+        return Err(format!(
+            "{} --out files for {} output{} of {kernel}",
+            files.len(),
+            outs.len(),
+            if outs.len() == 1 { "" } else { "s" }
+        ));
+    }
     let t1 = Instant::now();
     (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
     let cached = t1.elapsed();
-    let files = a.all("out");
-    if files.len() > outs.len() {
-        return Err(format!(
-            "{} --out files for {} outputs",
-            files.len(),
-            outs.len()
-        ));
-    }
     let mut s = String::new();
     for (i, o) in outs.iter().enumerate() {
         match files.get(i) {
@@ -210,19 +272,33 @@ fn run(a: &Args) -> Result<String, String> {
     Ok(s)
 }
 
-const PEER_HELP: &str = "
---peer PYTHON runs each workload below with tessel and with the JAX a skilled user would write
-(benches/jax_peer.py, run by PYTHON, which needs `pip install jax`), alternately on the same machine,
-and prints both times and their ratio (tessel / JAX: below 1 is faster). The persistent executable
-cache is off for that run, so compile times are real. Peer workloads:
-";
+/// Creates `path` before a long run, so that a bad path fails at once.
+fn create(path: Option<&str>, what: &str) -> Result<Option<(String, std::fs::File)>, String> {
+    path.map(|f| {
+        std::fs::File::create(f)
+            .map(|file| (f.to_string(), file))
+            .map_err(|e| format!("--{what} {f}: {e}"))
+    })
+    .transpose()
+}
+
+/// Writes `text` to a file opened by [`create`].
+fn write_to(out: Option<(String, std::fs::File)>, text: &str) -> Result<(), String> {
+    if let Some((f, mut file)) = out {
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("{f}: {e}"))?;
+    }
+    Ok(())
+}
 
 /// `tessel bench --peer PYTHON [WORKLOAD ...] [--json FILE]`.
-fn bench_peer(a: &Args, python: &str) -> Result<String, String> {
-    if a.one("plot").is_some() {
-        return Err("--plot does not apply to --peer (use --json)".into());
-    }
-    for w in &a.positional {
+fn bench_peer(
+    workloads: &[String],
+    json: Option<&str>,
+    python: &str,
+    device: &DeviceArgs,
+) -> Result<String, String> {
+    for w in workloads {
         if !peer::WORKLOADS.iter().any(|(name, _)| name == w) {
             return Err(format!(
                 "unknown peer workload `{w}`; workloads: {}",
@@ -234,51 +310,28 @@ fn bench_peer(a: &Args, python: &str) -> Result<String, String> {
             ));
         }
     }
-    let json_out = a
-        .one("json")
-        .map(|f| std::fs::File::create(f).map(|file| (f.to_string(), file)))
-        .transpose()
-        .map_err(|e| format!("--json: {e}"))?;
+    let json_out = create(json, "json")?;
     // Compile times must be compiles, not loads from the persistent cache.
     // Nothing has read the environment yet: the device is opened below.
     std::env::set_var("TESSEL_EXECUTABLE_CACHE", "0");
-    let d = plugin::device(a)?;
-    let (version, rows) = peer::compare(&d, python, &a.positional)?;
-    if let Some((f, mut file)) = json_out {
-        file.write_all(peer::json(&version, &rows).as_bytes())
-            .map_err(|e| format!("{f}: {e}"))?;
-    }
+    let d = plugin::device(device)?;
+    let (version, rows) = peer::compare(&d, python, workloads)?;
+    write_to(json_out, &peer::json(&version, &rows)?)?;
     Ok(peer::table(&version, &rows))
 }
 
-fn bench(a: &Args) -> Result<String, String> {
+/// `tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg]`.
+fn bench(
+    workloads: &[String],
+    json: Option<&str>,
+    plot: Option<&str>,
+    device: &DeviceArgs,
+) -> Result<String, String> {
     let all = bench::workloads();
-    if a.help() {
-        let mut s = String::from(
-            "usage: tessel bench [WORKLOAD ...] [--json FILE] [--plot FILE.svg] [--peer PYTHON] [--device NAME | --plugin PATH]\n\nRuns the benchmark suite (all workloads, or those named), each kernel against its reference in the\nsame run, and prints a table; --json writes the rows, --plot an SVG of time and memory against size.\n\nworkloads:\n",
-        );
-        let s0 = format!("{}\n", plugin::DEVICE_HELP);
-        s.insert_str(
-            s.find("\n\nRuns").unwrap_or(0),
-            &format!("\n\n{}", s0.trim_end()),
-        );
-        for w in &all {
-            s.push_str(&format!("  {:<8} {}\n", w.name, w.about));
-        }
-        s.push_str(PEER_HELP);
-        for (name, about) in peer::WORKLOADS {
-            s.push_str(&format!("  {name:<9} {about}\n"));
-        }
-        return Ok(s.trim_end().to_string());
-    }
-    a.only(&["json", "plot", "device", "plugin", "peer"])?;
-    if let Some(python) = a.one("peer") {
-        return bench_peer(a, python);
-    }
-    let chosen: Vec<&bench::Workload> = if a.positional.is_empty() {
+    let chosen: Vec<&bench::Workload> = if workloads.is_empty() {
         all.iter().collect()
     } else {
-        a.positional
+        workloads
             .iter()
             .map(|n| {
                 all.iter().find(|w| w.name == n).ok_or_else(|| {
@@ -290,45 +343,25 @@ fn bench(a: &Args) -> Result<String, String> {
             })
             .collect::<Result<_, _>>()?
     };
-    // Open the outputs before the (long) run, so a bad path fails at once.
-    let create = |key: &str| -> Result<Option<(String, std::fs::File)>, String> {
-        a.one(key)
-            .map(|f| {
-                std::fs::File::create(f)
-                    .map(|file| (f.to_string(), file))
-                    .map_err(|e| format!("{f}: {e}"))
-            })
-            .transpose()
-    };
-    let json_out = create("json")?;
-    let plot_out = create("plot")?;
-    let d = plugin::device(a)?;
+    let json_out = create(json, "json")?;
+    let plot_out = create(plot, "plot")?;
+    let d = plugin::device(device)?;
     let mut rows = Vec::new();
-    let n = chosen.len();
-    for (i, w) in chosen.iter().enumerate() {
-        let done = (i * 20) / n.max(1);
-        eprintln!(
-            "[{}{}] {}/{n} {} ...",
-            "#".repeat(done),
-            " ".repeat(20 - done),
-            i + 1,
-            w.name
-        );
+    let progress = progress::Progress::new(chosen.len());
+    for w in &chosen {
+        progress.start(w.name, "");
         rows.extend((w.run)(&d).map_err(|e| format!("{}: {e}", w.name))?);
+        progress.done();
     }
-    eprintln!("[{}] {n}/{n} done", "#".repeat(20));
-    if let Some((f, mut file)) = json_out {
-        file.write_all(bench::json(&rows).as_bytes())
-            .map_err(|e| format!("{f}: {e}"))?;
-    }
-    if let Some((f, mut file)) = plot_out {
+    progress.finish();
+    write_to(json_out, &bench::json(&rows)?)?;
+    if plot_out.is_some() {
         let workload = if rows.iter().any(|r| r.workload == "attention") {
             "attention"
         } else {
             rows.first().map(|r| r.workload.as_str()).unwrap_or("")
         };
-        file.write_all(plot::svg(&rows, workload).as_bytes())
-            .map_err(|e| format!("{f}: {e}"))?;
+        write_to(plot_out, &plot::svg(&rows, workload))?;
     }
     Ok(bench::table(&rows))
 }

@@ -271,9 +271,9 @@ pub fn compare(
     };
     let mut version = String::new();
     let mut rows = Vec::new();
-    let n = chosen.len();
-    for (i, w) in chosen.iter().enumerate() {
-        eprintln!("[{}/{n}] {w}: tessel, JAX, JAX, tessel ...", i + 1);
+    let progress = super::progress::Progress::new(chosen.len());
+    for w in &chosen {
+        progress.start(w, "tessel, JAX, JAX, tessel");
         let tessel = |ours: &mut Figures| -> Result<(), String> {
             merge_best(ours, tessel_side(dev, w).map_err(|e| format!("{w}: {e}"))?);
             Ok(())
@@ -297,7 +297,9 @@ pub fn compare(
                 });
             }
         }
+        progress.done();
     }
+    progress.finish();
     Ok((version, rows))
 }
 
@@ -328,23 +330,32 @@ pub fn table(version: &str, rows: &[PeerRow]) -> String {
     s
 }
 
+/// One row as JSON: the workload, the peer's version line, both times, their
+/// ratio and both temporaries (`null` where unknown).
+#[derive(serde::Serialize)]
+struct PeerJson<'a> {
+    workload: &'a str,
+    peer: &'a str,
+    tessel_ms: f64,
+    peer_ms: f64,
+    ratio: f64,
+    tessel_temp_mib: Option<f64>,
+    peer_temp_mib: Option<f64>,
+}
+
 /// The rows as a JSON array.
-pub fn json(version: &str, rows: &[PeerRow]) -> String {
-    let num = |m: Option<f64>| m.map_or_else(|| "null".to_string(), |m| m.to_string());
-    let items: Vec<String> = rows
+pub fn json(version: &str, rows: &[PeerRow]) -> Result<String, String> {
+    let items: Vec<PeerJson> = rows
         .iter()
-        .map(|r| {
-            format!(
-                "{{\"workload\": {}, \"peer\": {}, \"tessel_ms\": {}, \"peer_ms\": {}, \"ratio\": {}, \"tessel_temp_mib\": {}, \"peer_temp_mib\": {}}}",
-                tessel::profile::json_string(r.label),
-                tessel::profile::json_string(version),
-                r.tessel_ms,
-                r.jax_ms,
-                r.tessel_ms / r.jax_ms.max(1e-12),
-                num(r.tessel_temp),
-                num(r.jax_temp)
-            )
+        .map(|r| PeerJson {
+            workload: r.label,
+            peer: version,
+            tessel_ms: r.tessel_ms,
+            peer_ms: r.jax_ms,
+            ratio: r.tessel_ms / r.jax_ms.max(1e-12),
+            tessel_temp_mib: r.tessel_temp,
+            peer_temp_mib: r.jax_temp,
         })
         .collect();
-    format!("[{}]", items.join(", "))
+    serde_json::to_string_pretty(&items).map_err(|e| format!("JSON: {e}"))
 }
