@@ -247,8 +247,14 @@ impl Device {
     /// A CUDA GPU client: the plugin from `TESSEL_PJRT_GPU_PLUGIN` or an
     /// installed `jax-cuda13-pjrt` / `jax-cuda12-pjrt` Python package (see
     /// [`gpu_plugin_path`](super::gpu_plugin_path)). Never fetched.
+    ///
+    /// NVIDIA's pip-installed libraries next to the plugin (`pip install
+    /// "jax[cuda13]"` puts them in `site-packages/nvidia`) are loaded first,
+    /// as JAX does (see [`preload_nvidia_libraries`](super::preload_nvidia_libraries)).
     pub fn gpu() -> Result<Device> {
-        Device::from_plugin(plugin::gpu_plugin_path()?)
+        let path = plugin::gpu_plugin_path()?;
+        super::nvidia::preload_nvidia_libraries(&path)?;
+        Device::from_plugin(path)
     }
 
     /// A Cloud TPU client: libtpu from `TPU_LIBRARY_PATH` or the installed

@@ -42,6 +42,7 @@ mod executable;
 mod execute;
 mod ffi;
 mod interpreter;
+mod nvidia;
 mod options;
 mod plugin;
 mod plugin_stamp;
@@ -59,6 +60,7 @@ pub use disk_cache::{
 pub(crate) use disk_cache::{read_tuning, write_tuning};
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
+pub use nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
     offline, tpu_plugin_path,

@@ -3,7 +3,8 @@
 
 use super::command::{DeviceArgs, PluginAction};
 use tessel::runtime::{
-    cache_dir, cached_cpu_plugin, cpu_plugin_path, install_cpu_plugin_wheel, offline, Device,
+    cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
+    nvidia_libraries, offline, Device,
 };
 
 /// The device a command runs on: `--plugin PATH` (a PJRT plugin file),
@@ -41,8 +42,24 @@ fn info() -> String {
         Err(e) => format!("unknown: {e}"),
     };
     let cache = cache_dir().map_or_else(|e| format!("unknown: {e}"), |d| d.display().to_string());
+    let gpu = match gpu_plugin_path() {
+        Ok(p) => {
+            let libs = nvidia_libraries(&p);
+            let nvidia = match libs.first().and_then(|l| l.parent()) {
+                Some(dir) => format!(
+                    "{} NVIDIA librar{} to preload (first in {})",
+                    libs.len(),
+                    if libs.len() == 1 { "y" } else { "ies" },
+                    dir.display()
+                ),
+                None => "no NVIDIA libraries beside it: the loader path must find them".into(),
+            };
+            format!("{}\n                    {nvidia}", p.display())
+        }
+        Err(_) => "none (pip install \"jax[cuda13]\", or TESSEL_PJRT_GPU_PLUGIN)".into(),
+    };
     format!(
-        "cache:              {cache}\ncached CPU plugin:  {cached}\nTESSEL_PJRT_PLUGIN: {}\nTESSEL_DEVICE:      {}\noffline:            {}",
+        "cache:              {cache}\ncached CPU plugin:  {cached}\nGPU plugin:         {gpu}\nTESSEL_PJRT_PLUGIN: {}\nTESSEL_DEVICE:      {}\noffline:            {}",
         env("TESSEL_PJRT_PLUGIN"),
         env("TESSEL_DEVICE"),
         if offline() {
