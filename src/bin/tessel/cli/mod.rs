@@ -33,9 +33,9 @@ commands:
   plugin install [WHEEL] | plugin info
                              install the CPU plugin (offline from a wheel), or show where it is looked for
 
-`tessel <command> --help` describes a command; `tessel --version` prints the version. Inputs: .npy files of f32, f64, f16, i8, i32, i64, u8,
-u32, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or as uint16/uint8 bit patterns
-(--opt q_dtype=fp8 reads the latter as fp8).";
+`tessel <command> --help` describes a command; `tessel --version` prints the version. Inputs: .npy files of f32, f64, f16, i8, i16, i32, i64,
+u8, u16, u32, u64, bool; bf16 and fp8 as JAX's ml_dtypes arrays are saved, or fp8 as uint8 bit patterns
+(--opt q_dtype=fp8 reads them as fp8); a uint16 file is u16 data, not bf16.";
 
 /// Runs the command line `words` (without the program name); `Ok` holds what
 /// to print, `Err` the one-line error.
