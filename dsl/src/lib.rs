@@ -48,7 +48,8 @@ pub mod trace;
 pub mod __private;
 
 pub use dtype::{
-    DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S64, S8, U32, U8,
+    DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64,
+    U8,
 };
 pub use error::{DeviceError, Error, HostError, InterpError, KernelError, Location, Result};
 pub use host::HostTensor;
@@ -75,7 +76,7 @@ pub mod prelude {
     pub use crate::{
         axis_index, concat, cond, fori_loop, optimization_barrier, while_loop, DType, Error,
         HostTensor, Precision, Result, Tensor, TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2,
-        PRED, S32, S64, S8, U32, U8,
+        PRED, S16, S32, S64, S8, U16, U32, U64, U8,
     };
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }

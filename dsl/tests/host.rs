@@ -7,7 +7,7 @@ fn sample(dtype: DType) -> HostTensor {
     let spec = TensorSpec::new([2, 3], dtype);
     HostTensor::from_fn(spec, |i| match dtype {
         DType::Pred => (i % 2) as f64,
-        DType::U8 | DType::U32 => i as f64,
+        d if d.is_unsigned() => i as f64,
         _ => i as f64 - 2.0,
     })
 }
@@ -73,13 +73,78 @@ fn npy_scalars_vectors_big_endian_and_fortran_order() {
         .collect();
     let t = HostTensor::from_npy_bytes(&npy("<i4", "True", "(2, 3)", &f)).unwrap();
     assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4, 5, 6]);
-    let u16s: Vec<u8> = [half::bf16::from_f32(1.5).to_bits()]
-        .iter()
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    let t = HostTensor::from_npy_bytes(&npy("<u2", "False", "(1,)", &u16s)).unwrap();
-    assert_eq!(t.dtype(), DType::BF16);
-    assert_eq!(t.to_f64_vec(), vec![1.5]);
+    // A uint16 file is u16 data, also when it holds bf16 bit patterns
+    // (reinterpreting them is explicit).
+    let bits = half::bf16::from_f32(1.5).to_bits();
+    let t = HostTensor::from_npy_bytes(&npy("<u2", "False", "(1,)", &bits.to_le_bytes())).unwrap();
+    assert_eq!(t.dtype(), DType::U16);
+    assert_eq!(t.to_vec::<u16>().unwrap(), vec![bits]);
+    assert_eq!(t.bitcast(DType::BF16).unwrap().to_f64_vec(), vec![1.5]);
+    let t = HostTensor::from_npy_bytes(&npy(">u8", "False", "(1,)", &u64::MAX.to_be_bytes()));
+    assert_eq!(t.unwrap().to_vec::<u64>().unwrap(), vec![u64::MAX]);
+    let t = HostTensor::from_npy_bytes(&npy(">i2", "False", "(1,)", &(-2i16).to_be_bytes()));
+    assert_eq!(t.unwrap().to_vec::<i16>().unwrap(), vec![-2]);
+}
+
+/// The bytes `numpy.save` writes for a three-element vector of descriptor
+/// `descr` (format 1.0, the header padded to 64 bytes).
+fn numpy_saved(descr: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = b"\x93NUMPY\x01\x00v\x00".to_vec();
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}");
+    h.push_str(&" ".repeat(117 - h.len()));
+    h.push('\n');
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// uint16, int16 and uint64 files (`np.array([0, 1, 65535], np.uint16)`,
+/// `np.array([-32768, -1, 32767], np.int16)`, `np.array([0, 2**63 + 1,
+/// 2**64 - 1], np.uint64)`) read as u16, s16 and u64 with their extremes,
+/// and are written back byte for byte.
+#[test]
+fn npy_uint16_int16_uint64_files_round_trip() {
+    let le = |v: &[u64], w: usize| -> Vec<u8> {
+        v.iter()
+            .flat_map(|x| x.to_le_bytes()[..w].to_vec())
+            .collect()
+    };
+    let u16s = numpy_saved("<u2", &le(&[0, 1, 65535], 2));
+    let s16s = numpy_saved("<i2", &[0x00, 0x80, 0xff, 0xff, 0xff, 0x7f]);
+    let u64s = numpy_saved("<u8", &le(&[0, (1 << 63) + 1, u64::MAX], 8));
+    let t = HostTensor::from_npy_bytes(&u16s).unwrap();
+    assert_eq!(t.dtype(), DType::U16, "uint16 is u16, not bf16");
+    assert_eq!(t.to_vec::<u16>().unwrap(), vec![0, 1, 65535]);
+    assert_eq!(t.to_npy_bytes(), u16s);
+    let t = HostTensor::from_npy_bytes(&s16s).unwrap();
+    assert_eq!(t.dtype(), DType::S16);
+    assert_eq!(t.to_vec::<i16>().unwrap(), vec![-32768, -1, 32767]);
+    assert_eq!(t.to_npy_bytes(), s16s);
+    let t = HostTensor::from_npy_bytes(&u64s).unwrap();
+    assert_eq!(t.dtype(), DType::U64);
+    assert_eq!(t.to_vec::<u64>().unwrap(), vec![0, (1 << 63) + 1, u64::MAX]);
+    assert_eq!(t.to_npy_bytes(), u64s);
+
+    // Written by tessel, then read back from a file.
+    let dir = std::env::temp_dir().join(format!("tessel-npy-ints-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tensors = [
+        HostTensor::from_vec(vec![65535u16, 0, 7, 32768], [2, 2]).unwrap(),
+        HostTensor::from_vec(vec![i16::MIN, i16::MAX, -1, 0], [2, 2]).unwrap(),
+        HostTensor::from_vec(vec![u64::MAX, 1 << 63, 0, 42], [2, 2]).unwrap(),
+    ];
+    for (t, descr) in tensors.iter().zip(["'<u2'", "'<i2'", "'<u8'"]) {
+        let bytes = t.to_npy_bytes();
+        let header = String::from_utf8_lossy(&bytes[10..64]);
+        assert!(
+            header.starts_with(&format!("{{'descr': {descr},")),
+            "{header}"
+        );
+        let path = dir.join(format!("{}.npy", t.dtype()));
+        t.write_npy(&path).unwrap();
+        assert_eq!(&HostTensor::read_npy(&path).unwrap(), t);
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The bytes `numpy.save` writes for JAX's `ml_dtypes` arrays

@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use tessel_dsl::{
-    DType, HostTensor, Tensor, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S32, S8, U32, U8,
+    DType, HostTensor, Tensor, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S8, U16, U32,
+    U64, U8,
 };
 
 fn b(v: bool) -> f64 {
@@ -31,16 +32,18 @@ fn all_comparisons(a: Tensor, b: Tensor) -> Vec<Tensor> {
 fn comparisons_give_pred_with_ties_nan_and_broadcasting() {
     let mut rng = Rng::new(20);
     let pairs: &[(&[usize], &[usize])] = &[(&[7], &[7]), (&[3, 1], &[1, 4]), (&[], &[2, 3])];
-    for dtype in [F32, F64, BF16, F16, S32, U32, S8, U8, PRED] {
+    for dtype in [F32, F64, BF16, F16, S32, U32, S8, U8, S16, U16, U64, PRED] {
         for (sa, sb) in pairs {
-            // Few distinct values, so ties are common; unsigned values above 2^31
-            // check that u32 compares unsigned.
+            // Few distinct values, so ties are common; unsigned values above
+            // 2^15, 2^31 and 2^63 check that u16, u32 and u64 compare unsigned.
             let draw = |rng: &mut Rng, shape: &[usize]| {
                 HostTensor::from_fn(spec(shape, dtype), |_| {
                     let k = rng.int(0, 4) as f64;
                     match dtype {
                         DType::Pred => k % 2.0,
                         DType::U32 => k * 1e9,
+                        DType::U64 => k * 4e18,
+                        DType::U16 => k * 16000.0,
                         DType::U8 => k * 60.0,
                         _ if dtype.is_float() && k == 4.0 => f64::NAN,
                         _ => k - 2.0,
@@ -195,8 +198,11 @@ fn cast_ref(v: f64, from: DType, to: DType) -> f64 {
         return match to {
             DType::S8 => v as i64 as i8 as f64,
             DType::U8 => v as i64 as u8 as f64,
+            DType::S16 => v as i64 as i16 as f64,
+            DType::U16 => v as i64 as u16 as f64,
             DType::S32 => v as i64 as i32 as f64,
             DType::U32 => v as i64 as u32 as f64,
+            DType::U64 => v as i64 as u64 as f64,
             _ => v,
         };
     }
@@ -213,19 +219,22 @@ fn casts_between_float_int_and_pred_types() {
     let mut rng = Rng::new(23);
     let shape = [3, 7];
     // (source dtype, value range, target dtypes)
-    let plan: [(DType, f64, f64, &[DType]); 8] = [
+    let plan: [(DType, f64, f64, &[DType]); 11] = [
         (
             F32,
             -100.0,
             100.0,
-            &[S32, S8, F64, F16, BF16, F8E4M3FN, F8E5M2, PRED],
+            &[S32, S8, S16, F64, F16, BF16, F8E4M3FN, F8E5M2, PRED],
         ),
         (F32, 0.0, 250.0, &[U8, U32]),
+        (F32, 0.0, 6e4, &[U16, U64]),
         (F64, -1e4, 1e4, &[F32, BF16, F16, S32]),
         (BF16, -50.0, 50.0, &[F32, F16, S32]),
         (S32, -3000.0, 3000.0, &[F32, F16, BF16, F64, PRED, S32]),
         (U32, 0.0, 4e9, &[F32, F64, U8]),
         (U8, 0.0, 255.0, &[F32, S32, U32, PRED]),
+        (U16, 0.0, 65535.0, &[F32, BF16, S16, U8, S32, U64, PRED]),
+        (S16, -32768.0, 32767.0, &[F32, F16, U16, S8, U32, U64, PRED]),
         (PRED, 0.0, 1.0, &[F32, S32, U8, BF16]),
     ];
     for (from, lo, hi, targets) in plan {

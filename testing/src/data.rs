@@ -57,14 +57,18 @@ pub fn random(rng: &mut Rng, shape: &[usize], dtype: DType, lo: f64, hi: f64) ->
     })
 }
 
-/// The smallest and largest value of an integer dtype.
+/// The smallest and largest value of an integer dtype (for s64 and u64,
+/// of the integers an `f64` holds exactly).
 pub fn int_range(dtype: DType) -> (f64, f64) {
     match dtype {
         DType::S8 => (i8::MIN as f64, i8::MAX as f64),
         DType::U8 => (0.0, u8::MAX as f64),
+        DType::S16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
         DType::S32 => (i32::MIN as f64, i32::MAX as f64),
         DType::U32 => (0.0, u32::MAX as f64),
         DType::S64 => (-(2f64.powi(53)), 2f64.powi(53)),
+        DType::U64 => (0.0, 2f64.powi(53)),
         _ => (f64::MIN, f64::MAX),
     }
 }

@@ -30,8 +30,11 @@ pub fn wrap(v: i128, dtype: DType) -> f64 {
     match dtype {
         DType::S8 => v as i8 as f64,
         DType::U8 => v as u8 as f64,
+        DType::S16 => v as i16 as f64,
+        DType::U16 => v as u16 as f64,
         DType::S32 => v as i32 as f64,
         DType::U32 => v as u32 as f64,
+        DType::U64 => v as u64 as f64,
         _ => v as i64 as f64,
     }
 }

@@ -1,14 +1,16 @@
 //! `.npy` files (NumPy's array format, versions 1 to 3) in and out.
 //!
-//! Element types map to NumPy's: `bool`, `int8/32/64`, `uint8/32`,
-//! `float16/32/64`. NumPy has no bfloat16 or fp8; tessel reads and writes
-//! them the way `numpy.save` stores JAX's `ml_dtypes` arrays: bf16 as
-//! descriptor `<V2` and fp8 e4m3fn as `|V1` (NumPy loads both as raw bytes:
-//! `.view(ml_dtypes.bfloat16)` or `.view(jnp.float8_e4m3fn)` gives them
-//! back), and it reads ml_dtypes' `<f1` as fp8 e5m2. NumPy itself cannot
-//! load `<f1`, so e5m2 tensors are written as `uint8` bit patterns (read
-//! back as u8; reinterpret them with [`HostTensor::bitcast`]). The older
-//! bit-pattern form of bf16, `uint16`, is still read as bf16.
+//! Element types map to NumPy's: `bool`, `int8/16/32/64`,
+//! `uint8/16/32/64`, `float16/32/64`. NumPy has no bfloat16 or fp8; tessel
+//! reads and writes them the way `numpy.save` stores JAX's `ml_dtypes`
+//! arrays: bf16 as descriptor `<V2` and fp8 e4m3fn as `|V1` (NumPy loads
+//! both as raw bytes: `.view(ml_dtypes.bfloat16)` or
+//! `.view(jnp.float8_e4m3fn)` gives them back), and it reads ml_dtypes'
+//! `<f1` as fp8 e5m2. NumPy itself cannot load `<f1`, so e5m2 tensors are
+//! written as `uint8` bit patterns (read back as u8; reinterpret them with
+//! [`HostTensor::bitcast`]). A `uint16` file is u16 data: bf16 saved as its
+//! `uint16` bit patterns reads as u16, and `.bitcast(DType::BF16)` gives
+//! the bf16 values back.
 
 use std::path::Path;
 
@@ -31,11 +33,14 @@ fn descr(dtype: DType) -> &'static str {
     match dtype {
         DType::Pred => "|b1",
         DType::S8 => "|i1",
+        DType::S16 => "<i2",
         DType::S32 => "<i4",
         DType::S64 => "<i8",
         DType::U8 | DType::F8E5M2 => "|u1",
         DType::F8E4M3FN => "|V1",
+        DType::U16 => "<u2",
         DType::U32 => "<u4",
+        DType::U64 => "<u8",
         DType::F16 => "<f2",
         DType::BF16 => "<V2",
         DType::F32 => "<f4",
@@ -57,13 +62,16 @@ fn parse_descr(d: &str) -> Option<(DType, bool)> {
     let dtype = match code {
         "b1" => DType::Pred,
         "i1" => DType::S8,
+        "i2" => DType::S16,
         "i4" => DType::S32,
         "i8" => DType::S64,
         "u1" => DType::U8,
-        "u2" | "V2" => DType::BF16,
+        "u2" => DType::U16,
+        "V2" => DType::BF16,
         "V1" => DType::F8E4M3FN,
         "f1" => DType::F8E5M2,
         "u4" => DType::U32,
+        "u8" => DType::U64,
         "f2" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
@@ -150,7 +158,15 @@ impl HostTensor {
     }
 
     /// The same bytes reinterpreted as another dtype of the same element size
-    /// (for example u8 data read from `.npy` as fp8).
+    /// (for example u8 data read from `.npy` as fp8, or u16 as bf16).
+    ///
+    /// ```
+    /// use tessel_dsl::{DType, HostTensor};
+    /// // bf16 1.5 saved as its uint16 bit pattern.
+    /// let bits = HostTensor::from_vec(vec![0x3fc0u16], [1])?;
+    /// assert_eq!(bits.bitcast(DType::BF16)?.to_f64_vec(), vec![1.5]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
     pub fn bitcast(self, dtype: DType) -> Result<HostTensor> {
         if dtype.size_in_bytes() != self.dtype().size_in_bytes() {
             return Err(HostError::Bitcast {
@@ -196,7 +212,7 @@ fn parse(bytes: &[u8], path: Option<&Path>) -> Result<HostTensor> {
         npy_err(
             path,
             format!(
-                "unsupported dtype '{d}' (supported: bool, int8/32/64, uint8/16/32, float16/32/64, and \
+                "unsupported dtype '{d}' (supported: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, and \
                  ml_dtypes' bfloat16 '<V2', float8_e4m3fn '<V1' and float8_e5m2 '<f1')"
             ),
         )

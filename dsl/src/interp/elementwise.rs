@@ -3,8 +3,10 @@
 //! docs of [`interp`](super)).
 
 use crate::dtype::DType;
-use crate::interp::math::{erf, int_pow};
-use crate::interp::value::{bits, daz, round, rounder, wrap, wrapper, Data, Val};
+use crate::interp::math::{erf, int_pow, int_pow_unsigned};
+use crate::interp::value::{
+    bits, daz, int_cmp, int_key, int_to_f64, round, rounder, wrap, wrapper, Data, Val,
+};
 use crate::ir::{BinaryOp, Comparison, UnaryOp};
 
 type R<T> = Result<T, String>;
@@ -97,9 +99,14 @@ pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
         Data::I(v) => {
             let w = wrapper(d);
             let nbits = bits(d);
+            // Unsigned values (u64 ones from 2^63 up held as negative
+            // numbers) are their own absolute value, and their sign is 0 or 1.
+            let unsigned = d.is_unsigned();
             let f: Box<dyn Fn(i64) -> i64> = match op {
                 Neg if !d.is_pred() => Box::new(|a: i64| w(a.wrapping_neg())),
+                Abs if unsigned => Box::new(|a: i64| a),
                 Abs if !d.is_pred() => Box::new(|a: i64| w(a.wrapping_abs())),
+                Sign if unsigned => Box::new(|a: i64| i64::from(a != 0)),
                 Sign if !d.is_pred() => Box::new(i64::signum),
                 Not => Box::new(|a: i64| w(!a)),
                 PopCount if !d.is_pred() => {
@@ -149,10 +156,38 @@ pub(crate) fn float_binary(op: BinaryOp, dtype: DType) -> Option<Box<dyn Fn(f64,
     Some(Box::new(move |a, b| r(f(z(a), z(b)))))
 }
 
-/// The integer function of a binary op on `dtype`, wrapping at its width.
+/// The integer function of a binary op on `dtype`, wrapping at its width
+/// (u64 operands and results are bit patterns: sums, products and bitwise
+/// ops are the same bits as on i64, orderings, quotients and remainders are
+/// taken unsigned).
 pub(crate) fn int_binary(op: BinaryOp, d: DType) -> Option<Box<dyn Fn(i64, i64) -> i64>> {
     use BinaryOp::*;
+    if d == DType::U64 {
+        match op {
+            Div => {
+                return Some(Box::new(|a: i64, b| {
+                    if b == 0 {
+                        -1
+                    } else {
+                        ((a as u64) / (b as u64)) as i64
+                    }
+                }))
+            }
+            Rem => {
+                return Some(Box::new(|a: i64, b| {
+                    if b == 0 {
+                        a
+                    } else {
+                        ((a as u64) % (b as u64)) as i64
+                    }
+                }))
+            }
+            Pow => return Some(Box::new(|a: i64, b| int_pow_unsigned(a, b as u64, |x| x))),
+            _ => {}
+        }
+    }
     let w = wrapper(d);
+    let key = int_key(d);
     let nbits = bits(d);
     let mask = if nbits >= 64 {
         u64::MAX
@@ -179,8 +214,8 @@ pub(crate) fn int_binary(op: BinaryOp, d: DType) -> Option<Box<dyn Fn(i64, i64) 
         }
         Rem if arith => Box::new(move |a: i64, b| if b == 0 { a } else { w(a.wrapping_rem(b)) }),
         Pow if arith => Box::new(move |a: i64, b| int_pow(a, b, w)),
-        Max => Box::new(|a: i64, b| a.max(b)),
-        Min => Box::new(|a: i64, b| a.min(b)),
+        Max => Box::new(move |a: i64, b| if key(b) > key(a) { b } else { a }),
+        Min => Box::new(move |a: i64, b| if key(b) < key(a) { b } else { a }),
         And => Box::new(|a: i64, b| a & b),
         Or => Box::new(|a: i64, b| a | b),
         Xor => Box::new(move |a: i64, b| w(a ^ b)),
@@ -249,7 +284,13 @@ pub(crate) fn compare(dir: Comparison, a: &Val, b: &Val) -> R<Val> {
                 .map(|(&p, &q)| test(z(p).partial_cmp(&z(q))))
                 .collect()
         }
-        (Data::I(x), Data::I(y)) => x.iter().zip(y).map(|(p, q)| test(Some(p.cmp(q)))).collect(),
+        (Data::I(x), Data::I(y)) => {
+            let cmp = int_cmp(a.dtype);
+            x.iter()
+                .zip(y)
+                .map(|(p, q)| test(Some(cmp(p, q))))
+                .collect()
+        }
         _ => return Err("compare operands differ in kind".into()),
     };
     Val::new(DType::Pred, a.shape.clone(), Data::I(out))
@@ -311,11 +352,15 @@ pub(crate) fn clamp(lo: &Val, x: &Val, hi: &Val) -> R<Val> {
                     .collect(),
             )
         }
-        (Data::I(l), Data::I(v), Data::I(h)) => Data::I(
-            (0..n)
-                .map(|i| v[i].max(l[at(lo, i)]).min(h[at(hi, i)]))
-                .collect(),
-        ),
+        (Data::I(l), Data::I(v), Data::I(h)) => {
+            // The key is its own inverse.
+            let key = int_key(x.dtype);
+            Data::I(
+                (0..n)
+                    .map(|i| key(key(v[i]).max(key(l[at(lo, i)])).min(key(h[at(hi, i)]))))
+                    .collect(),
+            )
+        }
         _ => return Err("clamp operands differ in kind".into()),
     };
     Val::new(x.dtype, x.shape.clone(), data)
@@ -326,9 +371,13 @@ pub(crate) fn clamp(lo: &Val, x: &Val, hi: &Val) -> R<Val> {
 fn float_to_int(to: DType, a: f64) -> i64 {
     match to {
         DType::S8 => i64::from(a as i8),
+        DType::S16 => i64::from(a as i16),
         DType::S32 => i64::from(a as i32),
         DType::U8 => i64::from(a as u8),
+        DType::U16 => i64::from(a as u16),
         DType::U32 => i64::from(a as u32),
+        // Held as its bit pattern.
+        DType::U64 => a as u64 as i64,
         DType::Pred => i64::from(a != 0.0),
         _ => a as i64,
     }
@@ -355,17 +404,22 @@ pub(crate) fn convert(x: &Val, to: DType) -> R<Val> {
             let z = daz(x.dtype);
             Data::I(v.iter().map(|&a| float_to_int(to, z(a))).collect())
         }
-        Data::I(v) if to.is_float() => Data::F(
-            v.iter()
-                .map(|&a| {
-                    if to == DType::F64 {
-                        a as f64
-                    } else {
-                        round(to, f64::from(a as f32))
-                    }
-                })
-                .collect(),
-        ),
+        Data::I(v) if to.is_float() => {
+            let from = x.dtype;
+            Data::F(
+                v.iter()
+                    .map(|&a| {
+                        if to == DType::F64 {
+                            int_to_f64(from, a)
+                        } else if from == DType::U64 {
+                            round(to, f64::from(a as u64 as f32))
+                        } else {
+                            round(to, f64::from(a as f32))
+                        }
+                    })
+                    .collect(),
+            )
+        }
         Data::I(v) if to.is_pred() => Data::I(v.iter().map(|&a| i64::from(a != 0)).collect()),
         Data::I(v) => Data::I(v.iter().map(|&a| wrap(to, a)).collect()),
     };

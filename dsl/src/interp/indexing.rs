@@ -42,7 +42,7 @@ fn clamped_starts(
                 sizes[a]
             ));
         }
-        let given = s.scalar_i64()?;
+        let given = s.scalar_index()?;
         let hi = (shape[a] - sizes[a]) as i64;
         let used = given.clamp(0, hi);
         if used != given {
@@ -125,7 +125,7 @@ fn index_vectors(indices: &Val, ivd: usize, len: usize) -> R<(Vec<usize>, Vec<i6
     for _ in 0..nb {
         let base: usize = c.idx.iter().zip(&bstrides).map(|(a, b)| a * b).sum();
         for k in 0..len {
-            out.push(indices.i64_at(base + k * vstride));
+            out.push(indices.index_at(base + k * vstride));
         }
         c.step();
     }

@@ -66,7 +66,13 @@ pub(crate) fn int_pow(base: i64, exp: i64, wrap: fn(i64) -> i64) -> i64 {
     if exp < 0 {
         return i64::from(base == 1);
     }
-    let (mut acc, mut b, mut e) = (1i64, base, exp as u64);
+    int_pow_unsigned(base, exp as u64, wrap)
+}
+
+/// `base` to the power `exp` by squaring, in wrapping integer arithmetic
+/// (the exponent of an unsigned type, which is never negative).
+pub(crate) fn int_pow_unsigned(base: i64, exp: u64, wrap: fn(i64) -> i64) -> i64 {
+    let (mut acc, mut b, mut e) = (1i64, base, exp);
     while e > 0 {
         if e & 1 == 1 {
             acc = wrap(acc.wrapping_mul(b));
@@ -112,5 +118,10 @@ mod tests {
         assert_eq!(int_pow(2, 31, w), i64::from(i32::MIN));
         assert_eq!(int_pow(5, -1, w), 0);
         assert_eq!(int_pow(1, -3, w), 1);
+        // A u64 exponent from 2^63 up is not negative.
+        let id: fn(i64) -> i64 = |x| x;
+        assert_eq!(int_pow_unsigned(2, (1u64 << 63) + 1, id), 0);
+        assert_eq!(int_pow_unsigned(-1, (1u64 << 63) + 1, id), -1);
+        assert_eq!(int_pow_unsigned(3, 2, id), 9);
     }
 }

@@ -66,7 +66,9 @@
 //!   logical right) or the sign fill (arithmetic right); the shift amount
 //!   is read as unsigned. Integer `power` squares and wraps; a negative
 //!   exponent gives 1 for base 1 and 0 otherwise (the tracer only makes
-//!   float `power`).
+//!   float `power`). Unsigned types stay unsigned throughout: a u64 from
+//!   2^63 up compares, sorts, divides and converts as the large number it
+//!   is, and its exponent is never negative.
 //! * **`convert`** float to integer truncates toward zero and saturates at
 //!   the target's range, NaN giving 0 (XLA's CPU behaviour); integer to
 //!   integer wraps; to `pred` is `!= 0`; integer to a narrow float rounds

@@ -5,7 +5,9 @@ use std::cmp::Ordering;
 
 use crate::dtype::DType;
 use crate::interp::elementwise::{float_binary, int_binary};
-use crate::interp::value::{daz, num_elements, rounder, strides, Counter, Data, Val};
+use crate::interp::value::{
+    daz, int_cmp, int_key, num_elements, rounder, strides, Counter, Data, Val,
+};
 use crate::ir::{BinaryOp, ReduceKind};
 
 type R<T> = Result<T, String>;
@@ -146,7 +148,7 @@ pub(crate) fn arg_reduce(
             Selector {
                 max,
                 is_nan: |_| false,
-                read: |a| a,
+                read: int_key(x.dtype),
             },
             targets(),
             &mut acc_i,
@@ -165,7 +167,8 @@ struct Selector<T> {
     max: bool,
     /// Whether a value is a NaN.
     is_nan: fn(T) -> bool,
-    /// The value as the CPU reads it (subnormals as zero).
+    /// The value as the CPU reads it (subnormals as zero), or as a key
+    /// that orders like it (u64 bit patterns).
     read: fn(T) -> T,
 }
 
@@ -205,7 +208,10 @@ fn select_args<T: Copy + PartialOrd>(
 fn key_order(key: &Val) -> Box<dyn Fn(usize, usize) -> Ordering + '_> {
     match &key.data {
         Data::F(v) => Box::new(move |a, b| v[a].total_cmp(&v[b])),
-        Data::I(v) => Box::new(move |a, b| v[a].cmp(&v[b])),
+        Data::I(v) => {
+            let cmp = int_cmp(key.dtype);
+            Box::new(move |a, b| cmp(&v[a], &v[b]))
+        }
     }
 }
 

@@ -1,7 +1,12 @@
 //! The interpreter's tensors: a dtype, a shape and the elements, floats as
 //! `f64` (already rounded to their dtype) and integers and `pred` as `i64`
-//! (already wrapped to their width), with the conversions from and to
-//! [`HostTensor`] and the row-major index helpers the ops share.
+//! (already wrapped to their width; u64 as its two's complement bit
+//! pattern, so values from 2^63 up are held as negative numbers and the ops
+//! that order, divide or convert them read them through [`int_key`] and
+//! [`int_to_f64`]), with the conversions from and to [`HostTensor`] and the
+//! row-major index helpers the ops share.
+
+use std::cmp::Ordering;
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -13,7 +18,8 @@ use crate::shape::TensorSpec;
 pub(crate) enum Data {
     /// Float elements, each exactly representable in the tensor's dtype.
     F(Vec<f64>),
-    /// Integer elements within the dtype's range; `pred` as 0 or 1.
+    /// Integer elements within the dtype's range (u64 as its bit pattern);
+    /// `pred` as 0 or 1.
     I(Vec<i64>),
 }
 
@@ -115,15 +121,16 @@ impl Val {
         TensorSpec::new(self.shape.clone(), self.dtype)
     }
 
-    /// Element `i` as `f64` (integers converted).
+    /// Element `i` as `f64` (integers converted, u64 read unsigned).
     pub(crate) fn f64_at(&self, i: usize) -> f64 {
         match &self.data {
             Data::F(v) => v[i],
-            Data::I(v) => v[i] as f64,
+            Data::I(v) => int_to_f64(self.dtype, v[i]),
         }
     }
 
-    /// Element `i` as an integer (floats truncated, saturating).
+    /// Element `i` as an integer (floats truncated, saturating; u64 as its
+    /// bit pattern).
     pub(crate) fn i64_at(&self, i: usize) -> i64 {
         match &self.data {
             Data::F(v) => v[i] as i64,
@@ -131,12 +138,24 @@ impl Val {
         }
     }
 
-    /// The single element of a one-element tensor, as an integer.
-    pub(crate) fn scalar_i64(&self) -> Result<i64, String> {
+    /// Element `i` as an index: [`i64_at`](Self::i64_at), except that a u64
+    /// from 2^63 up saturates to `i64::MAX` (it is past every extent, not
+    /// before the start).
+    pub(crate) fn index_at(&self, i: usize) -> i64 {
+        let x = self.i64_at(i);
+        if self.dtype == DType::U64 && x < 0 {
+            i64::MAX
+        } else {
+            x
+        }
+    }
+
+    /// The single element of a one-element tensor, as an index ([`index_at`](Self::index_at)).
+    pub(crate) fn scalar_index(&self) -> Result<i64, String> {
         if self.len() != 1 {
             return Err(format!("expected a scalar, got {}", self.spec()));
         }
-        Ok(self.i64_at(0))
+        Ok(self.index_at(0))
     }
 
     /// Decodes a host tensor.
@@ -300,33 +319,56 @@ pub(crate) fn bits(dtype: DType) -> u32 {
     match dtype {
         DType::Pred => 1,
         DType::S8 | DType::U8 => 8,
+        DType::S16 | DType::U16 => 16,
         DType::S32 | DType::U32 => 32,
-        DType::S64 => 64,
+        DType::S64 | DType::U64 => 64,
         _ => 0,
     }
 }
 
-/// `x` wrapped to the width of an integer dtype (two's complement); `pred` is `x & 1`.
+/// `x` wrapped to the width of an integer dtype (two's complement); `pred`
+/// is `x & 1`; s64 and u64 (held as its bit pattern) are unchanged.
 pub(crate) fn wrap(dtype: DType, x: i64) -> i64 {
-    match dtype {
-        DType::S8 => i64::from(x as i8),
-        DType::S32 => i64::from(x as i32),
-        DType::U8 => i64::from(x as u8),
-        DType::U32 => i64::from(x as u32),
-        DType::Pred => x & 1,
-        _ => x,
-    }
+    wrapper(dtype)(x)
 }
 
 /// The wrapping function of `dtype`, for use in loops.
 pub(crate) fn wrapper(dtype: DType) -> fn(i64) -> i64 {
     match dtype {
         DType::S8 => |x| i64::from(x as i8),
+        DType::S16 => |x| i64::from(x as i16),
         DType::S32 => |x| i64::from(x as i32),
         DType::U8 => |x| i64::from(x as u8),
+        DType::U16 => |x| i64::from(x as u16),
         DType::U32 => |x| i64::from(x as u32),
         DType::Pred => |x| x & 1,
         _ => |x| x,
+    }
+}
+
+/// A key that orders the held integers of `dtype` as their values order:
+/// u64 bit patterns with the top bit flipped (so 2^63 and up sort above
+/// `i64::MAX`), every other integer type unchanged.
+pub(crate) fn int_key(dtype: DType) -> fn(i64) -> i64 {
+    if dtype == DType::U64 {
+        |x| x ^ i64::MIN
+    } else {
+        |x| x
+    }
+}
+
+/// How two held integers of `dtype` compare as values ([`int_key`]).
+pub(crate) fn int_cmp(dtype: DType) -> impl Fn(&i64, &i64) -> Ordering {
+    let key = int_key(dtype);
+    move |a, b| key(*a).cmp(&key(*b))
+}
+
+/// A held integer of `dtype` as `f64` (u64 read unsigned), rounded to nearest.
+pub(crate) fn int_to_f64(dtype: DType, x: i64) -> f64 {
+    if dtype == DType::U64 {
+        x as u64 as f64
+    } else {
+        x as f64
     }
 }
 

@@ -277,9 +277,10 @@ impl ReduceKind {
 fn lowest(d: DType) -> f64 {
     match d {
         DType::S8 => i8::MIN as f64,
+        DType::S16 => i16::MIN as f64,
         DType::S32 => i32::MIN as f64,
         DType::S64 => i64::MIN as f64,
-        DType::U8 | DType::U32 | DType::Pred => 0.0,
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Pred => 0.0,
         DType::F8E4M3FN => -448.0,
         _ => f64::NEG_INFINITY,
     }
@@ -288,10 +289,13 @@ fn lowest(d: DType) -> f64 {
 fn highest(d: DType) -> f64 {
     match d {
         DType::S8 => i8::MAX as f64,
+        DType::S16 => i16::MAX as f64,
         DType::S32 => i32::MAX as f64,
         DType::S64 => i64::MAX as f64,
         DType::U8 => u8::MAX as f64,
+        DType::U16 => u16::MAX as f64,
         DType::U32 => u32::MAX as f64,
+        DType::U64 => u64::MAX as f64,
         DType::Pred => 1.0,
         DType::F8E4M3FN => 448.0,
         _ => f64::INFINITY,

@@ -30,10 +30,13 @@ pub(crate) fn check_representable(value: f64, dtype: DType) -> Result<(), String
     }
     let (lo, hi) = match dtype {
         DType::S8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::S16 => (i16::MIN as f64, i16::MAX as f64),
         DType::S32 => (i32::MIN as f64, i32::MAX as f64),
         DType::S64 => (i64::MIN as f64, i64::MAX as f64),
         DType::U8 => (0.0, u8::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
         DType::U32 => (0.0, u32::MAX as f64),
+        DType::U64 => (0.0, u64::MAX as f64),
         _ => (f64::MIN, f64::MAX),
     };
     if value.fract() != 0.0 || !(lo..=hi).contains(&value) {

@@ -32,7 +32,7 @@ macro_rules! scalar {
         }
     )*};
 }
-scalar!(f32, f64, i32, i64, u32, usize, u8, i8);
+scalar!(f32, f64, i32, i64, u32, usize, u8, i8, i16, u16, u64);
 
 impl Scalar for bool {
     fn to_f64(self) -> f64 {

@@ -21,10 +21,13 @@ pub(crate) fn to_pjrt_type(dtype: DType) -> ffi::PJRT_Buffer_Type {
     match dtype {
         DType::Pred => ffi::PJRT_Buffer_Type_PRED,
         DType::S8 => ffi::PJRT_Buffer_Type_S8,
+        DType::S16 => ffi::PJRT_Buffer_Type_S16,
         DType::S32 => ffi::PJRT_Buffer_Type_S32,
         DType::S64 => ffi::PJRT_Buffer_Type_S64,
         DType::U8 => ffi::PJRT_Buffer_Type_U8,
+        DType::U16 => ffi::PJRT_Buffer_Type_U16,
         DType::U32 => ffi::PJRT_Buffer_Type_U32,
+        DType::U64 => ffi::PJRT_Buffer_Type_U64,
         DType::F16 => ffi::PJRT_Buffer_Type_F16,
         DType::BF16 => ffi::PJRT_Buffer_Type_BF16,
         DType::F32 => ffi::PJRT_Buffer_Type_F32,
@@ -44,9 +47,6 @@ pub(crate) fn pjrt_type_name(t: ffi::PJRT_Buffer_Type) -> String {
     match from_pjrt_type(t) {
         Some(d) => d.name().to_string(),
         None => match t {
-            ffi::PJRT_Buffer_Type_S16 => "s16".into(),
-            ffi::PJRT_Buffer_Type_U16 => "u16".into(),
-            ffi::PJRT_Buffer_Type_U64 => "u64".into(),
             ffi::PJRT_Buffer_Type_C64 => "c64".into(),
             ffi::PJRT_Buffer_Type_C128 => "c128".into(),
             ffi::PJRT_Buffer_Type_TOKEN => "token".into(),

@@ -173,14 +173,20 @@ keyword_enum! {
         F8E5M2 = "f8e5m2",
         /// `"s8"`: signed 8-bit integer.
         S8 = "s8",
+        /// `"s16"`: signed 16-bit integer.
+        S16 = "s16",
         /// `"s32"`: signed 32-bit integer.
         S32 = "s32",
         /// `"s64"`: signed 64-bit integer.
         S64 = "s64",
         /// `"u8"`: unsigned 8-bit integer.
         U8 = "u8",
+        /// `"u16"`: unsigned 16-bit integer.
+        U16 = "u16",
         /// `"u32"`: unsigned 32-bit integer.
         U32 = "u32",
+        /// `"u64"`: unsigned 64-bit integer.
+        U64 = "u64",
         /// `"pred"`: boolean.
         Pred = "pred",
     }
