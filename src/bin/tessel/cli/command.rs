@@ -9,8 +9,9 @@ use super::{bench, peer, registry};
 /// What `tessel --help` ends with: the inputs the commands read.
 const INPUTS: &str =
     "Inputs are .npy files of f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64, bool and
-fp8; bf16 and fp8 as JAX's ml_dtypes saves them (`<V2`, `|V1`). `--opt q_dtype=fp8` also reads
-uint8 files as fp8 bit patterns. `tessel <command> --help` describes a command.";
+fp8; bf16 and fp8 as JAX's ml_dtypes saves them (`<V2`, `|V1`). A uint16 file is u16 data, not bf16;
+`--opt q_dtype=fp8` also reads uint8 files as fp8 bit patterns. `tessel <command> --help` describes
+a command.";
 
 /// The help layout of every command: usage first, as the one-line errors print it.
 const TEMPLATE: &str = "usage: {usage}\n\n{about-with-newline}\n{all-args}{after-help}";
