@@ -14,6 +14,8 @@ use tessel_kernels::attention::*;
 
 #[path = "attention/nan.rs"]
 mod nan;
+#[path = "attention/program_size.rs"]
+mod program_size;
 
 const TOL_F32: f64 = 1e-5;
 const TOL_BF16: f64 = 2e-2;

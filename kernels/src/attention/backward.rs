@@ -27,6 +27,7 @@ use tessel::prelude::*;
 use super::core::{check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos};
 use super::flash::{elem, run_static, walk_row, BandLayout, Layout};
 use super::options::FlashOptions;
+use super::rows::run_looped;
 
 /// The optional inputs that are not differentiated, as residuals.
 #[derive(Clone, Copy)]
@@ -107,7 +108,8 @@ pub(crate) fn differentiable<L: Layout>(
         move |p: Vec<Tensor>| {
             let x = extras_from(p.get(3).copied(), present, &aux);
             let ctx = Ctx::new(p[0], p[1], p[2], &x, options, d);
-            let (o, lse) = run_static(&ctx, &*fwd_layout);
+            let (o, lse) =
+                run_looped(&ctx, &*fwd_layout).unwrap_or_else(|| run_static(&ctx, &*fwd_layout));
             let mut res = p;
             res.extend(aux);
             res.push(o);

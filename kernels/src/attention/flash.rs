@@ -1,10 +1,13 @@
 //! Flash attention: an online softmax over blocks of keys, with the blocks a
 //! query block cannot see skipped while tracing.
 //!
-//! The query blocks are unrolled while tracing, so each one knows its rows
-//! statically; for each, the kernel walks the key blocks its band (causal,
-//! sliding window) reaches — the others are never computed — and groups
-//! them into runs:
+//! The forward of a band (flash attention: causal, sliding window) runs its
+//! whole query blocks as one traced loop ([`rows`](super::rows)), so the
+//! program does not grow with the sequence. Everything else — the ragged
+//! last query block, block-sparse layouts, bands at a traced offset and the
+//! backward pass — unrolls the query blocks while tracing, so each one knows
+//! its rows statically; for each, the kernel walks the key blocks its layout
+//! reaches — the others are never computed — and groups them into runs:
 //!
 //! * a run of two or more whole blocks of one kind is one traced loop
 //!   (`fori_loop`) over the block index, reading keys and values with a
@@ -38,6 +41,13 @@ pub(crate) trait Layout: 'static {
     /// The element mask of block `(i, j)` with `r` rows and `c` keys
     /// (broadcasting to `[B, Hkv, G, r, c]`), for a `Partial` block.
     fn mask(&self, ctx: &Ctx<'_>, i: usize, j: Idx, r: usize, c: usize) -> Option<Tensor>;
+    /// The band whose element masks the partial blocks get, when the layout
+    /// is one whose place is known while tracing: its masks are arithmetic
+    /// on positions, so the query blocks can be a traced loop
+    /// ([`run_looped`](super::rows::run_looped)).
+    fn band(&self) -> Option<Band> {
+        None
+    }
 }
 
 /// One step over a block of keys: the state after keys `k0 .. k0 + c`,
@@ -197,6 +207,10 @@ impl Layout for BandLayout {
             },
         };
         ctx.band_mask(&self.band, Pos::Static(i * self.bq), r, k0, c)
+    }
+
+    fn band(&self) -> Option<Band> {
+        (!self.traced).then_some(self.band)
     }
 }
 

@@ -25,6 +25,7 @@ mod inputs;
 mod options;
 mod reference;
 mod ring;
+mod rows;
 pub(crate) mod tiles;
 
 pub use self::backward::flash_attention_backward_with;
