@@ -26,6 +26,10 @@ fn device_and_plugin_flags_choose_the_device() {
     let (code, out, err) = tessel_env::<&str>(&["info", "--device", "cpu:3"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("devices:     3"), "{out}");
+    // The environment decides when no option does.
+    let (code, out, err) = tessel_env(&["info"], &[("TESSEL_DEVICE", "cpu:4")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("devices:     4"), "{out}");
     let (code, out, _) = tessel_env::<&str>(&["info", "--device", "interpreter"], &[]);
     assert_eq!(code, 0);
     assert!(out.contains("none (interpreter)"), "{out}");
