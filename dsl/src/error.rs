@@ -178,6 +178,10 @@ pub enum DeviceError {
         /// The name given.
         name: String,
     },
+    /// A multi-process client that cannot be set up: bad process ids, or no
+    /// coordinator to meet at.
+    #[error("multi-process client: {0}")]
+    Distributed(String),
     /// A tensor extent too large for PJRT, which describes shapes in `i64`.
     #[error("extent {extent} of {spec} does not fit in i64")]
     ExtentTooLarge {

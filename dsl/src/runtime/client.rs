@@ -105,6 +105,9 @@ pub(crate) struct Client {
     /// What higher layers attached to the `Device`s over this client (weak:
     /// attachments such as compile caches hold executables, which hold the client).
     pub(crate) attachments: std::sync::Mutex<std::sync::Weak<super::attachments::Attachments>>,
+    /// The key-value store a multi-process client's callbacks read, kept
+    /// alive as long as the client that may call them.
+    _store: Option<std::sync::Arc<super::kv_store::KvStore>>,
 }
 
 // SAFETY: a PJRT_Client is thread-safe: the C API allows calling any client,
@@ -118,6 +121,17 @@ unsafe impl Sync for Client {}
 impl Client {
     /// Creates a client with the given create options.
     pub(crate) fn create(api: &'static Api, options: &[(&str, CreateOption)]) -> Result<Client> {
+        Client::create_with_store(api, options, None)
+    }
+
+    /// Creates a client with the given create options and, for one process
+    /// of a multi-process client, the key-value store its plugin meets the
+    /// other processes through (see [`distributed`](super::distributed)).
+    pub(crate) fn create_with_store(
+        api: &'static Api,
+        options: &[(&str, CreateOption)],
+        store: Option<std::sync::Arc<super::kv_store::KvStore>>,
+    ) -> Result<Client> {
         check_options(options)?;
         // Storage the named values point into; alive until after the call.
         let mut values = Vec::with_capacity(options.len());
@@ -161,9 +175,12 @@ impl Client {
             values.as_ptr()
         };
         args.num_options = values.len();
+        if let Some(store) = &store {
+            super::distributed::set_callbacks(&mut args, store);
+        }
         // SAFETY: the options point into `values` and `options` (names,
-        // strings, lists), all alive until after the call; every other field
-        // is zero, so no key-value callbacks are given.
+        // strings, lists), all alive until after the call; the key-value
+        // callbacks, if any, read `store`, which the client keeps alive.
         unsafe { pjrt_call!(api, PJRT_Client_Create, &mut args) }?;
         if args.client.is_null() {
             return Err(DeviceError::NoResult {
@@ -179,6 +196,7 @@ impl Client {
             devices: Vec::new(),
             platform_name: String::new(),
             attachments: std::sync::Mutex::new(std::sync::Weak::new()),
+            _store: store,
         };
         client.platform_name = client.query_platform_name()?;
         client.devices = client.query_devices()?;

@@ -36,12 +36,14 @@ mod client;
 mod cost;
 mod device;
 mod disk_cache;
+mod distributed;
 mod elf;
 mod error;
 mod executable;
 mod execute;
 mod ffi;
 mod interpreter;
+mod kv_store;
 mod nvidia;
 mod options;
 mod plugin;
@@ -58,8 +60,10 @@ pub use disk_cache::{
     DiskCacheStats, DiskCacheUsage,
 };
 pub(crate) use disk_cache::{read_tuning, write_tuning};
+pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
+pub use kv_store::{Coordinator, KvStore};
 pub use nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,

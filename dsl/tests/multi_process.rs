@@ -1,0 +1,76 @@
+//! Two processes meet at a coordinator on loopback and each creates its
+//! client with `Device::distributed`. The test binary runs itself as the
+//! two processes (`TESSEL_TEST_PROCESS=id:address`). What the CPU plugin
+//! answers is checked: it accepts the process id, count and key-value
+//! callbacks, and each process sees only its own devices.
+
+use std::process::Command;
+use std::time::Duration;
+
+use tessel_dsl::runtime::{
+    cpu_plugin_path, Coordinator, CreateOption, Device, DistributedOptions, KvStore,
+};
+
+const NAME: &str = "two_processes_meet_and_each_gets_its_client";
+
+/// One process: its client, a message to the other through the
+/// coordinator, and the other's message back.
+fn child(id: usize, address: &str) {
+    let dev = Device::distributed(
+        cpu_plugin_path().unwrap(),
+        &[("cpu_device_count", CreateOption::Int64(2))],
+        &DistributedOptions {
+            coordinator: address.to_string(),
+            process_id: id,
+            num_processes: 2,
+        },
+    )
+    .unwrap();
+    let store = KvStore::connect(address).unwrap();
+    store.put(format!("hello/{id}"), &[id as u8]).unwrap();
+    let peer = store
+        .get(format!("hello/{}", 1 - id), Duration::from_secs(60))
+        .unwrap();
+    println!(
+        "PROCESS {id} devices={} platform={} peer={}",
+        dev.device_count(),
+        dev.platform_name(),
+        peer[0]
+    );
+}
+
+#[test]
+fn two_processes_meet_and_each_gets_its_client() {
+    if let Ok(role) = std::env::var("TESSEL_TEST_PROCESS") {
+        let (id, address) = role.split_once(':').expect("id:address");
+        child(id.parse().unwrap(), address);
+        return;
+    }
+    let coordinator = Coordinator::start("127.0.0.1:0").unwrap();
+    let address = coordinator.address().to_string();
+    // Both at once: each waits for the other's message.
+    let children: Vec<_> = (0..2)
+        .map(|id| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+                .env("TESSEL_TEST_PROCESS", format!("{id}:{address}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (id, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "process {id}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The CPU plugin's answer: its own two devices, not the four of a
+        // joined client; and the other process's message arrived.
+        let want = format!("PROCESS {id} devices=2 platform=cpu peer={}", 1 - id);
+        assert!(stdout.contains(&want), "process {id}: {stdout}");
+    }
+}
