@@ -24,10 +24,12 @@ use tessel::autodiff::custom_vjp;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-use super::core::{check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos};
-use super::flash::{elem, run_static, walk_row, BandLayout, Layout};
+use super::core::{
+    check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos, Row,
+};
+use super::flash::{elem, run_static, walk_row, BandLayout, Layout, StepFn};
 use super::options::FlashOptions;
-use super::rows::run_looped;
+use super::rows::{run_looped, RowPlan};
 
 /// The optional inputs that are not differentiated, as residuals.
 #[derive(Clone, Copy)]
@@ -206,6 +208,91 @@ fn mm(d: &Dims, a: Tensor, b: Tensor, lc: usize, rc: usize) -> Tensor {
         .dot_general(b.cast(d.io), dims, None, Some(d.stat))
 }
 
+/// The forward's results and their cotangents in the backward's layout,
+/// and the bias' shape.
+struct Saved {
+    /// `[B, Hkv, G, Sq, Dv]`.
+    o5: Tensor,
+    do5: Tensor,
+    /// `[B, Hkv, G, Sq, 1]`.
+    lse5: Tensor,
+    dlse5: Tensor,
+    bias_shape: Option<Vec<usize>>,
+}
+
+/// How a query block's key blocks are walked: unrolled ([`walk_row`]) or
+/// from a [`RowPlan`] inside the traced loop.
+type Walk<'a> = dyn Fn(Vec<Tensor>, &StepFn<'_, Vec<Tensor>>) -> Vec<Tensor> + 'a;
+
+/// One query block's part of the backward: its dq `[B, Hkv, G·r, D]` (in
+/// the inputs' dtype, scaled) and the accumulators `st` (dk, dv and the
+/// bias' cotangent) after its key blocks.
+fn block_grads(
+    ctx: &Ctx<'_>,
+    saved: &Saved,
+    row: &Row,
+    st: Vec<Tensor>,
+    walk: &Walk<'_>,
+) -> (Tensor, Vec<Tensor>) {
+    let d = ctx.d;
+    let (b, hk, g) = (d.b as isize, d.hkv as isize, d.g as isize);
+    let r = row.r;
+    let rows = |t: Tensor, last: usize| {
+        tile(t, &[(3, row.q0, r)], 0.0).reshape(&[b, hk, (d.g * r) as isize, last as isize])
+    };
+    let do_i = rows(saved.do5, d.dv);
+    let delta = (do_i * rows(saved.o5, d.dv).cast(d.stat)).sum_keepdims(&[-1]);
+    let lse_i = rows(saved.lse5, 1);
+    // A row that saw no key has lse = -inf and P = 0 everywhere.
+    let lse_i = lse_i.eq(f64::NEG_INFINITY).select(0.0, lse_i);
+    let shift = rows(saved.dlse5, 1) - delta;
+    let mut state = vec![Tensor::zeros([d.b, d.hkv, d.g * r, d.d], d.stat)];
+    state.extend(st);
+    let step = |st: Vec<Tensor>, k0: Pos, c: usize, mask: Option<Tensor>| {
+        let sc = ctx.scores(row, k0, c);
+        let s = ctx.bias_and_mask(sc, row, k0, c, elem(mask));
+        let p = (s - lse_i).exp();
+        let vb = tile(ctx.v, &[(2, k0, c)], 0.0);
+        let mut dp = mm(&d, do_i, vb, 3, 3);
+        let mut pd = p;
+        if let Some(seed) = ctx.seed {
+            let rate = ctx.o.dropout_rate;
+            let keep = ctx.flat(dropout_keep(seed, &d, row.q0, k0, row.r, c, rate));
+            let f = 1.0 / (1.0 - rate);
+            pd = keep.select(p * f, 0.0);
+            dp = keep.select(dp * f, 0.0);
+        }
+        let keys = [(2, k0, c)];
+        let dv = add_tile(st[2], &keys, mm(&d, pd, do_i, 2, 2));
+        let mut ds = p * (dp + shift);
+        let mut next = Vec::with_capacity(st.len());
+        let dbias = saved.bias_shape.as_ref().map(|bs| {
+            let blk = ds.reshape(&[b, hk, g, r as isize, c as isize]);
+            let axes: Vec<isize> = (0..3).filter(|&a| bs[a] == 1).map(|a| a as isize).collect();
+            let blk = if axes.is_empty() {
+                blk
+            } else {
+                blk.sum_keepdims(&axes)
+            };
+            add_tile(st[3], &[(3, row.q0, r), (4, k0, c)], blk)
+        });
+        if let Some(cap) = ctx.o.soft_cap {
+            let t = sc * (1.0 / cap);
+            ds = ds * (1.0 - t * t);
+        }
+        let kb = tile(ctx.k, &keys, 0.0);
+        next.push(st[0] + mm(&d, ds, kb, 3, 2));
+        next.push(add_tile(st[1], &keys, mm(&d, ds, row.qb, 2, 2)));
+        next.push(dv);
+        next.extend(dbias);
+        next
+    };
+    let mut it = walk(state, &step).into_iter();
+    // Scaled per block, so that the blocks concatenate into the result.
+    let dq_i = it.next().unwrap_or(row.qb) * ctx.scale;
+    (dq_i.cast(d.io), it.collect())
+}
+
 /// The backward pass: the cotangents of `q`, `k`, `v` (and the bias) given
 /// the forward's output `o` and logsumexp `lse` and their cotangents.
 pub(crate) fn backward(
@@ -232,75 +319,57 @@ pub(crate) fn backward(
     if let Some(s) = &bias_shape {
         st.push(Tensor::zeros(s.clone(), d.stat));
     }
+    let saved = Saved {
+        o5,
+        do5,
+        lse5,
+        dlse5,
+        bias_shape,
+    };
     let mut dqs: Vec<Tensor> = Vec::new();
-    for i in 0..nq {
+    // The whole query blocks of a band as one traced loop (see `rows`),
+    // dq written into its rows; the rest unrolled.
+    let mut unrolled_from = 0;
+    if let Some(plan) = RowPlan::new(ctx, layout) {
+        let zero = Tensor::scalar(0.0, S32);
+        let mut carry = vec![Tensor::zeros([d.b, d.hkv, d.g, plan.nq * bq, d.d], d.io)];
+        carry.extend(st);
+        let done = fori_loop(0, plan.nq as i32, carry, |i, carry| {
+            let start = i * bq as i32;
+            let q0 = Pos::Traced {
+                start,
+                in_range: true,
+            };
+            let row = ctx.row(q0, bq);
+            let (dq_acc, rest) = (carry[0], carry[1..].to_vec());
+            let (dq_i, mut rest) = block_grads(ctx, &saved, &row, rest, &|state, step| {
+                plan.walk(ctx, i, q0, state, step)
+            });
+            let dq_i = dq_i.reshape(&[b, hk, g, bq as isize, d.d as isize]);
+            let mut next =
+                vec![dq_acc.dynamic_update_slice(dq_i, &[zero, zero, zero, start, zero])];
+            next.append(&mut rest);
+            next
+        });
+        let mut it = done.into_iter();
+        if let Some(dq) = it.next() {
+            dqs.push(dq.reshape(&[b, hk, (d.g * plan.nq * bq) as isize, d.d as isize]));
+        }
+        st = it.collect();
+        unrolled_from = plan.nq;
+    }
+    for i in unrolled_from..nq {
         let q0 = i * bq;
         let r = bq.min(d.sq - q0);
         let row = match dqs.last() {
             Some(&prev) => ctx.row_after(q0, r, prev),
             None => ctx.row(Pos::Static(q0), r),
         };
-        let rows = |t: Tensor, last: usize| {
-            tile(t, &[(3, Pos::Static(q0), r)], 0.0).reshape(&[
-                b,
-                hk,
-                (d.g * r) as isize,
-                last as isize,
-            ])
-        };
-        let do_i = rows(do5, d.dv);
-        let delta = (do_i * rows(o5, d.dv).cast(d.stat)).sum_keepdims(&[-1]);
-        let lse_i = rows(lse5, 1);
-        // A row that saw no key has lse = -inf and P = 0 everywhere.
-        let lse_i = lse_i.eq(f64::NEG_INFINITY).select(0.0, lse_i);
-        let shift = rows(dlse5, 1) - delta;
-        let mut state = vec![Tensor::zeros([d.b, d.hkv, d.g * r, d.d], d.stat)];
-        state.extend(st);
-        let step = |st: Vec<Tensor>, k0: Pos, c: usize, mask: Option<Tensor>| {
-            let sc = ctx.scores(&row, k0, c);
-            let s = ctx.bias_and_mask(sc, &row, k0, c, elem(mask));
-            let p = (s - lse_i).exp();
-            let vb = tile(ctx.v, &[(2, k0, c)], 0.0);
-            let mut dp = mm(&d, do_i, vb, 3, 3);
-            let mut pd = p;
-            if let Some(seed) = ctx.seed {
-                let rate = ctx.o.dropout_rate;
-                let keep = ctx.flat(dropout_keep(seed, &d, row.q0, k0, row.r, c, rate));
-                let f = 1.0 / (1.0 - rate);
-                pd = keep.select(p * f, 0.0);
-                dp = keep.select(dp * f, 0.0);
-            }
-            let keys = [(2, k0, c)];
-            let dv = add_tile(st[2], &keys, mm(&d, pd, do_i, 2, 2));
-            let mut ds = p * (dp + shift);
-            let mut next = Vec::with_capacity(st.len());
-            let dbias = bias_shape.as_ref().map(|bs| {
-                let blk = ds.reshape(&[b, hk, g, r as isize, c as isize]);
-                let axes: Vec<isize> = (0..3).filter(|&a| bs[a] == 1).map(|a| a as isize).collect();
-                let blk = if axes.is_empty() {
-                    blk
-                } else {
-                    blk.sum_keepdims(&axes)
-                };
-                add_tile(st[3], &[(3, row.q0, r), (4, k0, c)], blk)
-            });
-            if let Some(cap) = ctx.o.soft_cap {
-                let t = sc * (1.0 / cap);
-                ds = ds * (1.0 - t * t);
-            }
-            let kb = tile(ctx.k, &keys, 0.0);
-            next.push(st[0] + mm(&d, ds, kb, 3, 2));
-            next.push(add_tile(st[1], &keys, mm(&d, ds, row.qb, 2, 2)));
-            next.push(dv);
-            next.extend(dbias);
-            next
-        };
-        let done = walk_row(ctx, layout, i, state, &|st: &Vec<Tensor>| st[0], &step);
-        let mut it = done.into_iter();
-        // Scaled per block, so that the blocks concatenate into the result.
-        let dq_i = it.next().unwrap_or(row.qb) * ctx.scale;
-        dqs.push(dq_i.cast(d.io));
-        st = it.collect();
+        let (dq_i, rest) = block_grads(ctx, &saved, &row, st, &|state, step| {
+            walk_row(ctx, layout, i, state, &|st: &Vec<Tensor>| st[0], step)
+        });
+        dqs.push(dq_i);
+        st = rest;
     }
     let dq = if dqs.is_empty() {
         Tensor::zeros([d.b, d.hq, 0, d.d], d.io)

@@ -19,9 +19,11 @@
 
 use tessel::prelude::*;
 
-use super::core::{Ctx, Elem, Pos, State};
-use super::flash::{elem, walk_row, Layout};
-use super::options::Cover;
+use tessel::Carry;
+
+use super::core::{Ctx, Pos, State};
+use super::flash::{elem, walk_row, Layout, StepFn};
+use super::options::{Band, Cover};
 
 /// The fewest whole query blocks for which the loop is used: below it the
 /// unrolled rows are as small a program and keep their static positions.
@@ -62,30 +64,106 @@ fn code(c: Cover) -> i32 {
     }
 }
 
+/// The key-block runs of every whole query block of a band layout, as a
+/// table read inside a traced loop over those query blocks.
+pub(crate) struct RowPlan {
+    band: Band,
+    /// s32 `[nq, COLUMNS]`.
+    table: Tensor,
+    /// Whole query blocks (the loop's trip count).
+    pub(crate) nq: usize,
+    /// Whole key blocks.
+    nk: usize,
+    /// Keys in the ragged last key block (0: none).
+    tail_c: usize,
+}
+
+impl RowPlan {
+    /// The plan of `layout`, or `None` when it is not a band, has too few
+    /// whole query blocks, or a query block's visible key blocks are not
+    /// partial-full-partial runs (the caller then unrolls).
+    pub(crate) fn new(ctx: &Ctx<'_>, layout: &dyn Layout) -> Option<RowPlan> {
+        let band = layout.band()?;
+        let d = ctx.d;
+        let (bq, bk) = (ctx.o.block_q, ctx.o.block_kv);
+        let (nq, nk) = (d.sq / bq, d.skv / bk);
+        if nq < MIN_LOOPED_QUERY_BLOCKS {
+            return None;
+        }
+        let tail_c = d.skv % bk;
+        let mut table = Vec::with_capacity(nq * COLUMNS);
+        for i in 0..nq {
+            let [j0, f0, f1, j1] = runs(layout, i, nk)?;
+            let tail = if tail_c > 0 {
+                code(layout.cover(i, nk))
+            } else {
+                0
+            };
+            table.extend([j0 as i32, f0 as i32, f1 as i32, j1 as i32, tail]);
+        }
+        let table = Tensor::constant(&HostTensor::from_vec(table, [nq, COLUMNS]).ok()?);
+        Some(RowPlan {
+            band,
+            table,
+            nq,
+            nk,
+            tail_c,
+        })
+    }
+
+    /// Threads `st` through `step` over the key blocks query block `i`
+    /// (traced, its rows starting at `q0`) sees: the leading partial
+    /// blocks, the full ones (no mask), the trailing partial ones, then the
+    /// ragged key block when the query block sees it (with the band's mask).
+    pub(crate) fn walk<S: Carry + Clone>(
+        &self,
+        ctx: &Ctx<'_>,
+        i: Tensor,
+        q0: Pos,
+        st: S,
+        step: &StepFn<'_, S>,
+    ) -> S {
+        let (bq, bk) = (ctx.o.block_q, ctx.o.block_kv);
+        let at = |c: i64| {
+            self.table
+                .dynamic_slice(&[i, Tensor::scalar(c as f64, S32)], &[1, 1])
+                .reshape(&[])
+        };
+        let key = |jt: Tensor| Pos::Traced {
+            start: jt * bk as i32,
+            in_range: true,
+        };
+        let masked = |st: S, jt: Tensor| {
+            let mask = ctx.band_mask(&self.band, q0, bq, key(jt), bk);
+            step(st, key(jt), bk, mask)
+        };
+        let st = fori_loop(at(0), at(1), st, |jt, st| masked(st, jt));
+        let st = fori_loop(at(1), at(2), st, |jt, st| step(st, key(jt), bk, None));
+        let st = fori_loop(at(2), at(3), st, |jt, st| masked(st, jt));
+        if self.tail_c == 0 {
+            return st;
+        }
+        let k0 = Pos::Static(self.nk * bk);
+        let seen = st.clone();
+        cond(
+            at(4).ne(0),
+            move || {
+                let mask = ctx.band_mask(&self.band, q0, bq, k0, self.tail_c);
+                step(seen, k0, self.tail_c, mask)
+            },
+            || st,
+        )
+    }
+}
+
 /// The forward of a band layout with the whole query blocks in one traced
 /// loop: `(output, logsumexp)` as [`run_static`](super::flash::run_static)
-/// gives them, or `None` when the layout is not a band or has too few query
-/// blocks (the caller then unrolls).
+/// gives them, or `None` when there is no [`RowPlan`] for the layout (the
+/// caller then unrolls).
 pub(crate) fn run_looped(ctx: &Ctx<'_>, layout: &dyn Layout) -> Option<(Tensor, Tensor)> {
-    let band = layout.band()?;
+    let plan = RowPlan::new(ctx, layout)?;
     let d = ctx.d;
-    let (bq, bk) = (ctx.o.block_q, ctx.o.block_kv);
-    let (nq, nk) = (d.sq / bq, d.skv / bk);
-    if nq < MIN_LOOPED_QUERY_BLOCKS {
-        return None;
-    }
-    let tail_c = d.skv % bk;
-    let mut table = Vec::with_capacity(nq * COLUMNS);
-    for i in 0..nq {
-        let [j0, f0, f1, j1] = runs(layout, i, nk)?;
-        let tail = if tail_c > 0 {
-            code(layout.cover(i, nk))
-        } else {
-            0
-        };
-        table.extend([j0 as i32, f0 as i32, f1 as i32, j1 as i32, tail]);
-    }
-    let table = Tensor::constant(&HostTensor::from_vec(table, [nq, COLUMNS]).ok()?);
+    let (bq, nq) = (ctx.o.block_q, plan.nq);
     let zero = Tensor::scalar(0.0, S32);
     let out = Tensor::zeros([d.b, d.hkv, d.g, nq * bq, d.dv], d.stat);
     let lse = Tensor::zeros([d.b, d.hkv, d.g, nq * bq], d.stat);
@@ -96,40 +174,9 @@ pub(crate) fn run_looped(ctx: &Ctx<'_>, layout: &dyn Layout) -> Option<(Tensor, 
             in_range: true,
         };
         let row = ctx.row(q0, bq);
-        let at = |c: i64| {
-            table
-                .dynamic_slice(&[i, Tensor::scalar(c as f64, S32)], &[1, 1])
-                .reshape(&[])
-        };
-        let key = |jt: Tensor| Pos::Traced {
-            start: jt * bk as i32,
-            in_range: true,
-        };
-        let masked = |st: State, jt: Tensor| {
-            let mask = ctx.band_mask(&band, q0, bq, key(jt), bk);
-            ctx.step(&row, st, key(jt), bk, elem(mask))
-        };
-        let st: State = ctx.init(bq);
-        let st = fori_loop(at(0), at(1), st, |jt, st| masked(st, jt));
-        let st = fori_loop(at(1), at(2), st, |jt, st| {
-            ctx.step(&row, st, key(jt), bk, Elem::None)
+        let st: State = plan.walk(ctx, i, q0, ctx.init(bq), &|st, k0, c, mask| {
+            ctx.step(&row, st, k0, c, elem(mask))
         });
-        let st = fori_loop(at(2), at(3), st, |jt, st| masked(st, jt));
-        let st = if tail_c > 0 {
-            let kind = at(4);
-            let k0 = Pos::Static(nk * bk);
-            let mask = || {
-                ctx.band_mask(&band, q0, bq, k0, tail_c)
-                    .unwrap_or_else(|| Tensor::full([1, 1, 1, bq, tail_c], 1.0, PRED))
-            };
-            cond(
-                kind.ne(0),
-                || ctx.step(&row, st, k0, tail_c, Elem::When(kind.eq(2), &mask)),
-                || st,
-            )
-        } else {
-            st
-        };
         let (o, l) = ctx.finish(st);
         (
             out.dynamic_update_slice(o, &[zero, zero, zero, start, zero]),

@@ -1,10 +1,13 @@
-//! The forward of flash attention is one loop over its whole query blocks:
-//! its program does not grow with the sequence (so neither do its trace and
-//! compile times), while the block skipping stays exact (the results are
-//! checked against plain Rust in `flash_and_reference_match_plain_rust`).
+//! Flash attention's forward and backward are each one loop over their
+//! whole query blocks: the programs do not grow with the sequence (so
+//! neither do their trace and compile times), while the block skipping stays
+//! exact (the results are checked against plain Rust in
+//! `flash_and_reference_match_plain_rust`, the gradients in
+//! `attention_grads.rs`).
 
 use tessel_dsl::{TensorSpec, F32};
 use tessel_kernels::attention::*;
+use tessel_kernels::grads::flash_attention_vjp;
 
 /// The number of matmuls in the StableHLO of causal flash attention over
 /// `s` positions (blocks of 16, `ragged` extra rows and keys).
@@ -33,4 +36,17 @@ fn the_forward_program_does_not_grow_with_the_sequence() {
         .window(Some(40), None)
         .block_sizes(16, 16);
     assert_eq!(dots(1024, window.clone()), dots(128, window));
+}
+
+#[test]
+fn the_backward_program_does_not_grow_with_the_sequence() {
+    let dots = |s: usize| {
+        let spec = TensorSpec::new(vec![1, 2, s, 8], F32);
+        let causal = FlashOptions::new().causal(true).block_sizes(16, 16);
+        flash_attention_vjp::lower(&spec, &spec, &spec, &spec, causal)
+            .expect("lowers")
+            .matches("stablehlo.dot_general")
+            .count()
+    };
+    assert_eq!(dots(1024 + 3), dots(64 + 3));
 }
