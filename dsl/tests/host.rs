@@ -153,15 +153,7 @@ fn npy_uint16_int16_uint64_files_round_trip() {
 /// same way, byte for byte.
 #[test]
 fn ml_dtypes_npy_files_round_trip() {
-    let saved = |descr: &str, data: &[u8]| {
-        let mut b = b"\x93NUMPY\x01\x00v\x00".to_vec();
-        let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}");
-        h.push_str(&" ".repeat(117 - h.len()));
-        h.push('\n');
-        b.extend_from_slice(h.as_bytes());
-        b.extend_from_slice(data);
-        b
-    };
+    let saved = numpy_saved;
     let bf16 = saved("<V2", &[0xc0, 0x3f, 0x00, 0xc0, 0x80, 0x3e]);
     let t = HostTensor::from_npy_bytes(&bf16).unwrap();
     assert_eq!(t.dtype(), DType::BF16);
