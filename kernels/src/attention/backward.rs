@@ -25,7 +25,7 @@ use tessel::ops::DotDims;
 use tessel::prelude::*;
 
 use super::core::{
-    check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos, Row,
+    check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos, QueryBlocks, Row,
 };
 use super::flash::{elem, run_static, walk_row, BandLayout, Layout, StepFn};
 use super::options::FlashOptions;
@@ -157,7 +157,7 @@ pub fn flash_attention_backward_with(
 ) -> (Tensor, Tensor, Tensor) {
     let x = AttentionExtras::default();
     let op = "flash_attention_backward";
-    let Some(d) = check_static(op, q, k, v, &x, options) else {
+    let Some(d) = check_static(op, q, k, v, &x, options, QueryBlocks::Looped) else {
         let p = poisoned(q).0;
         return (p, p, p);
     };

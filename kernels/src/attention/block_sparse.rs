@@ -30,7 +30,8 @@ use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
 use super::backward::differentiable;
 use super::core::{
-    check, check_static, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, State,
+    check, check_static, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, QueryBlocks,
+    State,
 };
 use super::flash::Layout;
 use super::options::{Cover, FlashOptions};
@@ -253,7 +254,7 @@ pub fn block_sparse_attention_with(
     if refuses_offset(OP, q, extras) {
         return poisoned(q);
     }
-    let Some(d) = check_static(OP, q, k, v, extras, options) else {
+    let Some(d) = check_static(OP, q, k, v, extras, options, QueryBlocks::Unrolled) else {
         return poisoned(q);
     };
     let (heads, layout) = match layout_for(mask, &d, options) {

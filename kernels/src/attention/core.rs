@@ -278,16 +278,30 @@ pub(crate) fn check(
     Some(dims)
 }
 
-/// Placeholder results after a recorded error (the trace fails anyway).
 /// The most query blocks the static-layout kernels unroll (their program
 /// grows with the count: at 4096 it is already large).
 pub(crate) const MAX_QUERY_BLOCKS: usize = 4096;
 /// The most key blocks they walk per query block.
 pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
+/// The most (query block, key block) pairs a looped band's plan visits
+/// while tracing (see `rows.rs`): its table is built from every pair's
+/// cover, so tracing time, not the program, grows with the count.
+pub(crate) const MAX_PLAN_PAIRS: usize = 1 << 26;
+
+/// How a static-layout kernel runs its whole query blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueryBlocks {
+    /// One traced copy per block: at most [`MAX_QUERY_BLOCKS`].
+    Unrolled,
+    /// One traced loop (a band at a static offset, `rows.rs`): the plan's
+    /// pairs are bounded by [`MAX_PLAN_PAIRS`] instead.
+    Looped,
+}
 
 /// [`check`] for a static-layout kernel, which also bounds its block counts
-/// (the query blocks are unrolled while tracing); records a kernel error
-/// under `op` and returns `None` if either check fails.
+/// (unrolled query blocks, or the pairs a looped plan visits while
+/// tracing); records a kernel error under `op` and returns `None` if either
+/// check fails.
 #[track_caller]
 pub(crate) fn check_static(
     op: &str,
@@ -296,26 +310,42 @@ pub(crate) fn check_static(
     v: Tensor,
     x: &AttentionExtras,
     o: &FlashOptions,
+    rows: QueryBlocks,
 ) -> Option<Dims> {
     let d = check(op, q, k, v, x, o)?;
     let nq = d.sq.div_ceil(o.block_q);
     let nk = d.skv.div_ceil(o.block_kv);
-    if nq <= MAX_QUERY_BLOCKS && nk <= MAX_KEY_BLOCKS {
+    let limit = match rows {
+        QueryBlocks::Unrolled if nq > MAX_QUERY_BLOCKS => Some(format!(
+            "the query blocks are unrolled while tracing, at most {MAX_QUERY_BLOCKS} of them (and \
+             {MAX_KEY_BLOCKS} key blocks); raise block_q/block_kv, or use block_sparse_attention_dynamic (one \
+             loop over query blocks)"
+        )),
+        QueryBlocks::Looped if nq.saturating_mul(nk) > MAX_PLAN_PAIRS => Some(format!(
+            "the query blocks run in one loop whose plan visits every (query block, key block) pair while \
+             tracing, at most {MAX_PLAN_PAIRS} pairs ({} here); raise block_q/block_kv",
+            nq.saturating_mul(nk)
+        )),
+        _ if nk > MAX_KEY_BLOCKS => Some(format!(
+            "at most {MAX_KEY_BLOCKS} key blocks are walked per query block; raise block_kv"
+        )),
+        _ => None,
+    };
+    let Some(limit) = limit else {
         return Some(d);
-    }
+    };
     report::fail(
         op,
         &[q, k, v],
         format!(
-            "Sq = {} and Skv = {} make {nq} query blocks of {} and {nk} key blocks of {}: the query blocks are \
-             unrolled while tracing, at most {MAX_QUERY_BLOCKS} of them (and {MAX_KEY_BLOCKS} key blocks); raise \
-             block_q/block_kv, or use block_sparse_attention_dynamic (one loop over query blocks)",
+            "Sq = {} and Skv = {} make {nq} query blocks of {} and {nk} key blocks of {}: {limit}",
             d.sq, d.skv, o.block_q, o.block_kv
         ),
     );
     None
 }
 
+/// Placeholder results after a recorded error (the trace fails anyway).
 pub(crate) fn poisoned(q: Tensor) -> (Tensor, Tensor) {
     (q, Tensor::zeros([1], F32))
 }

@@ -29,7 +29,9 @@ use tessel::prelude::*;
 use tessel::Carry;
 
 use super::backward::differentiable;
-use super::core::{after, check_static, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, State};
+use super::core::{
+    after, check_static, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, QueryBlocks, State,
+};
 use super::options::{Band, Cover, FlashOptions};
 
 /// Which blocks of the score matrix a static-layout kernel computes, and
@@ -245,7 +247,12 @@ pub fn flash_attention_with(
     extras: &AttentionExtras,
     options: &FlashOptions,
 ) -> (Tensor, Tensor) {
-    let Some(d) = check_static("flash_attention", q, k, v, extras, options) else {
+    // A band at a static offset runs its query blocks in one loop (`rows.rs`).
+    let rows = match extras.q_offset {
+        None => QueryBlocks::Looped,
+        Some(_) => QueryBlocks::Unrolled,
+    };
+    let Some(d) = check_static("flash_attention", q, k, v, extras, options, rows) else {
         return poisoned(q);
     };
     let layout = BandLayout::new(options, &d, extras.q_offset.is_some());
