@@ -11,7 +11,8 @@
 //! tokens long, pages handed out round-robin (no sequence's pages are
 //! contiguous). Times are the minimum of `--runs` runs on device-resident
 //! arguments. `--keys=N` gathers about N keys' pages per step instead of
-//! one page; `--memory` prints the compiled step's temporaries.
+//! the default (`AUTO_PAGED_KEYS`, 512); `--memory` prints the compiled
+//! step's temporaries.
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]

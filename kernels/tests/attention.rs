@@ -721,7 +721,8 @@ fn too_many_query_blocks_is_an_error() {
     // 8192 query blocks of a causal band, 16 key blocks: one loop.
     let q = TensorSpec::new([1, 1, 1 << 16, 8], F32);
     let o = FlashOptions::new().causal(true).block_sizes(8, 4096);
-    flash_attention::lower(&q, &q, &q, o).expect("a looped band is not capped at 4096 query blocks");
+    flash_attention::lower(&q, &q, &q, o)
+        .expect("a looped band is not capped at 4096 query blocks");
 }
 
 /// More query blocks than the unrolled kernels allow, through the looped
@@ -732,8 +733,17 @@ fn looped_band_runs_past_the_unroll_limit() {
     let o = FlashOptions::new;
     for (opts, what) in [
         (o().block_sizes(8, 8), "full, 4097 query blocks"),
-        (o().causal(true).block_sizes(8, 8), "causal, 4097 query blocks"),
+        (
+            o().causal(true).block_sizes(8, 8),
+            "causal, 4097 query blocks",
+        ),
     ] {
-        check_flash(&dev, [1, 1, 1, 32_780, 19, 4], &opts, &Extra::default(), what);
+        check_flash(
+            &dev,
+            [1, 1, 1, 32_780, 19, 4],
+            &opts,
+            &Extra::default(),
+            what,
+        );
     }
 }

@@ -17,8 +17,14 @@
 //! Queries are laid out `[Hkv, R, D]` (the `G = Hq / Hkv` query heads of a
 //! key/value head and the tile's rows merged into `R`), the statistics
 //! `[Hkv, R, 1]` and the accumulator `[Hkv, R, Dv]` in f32 (f64 for f64
-//! inputs).
+//! inputs). Every block of keys is read head-major, `[Hkv, keys, D]`: a
+//! paged cache's pages (`[page, Hkv, D]` each) are gathered straight into
+//! that layout, one `(page, head)` slice per row of the gather, so both
+//! products are batched matmuls over the heads with no transpose of the
+//! block (on the CPU plugin 1.3–1.4× faster than gathering token-major
+//! blocks and multiplying elementwise).
 
+use tessel::ir::GatherDims;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
@@ -27,18 +33,9 @@ use crate::attention::tiles::row_reduce;
 /// The initial running maximum (finite: see the attention kernels).
 const MASK_VALUE: f64 = -0.7 * f32::MAX as f64;
 
-/// How a block of keys is laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// `[keys, Hkv, D]` (pages).
-    TokenMajor,
-    /// `[Hkv, keys, D]` (a contiguous `[B, Hkv, S, D]` cache).
-    HeadMajor,
-}
-
 /// One block of keys and values with its positions.
 pub(crate) struct KvBlock {
-    pub(crate) layout: Layout,
+    /// Keys `[Hkv, keys, D]` and values `[Hkv, keys, Dv]`.
     pub(crate) k: Tensor,
     pub(crate) v: Tensor,
     /// Per-key scales `[Hkv, 1, keys]` of quantized keys and values.
@@ -96,32 +93,37 @@ impl Source {
                 ..
             } => {
                 let ids = table.dynamic_slice(&[j * *pages as i32], &[*pages]);
-                let hkv = k_pages.dim(2);
-                // The block's pages `[pages, page, ..]` as `[keys, ..]`.
+                let (hkv, page) = (k_pages.dim(2), k_pages.dim(1));
+                // One (page, head) start per row: `[Hkv, pages, 2]`.
+                let starts = tessel::concat(
+                    &[
+                        ids.reshape(&[1, *pages as isize, 1])
+                            .broadcast_to([hkv, *pages, 1]),
+                        Tensor::iota([hkv, *pages, 1], 0, S32),
+                    ],
+                    2,
+                );
+                // `x: [P, page, Hkv, ..]` as `[Hkv, keys, ..]`: slices
+                // `[page, ..]` of one page and one head.
                 let read = |x: Tensor| {
-                    let block = if *pages == 1 {
-                        let mut starts = vec![zero; x.rank()];
-                        starts[0] = ids.reshape(&[]);
-                        let mut sizes = x.shape();
-                        sizes[0] = 1;
-                        x.dynamic_slice(&starts, &sizes)
-                    } else {
-                        x.take(ids, 0)
+                    let mut sizes = x.shape();
+                    sizes[0] = 1;
+                    sizes[2] = 1;
+                    let dims = GatherDims {
+                        offset_dims: (2..x.rank()).collect(),
+                        collapsed_slice_dims: vec![0, 2],
+                        start_index_map: vec![0, 2],
+                        index_vector_dim: 2,
                     };
-                    let mut shape = vec![blk as isize];
-                    shape.extend(x.shape()[2..].iter().map(|&e| e as isize));
-                    block.reshape(&shape)
+                    let mut shape = vec![hkv as isize, (*pages * page) as isize];
+                    shape.extend(x.shape()[3..].iter().map(|&e| e as isize));
+                    x.gather(starts, dims, &sizes).reshape(&shape)
                 };
                 let scales = scales.map(|(ks, vs)| {
-                    let per_head = |t: Tensor| {
-                        read(t)
-                            .transpose(&[1, 0])
-                            .reshape(&[hkv as isize, 1, blk as isize])
-                    };
+                    let per_head = |t: Tensor| read(t).reshape(&[hkv as isize, 1, blk as isize]);
                     (per_head(ks), per_head(vs))
                 });
                 KvBlock {
-                    layout: Layout::TokenMajor,
                     k: read(*k_pages),
                     v: read(*v_pages),
                     scales,
@@ -139,7 +141,6 @@ impl Source {
                         .reshape(&[hkv as isize, blk as isize, width as isize])
                 };
                 KvBlock {
-                    layout: Layout::HeadMajor,
                     k: read(*k),
                     v: read(*v),
                     scales: None,
@@ -170,11 +171,6 @@ pub(crate) struct Params {
 }
 
 type State = (Tensor, Tensor, Tensor);
-
-/// Tiles of at most this many rows (a decode step's query heads of one
-/// key/value head) multiply elementwise and sum instead of calling a
-/// matmul.
-const NARROW_ROWS: usize = 8;
 
 /// What a masked step masks: the rows' positions and the sequence's
 /// length (keys at or past it are not the sequence's).
@@ -245,33 +241,15 @@ impl Params {
     /// One online-softmax step over `kv`.
     fn step(&self, st: State, tile: QTile, kv: KvBlock, mask: Option<&Mask>) -> State {
         let (m, l, acc) = st;
-        let layout = kv.layout;
-        let (keys, head_axis) = match layout {
-            Layout::TokenMajor => (kv.k.dim(0), 1),
-            Layout::HeadMajor => (kv.k.dim(1), 0),
-        };
+        let keys = kv.k.dim(1);
         let (kb, mut vb) = (kv.k.cast(self.io), kv.v.cast(self.io));
-        let qk = DotDims {
+        let batched = |lhs_contract, rhs_contract| DotDims {
             lhs_batch: vec![0],
-            rhs_batch: vec![head_axis],
-            lhs_contract: vec![2],
-            rhs_contract: vec![2],
+            rhs_batch: vec![0],
+            lhs_contract: vec![lhs_contract],
+            rhs_contract: vec![rhs_contract],
         };
-        let narrow = tile.q.dim(1) <= NARROW_ROWS && layout == Layout::TokenMajor;
-        let mut s = if narrow {
-            // A few rows: products and a sum over D, reading each key once
-            // (a batched matmul of so few rows transposes the block first).
-            let (hkv, r, d) = (
-                tile.q.dim(0) as isize,
-                tile.q.dim(1) as isize,
-                tile.q.dim(2) as isize,
-            );
-            let prod = kb.cast(self.stat).reshape(&[keys as isize, hkv, 1, d])
-                * tile.q.cast(self.stat).reshape(&[1, hkv, r, d]);
-            prod.sum(&[3]).transpose(&[1, 2, 0])
-        } else {
-            tile.q.dot_general(kb, qk, None, Some(self.stat))
-        };
+        let mut s = tile.q.dot_general(kb, batched(2, 2), None, Some(self.stat));
         if let Some((ks, _)) = kv.scales {
             s = s * ks;
         }
@@ -291,11 +269,7 @@ impl Params {
             }
             s = visible.select(s, f64::NEG_INFINITY);
             // Slots the sequence does not own hold anything: zero them.
-            let owned = match layout {
-                Layout::TokenMajor => owned.reshape(&[keys as isize, 1, 1]),
-                Layout::HeadMajor => owned.reshape(&[1, keys as isize, 1]),
-            };
-            vb = owned.select(vb, 0.0);
+            vb = owned.reshape(&[1, keys as isize, 1]).select(vb, 0.0);
         }
         let m_new = m.maximum(row_reduce(s, true));
         let alpha = (m - m_new).exp();
@@ -309,24 +283,7 @@ impl Params {
         } else {
             p.cast(self.io)
         };
-        // The values' key axis is the other one of the first two.
-        let pv = DotDims {
-            lhs_batch: vec![0],
-            rhs_batch: vec![head_axis],
-            lhs_contract: vec![2],
-            rhs_contract: vec![1 - head_axis],
-        };
-        let pv = if narrow {
-            let (hkv, r) = (p.dim(0) as isize, p.dim(1) as isize);
-            let dv = vb.dim(2) as isize;
-            let pt = p
-                .cast(self.stat)
-                .transpose(&[2, 0, 1])
-                .reshape(&[keys as isize, hkv, r, 1]);
-            (pt * vb.cast(self.stat).reshape(&[keys as isize, hkv, 1, dv])).sum(&[0])
-        } else {
-            p.dot_general(vb, pv, None, Some(self.stat))
-        };
+        let pv = p.dot_general(vb, batched(2, 1), None, Some(self.stat));
         let acc = acc * alpha + pv;
         (m_new, l, acc)
     }

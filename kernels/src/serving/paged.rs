@@ -26,7 +26,7 @@ struct Paged<'a> {
 
 impl<'a> Paged<'a> {
     fn new(kv: &'a PagedKv, block_tables: Tensor, dims: PagedDims, opts: &ServeOptions) -> Self {
-        let pages = opts.pages_for(dims.page);
+        let pages = opts.pages_for(dims.page, dims.width);
         let padded = dims.width.div_ceil(pages).max(1) * pages;
         let tables = if padded == dims.width {
             block_tables
