@@ -192,10 +192,13 @@ fn int_ref(op: &str, a: f64, b: f64, dtype: DType) -> f64 {
 fn binary_integer_arithmetic_and_bitwise_ops() {
     let mut rng = Rng::new(6);
     for dtype in INTS {
-        // Products of s8/u8 operands stay in range; s32/u32 ones wrap.
+        // Products of s8/u8 operands stay in range; s16/u16/s32/u32 ones
+        // wrap; u64 ones stay below 2^53 (exact as f64), its differences wrap.
         let (lo, hi, dlo, dhi) = match dtype {
             DType::S8 => (-11.0, 11.0, -11.0, 11.0),
             DType::U8 => (0.0, 15.0, 1.0, 15.0),
+            DType::S16 => (-30_000.0, 30_000.0, -300.0, 300.0),
+            DType::U16 => (0.0, 65_000.0, 1.0, 600.0),
             DType::S32 => (-3e6, 3e6, -70_000.0, 70_000.0),
             _ => (0.0, 4e9, 1.0, 70_000.0),
         };

@@ -23,7 +23,15 @@ pub fn shapes_for(dtype: DType) -> &'static [&'static [usize]] {
 /// The float dtypes of the elementwise sweeps.
 pub const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::BF16, DType::F16];
 /// The integer dtypes of the elementwise sweeps.
-pub const INTS: [DType; 4] = [DType::S32, DType::U32, DType::S8, DType::U8];
+pub const INTS: [DType; 7] = [
+    DType::S32,
+    DType::U32,
+    DType::S8,
+    DType::U8,
+    DType::S16,
+    DType::U16,
+    DType::U64,
+];
 
 /// An integer result wrapped into `dtype`'s range (two's complement).
 pub fn wrap(v: i128, dtype: DType) -> f64 {

@@ -17,7 +17,7 @@ use super::types::infer;
 use crate::Rng;
 
 /// The dtypes of parameters and casts.
-pub const DTYPES: [DType; 8] = [
+pub const DTYPES: [DType; 12] = [
     DType::F32,
     DType::S32,
     DType::Pred,
@@ -26,6 +26,10 @@ pub const DTYPES: [DType; 8] = [
     DType::F64,
     DType::S8,
     DType::U8,
+    DType::U32,
+    DType::S16,
+    DType::U16,
+    DType::U64,
 ];
 /// Extents of parameters and new axes: 0, 1 and odd sizes.
 pub const EXTENTS: [usize; 7] = [0, 1, 1, 2, 3, 5, 7];
@@ -255,6 +259,11 @@ pub fn random_arg(rng: &mut Rng, spec: &TensorSpec) -> HostTensor {
             DType::S32 if special => pick(rng, &[f64::from(i32::MIN), f64::from(i32::MAX), 0.0]),
             DType::S8 if special => pick(rng, &[-128.0, 127.0, 0.0]),
             DType::U8 if special => pick(rng, &[255.0, 128.0, 0.0]),
+            DType::S16 if special => pick(rng, &[-32768.0, 32767.0, 0.0]),
+            DType::U16 if special => pick(rng, &[65535.0, 32768.0, 0.0]),
+            DType::U32 if special => pick(rng, &[f64::from(u32::MAX), 2f64.powi(31), 0.0]),
+            // Exact as f64: the comparisons read values back as f64.
+            DType::U64 if special => pick(rng, &[2f64.powi(53), 2f64.powi(40), 0.0]),
             _ if d.is_unsigned() => rng.int(0, 20) as f64,
             _ if d.is_integer() => rng.int(-10, 10) as f64,
             _ if special => pick(
