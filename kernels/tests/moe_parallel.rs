@@ -1,13 +1,15 @@
 //! The expert-parallel MoE layer (`moe_parallel`) on 2- and 4-device CPU
 //! clients against the one-device routed layer with a capacity that drops
 //! nothing: the same output, aux loss and z loss, including experts that
-//! receive no tokens at all.
+//! receive no tokens at all; and the same gradients (`vjp` through the two
+//! `all_to_all`s, the replicated router's gradient `psum`med afterwards).
 //!
 //! Tolerance: f32, 1e-5 relative to 1 + |one-device value| (the two compute
 //! the same products in different groupings).
 
 extern crate tessel_dsl as tessel;
 
+use tessel_dsl::autodiff::vjp;
 use tessel_dsl::prelude::*;
 use tessel_dsl::shard::{Mesh, PartitionSpec, Shardings};
 use tessel_kernels::activation::gelu;
@@ -40,6 +42,45 @@ fn per_device(
     };
     let o = expert_parallel_layer(x, router, w1, w2, &p);
     (o.output, o.aux_loss, o.z_loss)
+}
+
+type Grads = (Tensor, Tensor, Tensor, Tensor);
+
+/// `(dx, drouter, dw1, dw2)` of the one-device layer's output.
+#[cpu_kernel(precision = "highest")]
+fn one_device_grads(x: Tensor, router: Tensor, w1: Tensor, w2: Tensor, dout: Tensor) -> Grads {
+    let (_, pb) = vjp(
+        |(x, r, w1, w2): Grads| one_device_moe(x, r, w1, w2).0,
+        (x, router, w1, w2),
+    );
+    pb.call(dout)
+}
+
+/// This device's `(dx, drouter, dw1, dw2)`; the router is replicated, so
+/// its gradient is the sum of the devices' (a `psum` after the gradient).
+#[cpu_kernel(precision = "highest")]
+#[allow(clippy::too_many_arguments)]
+fn per_device_grads(
+    x: Tensor,
+    router: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    dout: Tensor,
+    devices: usize,
+    tokens: usize,
+) -> Grads {
+    let p = ExpertParallel {
+        axis: "expert",
+        devices,
+        top_k: 2,
+        tokens,
+    };
+    let (_, pb) = vjp(
+        |(x, r, w1, w2): Grads| expert_parallel_layer(x, r, w1, w2, &p).output,
+        (x, router, w1, w2),
+    );
+    let (dx, dr, dw1, dw2) = pb.call(dout);
+    (dx, dr.psum(&["expert"]), dw1, dw2)
 }
 
 fn close(got: &HostTensor, want: &HostTensor, what: &str) {
@@ -114,4 +155,46 @@ fn expert_parallel_matches_one_device_on_two_devices() {
 #[test]
 fn expert_parallel_matches_one_device_on_four_devices() {
     check(4);
+}
+
+#[test]
+fn expert_parallel_gradients_match_one_device() {
+    let (t, d, ff, devices) = (32, 16, 24, 4);
+    let [x, router, w1, w2] = inputs(t, d, ff);
+    let dout = HostTensor::from_fn(TensorSpec::new([t, d], F32), |i| {
+        ((i * 37) % 29) as f64 / 29.0 - 0.5
+    });
+    let one = Device::cpu().unwrap();
+    let want = one_device_grads::run(&one, &x, &router, &w1, &w2, &dout).unwrap();
+    let dev = Device::cpu_with_devices(devices).unwrap();
+    let mesh = Mesh::new(&dev, &[("expert", devices)]).unwrap();
+    let first = |rank: usize| {
+        let mut axes = vec![None; rank];
+        axes[0] = Some("expert");
+        PartitionSpec::new(axes)
+    };
+    let shardings = Shardings::new(
+        [
+            first(2),
+            PartitionSpec::replicated(),
+            first(3),
+            first(3),
+            first(2),
+        ],
+        [first(2), PartitionSpec::replicated(), first(3), first(3)],
+    );
+    let got = per_device_grads::run_shard_map(
+        &mesh, &shardings, &x, &router, &w1, &w2, &dout, devices, t,
+    )
+    .unwrap();
+    close(&got.0, &want.0, "dx");
+    close(&got.1, &want.1, "drouter");
+    close(&got.2, &want.2, "dw1");
+    close(&got.3, &want.3, "dw2");
+    assert!(got
+        .2
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .any(|v| v.abs() > 1e-4));
 }

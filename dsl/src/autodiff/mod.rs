@@ -14,8 +14,11 @@
 //! evenly among tied elements, as in JAX; `argmax` has none. Loops run
 //! backwards: a `fori_loop` over Rust bounds saves each iteration's carried
 //! values, any other loop recomputes them from the start (constant memory).
-//! A gradient that cannot be formed (the updates of a multiplying scatter)
-//! is a kernel error naming the op and the line of the forward op.
+//! Collectives that move or split values (`all_gather`, `psum_scatter`,
+//! `all_to_all`, `ppermute`) transpose as JAX's do for values that vary by
+//! device: the loss is the sum of the devices' losses. A gradient that
+//! cannot be formed (the updates of a multiplying scatter, a `psum`) is a
+//! kernel error naming the op and the line of the forward op.
 //!
 //! [`custom_vjp`] gives a function a backward of its own, and
 //! [`checkpoint`] recomputes a function's intermediates in the backward

@@ -4,6 +4,7 @@
 
 use crate::dtype::DType;
 use crate::ir::{BinaryOp, DotDims, Node, Op, ReduceKind, UnaryOp, ValueId};
+use crate::ops::collective::transpose_collective;
 use crate::trace::tensor::Tensor;
 
 use super::rules_index;
@@ -192,12 +193,14 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }
         | Op::AllToAll { .. }
-        | Op::CollectivePermute { .. }
-        | Op::ReplicaId => Err(
-            "collectives have no gradient rule yet: differentiate the per-device \
-             computation and combine its gradients with psum outside the gradient"
-                .into(),
-        ),
+        | Op::CollectivePermute { .. } => {
+            if !tape::spec(node.operands[0]).dtype.is_float() {
+                return Ok(vec![None]);
+            }
+            let loc = node.location.clone();
+            Ok(vec![Some(transpose_collective(&node.op, g(0), loc)?)])
+        }
+        Op::ReplicaId => Ok(Vec::new()),
     }
 }
 

@@ -241,3 +241,82 @@ pub fn axis_index(axis: &str) -> Tensor {
     let major = binary_at(id, stride_t, BinaryOp::Div, loc.clone());
     binary_at(major, size_t, BinaryOp::Rem, loc)
 }
+
+/// The transpose of the linear collective `op` (a node's op) applied to
+/// the cotangent `g` of its result, with the caller's location: the
+/// cotangent of its operand under the convention that the loss is the sum
+/// of the devices' losses (JAX's rules for varying values):
+///
+/// - `all_gather` ↔ `psum_scatter` over the same groups and axis;
+/// - `all_to_all` is `all_to_all` with the split and concat axes swapped;
+/// - `ppermute` sends back along the inverted pairs.
+///
+/// `psum`, `pmax` and `pmin` have none here (an `Err` with the reason):
+/// whether a `psum`'s cotangent must be summed again or passed through
+/// depends on whether the loss is replicated or per device, which values
+/// do not record.
+pub(crate) fn transpose_collective(op: &Op, g: Tensor, loc: Location) -> Result<Tensor, String> {
+    let transposed = match op {
+        Op::AllGather { dim, groups } => Op::ReduceScatter {
+            kind: ReduceKind::Sum,
+            dim: *dim,
+            groups: groups.clone(),
+        },
+        Op::ReduceScatter {
+            kind: ReduceKind::Sum,
+            dim,
+            groups,
+        } => Op::AllGather {
+            dim: *dim,
+            groups: groups.clone(),
+        },
+        Op::AllToAll {
+            split_dim,
+            concat_dim,
+            groups,
+        } => Op::AllToAll {
+            split_dim: *concat_dim,
+            concat_dim: *split_dim,
+            groups: groups.clone(),
+        },
+        Op::CollectivePermute { pairs } => Op::CollectivePermute {
+            pairs: pairs.iter().map(|&(from, to)| (to, from)).collect(),
+        },
+        Op::AllReduce { .. } | Op::ReduceScatter { .. } => {
+            return Err(
+                "psum, pmax, pmin and a non-sum psum_scatter have no gradient rule: whether the cotangent of \
+                 a psum is summed over the devices again or passed through depends on whether the loss is \
+                 per device or replicated. Differentiate the per-device computation and psum its gradients \
+                 outside the gradient"
+                    .into(),
+            )
+        }
+        other => return Err(format!("internal: {other:?} is not a collective")),
+    };
+    let name = match &transposed {
+        Op::AllGather { .. } => "all_gather",
+        Op::ReduceScatter { .. } => "psum_scatter",
+        Op::AllToAll { .. } => "all_to_all",
+        _ => "ppermute",
+    };
+    Ok(build(name, &[g], loc, 1, move |s| {
+        let mut shape = s[0].shape.clone();
+        match &transposed {
+            Op::AllGather { dim, groups } => shape[*dim] *= groups.first().map_or(1, Vec::len),
+            Op::ReduceScatter { dim, groups, .. } => {
+                shape[*dim] /= groups.first().map_or(1, Vec::len).max(1)
+            }
+            Op::AllToAll {
+                split_dim,
+                concat_dim,
+                groups,
+            } => {
+                let n = groups.first().map_or(1, Vec::len).max(1);
+                shape[*split_dim] /= n;
+                shape[*concat_dim] *= n;
+            }
+            _ => {}
+        }
+        Ok((transposed, vec![TensorSpec::new(shape, s[0].dtype)]))
+    })[0])
+}
