@@ -150,7 +150,11 @@ fn lowering_at_2_pow_40_is_refused_before_unrolling() {
         let (code, _, err) = tessel(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("at most 4096"), "{args:?}: {err}");
+        // Unrolled blocks are capped at 4096; flash's looped plan by its pairs.
+        assert!(
+            err.contains("at most 4096") || err.contains("at most 67108864 pairs"),
+            "{args:?}: {err}"
+        );
         assert!(t.elapsed().as_secs() < 30, "{args:?}: {:?}", t.elapsed());
     }
 }
