@@ -226,7 +226,7 @@ pub(crate) fn load(path: &Path) -> Result<&'static Api> {
     Ok(api)
 }
 
-fn load_error(path: &Path, message: impl Into<String>) -> DeviceError {
+pub(super) fn load_error(path: &Path, message: impl Into<String>) -> DeviceError {
     DeviceError::PluginLoad {
         path: path.to_path_buf(),
         message: message.into(),

@@ -107,7 +107,14 @@ const HEADER: usize = size_of::<u64>();
 
 /// `value` as a buffer the plugin frees with [`free_value`]: a heap block
 /// of its length (8 bytes) then its bytes; the pointer is to the bytes.
-fn give(value: Vec<u8>) -> (*mut std::os::raw::c_char, usize) {
+/// Returns the three out-fields of a get callback: value, size, deleter.
+fn give(
+    value: Vec<u8>,
+) -> (
+    *mut std::os::raw::c_char,
+    usize,
+    ffi::PJRT_KeyValueGetCallback_ValueDeleter,
+) {
     let len = value.len();
     let mut block = Vec::with_capacity(HEADER + len);
     block.extend_from_slice(&(len as u64).to_le_bytes());
@@ -115,7 +122,7 @@ fn give(value: Vec<u8>) -> (*mut std::os::raw::c_char, usize) {
     let base = Box::into_raw(block.into_boxed_slice()).cast::<u8>();
     // SAFETY: the block is HEADER + len bytes long, so base + HEADER is in it
     // (one past its end when len is 0).
-    (unsafe { base.add(HEADER) }.cast(), len)
+    (unsafe { base.add(HEADER) }.cast(), len, Some(free_value))
 }
 
 /// The deleter of values made by [`give`].
@@ -187,8 +194,7 @@ unsafe extern "C" fn kv_get(args: *mut ffi::PJRT_KeyValueGetCallback_Args) -> *m
     // SAFETY: key and user_arg are this callback's, as `lookup` needs.
     match unsafe { lookup(a.user_arg, a.key, a.key_size, timeout) } {
         Ok(v) => {
-            (a.value, a.value_size) = give(v);
-            a.value_deleter_callback = Some(free_value);
+            (a.value, a.value_size, a.value_deleter_callback) = give(v);
             std::ptr::null_mut()
         }
         // SAFETY: the callback_error of these arguments.
@@ -206,8 +212,7 @@ unsafe extern "C" fn kv_try_get(
     // SAFETY: key and user_arg are this callback's, as `lookup` needs.
     match unsafe { lookup(a.user_arg, a.key, a.key_size, Duration::ZERO) } {
         Ok(v) => {
-            (a.value, a.value_size) = give(v);
-            a.value_deleter_callback = Some(free_value);
+            (a.value, a.value_size, a.value_deleter_callback) = give(v);
             std::ptr::null_mut()
         }
         Err((code, m)) => {
@@ -326,7 +331,7 @@ mod tests {
         assert!(!unsafe { create.kv_try_get_callback.unwrap()(&mut try_get) }.is_null());
         assert_eq!(CODE.load(Ordering::SeqCst), ffi::PJRT_Error_Code_NOT_FOUND);
         // An empty value has a buffer the deleter frees.
-        let (ptr, len) = give(Vec::new());
+        let (ptr, len, _) = give(Vec::new());
         assert_eq!(len, 0);
         // SAFETY: a value made by `give`.
         unsafe { free_value(ptr) };

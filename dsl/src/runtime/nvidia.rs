@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::error::DeviceError;
 use crate::Result;
 
 /// The libraries for CUDA 13 (`nvidia/<package>/lib/<file>`), in load order:
@@ -124,14 +123,11 @@ pub fn preload_nvidia_libraries(plugin: impl AsRef<Path>) -> Result<Vec<PathBuf>
 }
 
 fn load_error(path: &Path, message: impl Into<String>) -> crate::Error {
-    DeviceError::PluginLoad {
-        path: path.to_path_buf(),
-        message: format!(
-            "NVIDIA library for the CUDA plugin: {} (TESSEL_NVIDIA_PRELOAD=0 skips the preload)",
-            message.into()
-        ),
-    }
-    .into()
+    let message = format!(
+        "NVIDIA library for the CUDA plugin: {} (TESSEL_NVIDIA_PRELOAD=0 skips the preload)",
+        message.into()
+    );
+    super::api::load_error(path, message).into()
 }
 
 #[cfg(test)]
