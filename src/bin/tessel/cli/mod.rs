@@ -291,6 +291,25 @@ fn write_to(out: Option<(String, std::fs::File)>, text: &str) -> Result<(), Stri
     Ok(())
 }
 
+/// The entries of `all` named by `names`, in that order, or the message
+/// naming the first unknown one (`what`) and listing the known names.
+fn pick<'a, T>(
+    names: &[String],
+    all: &'a [T],
+    name_of: impl Fn(&T) -> &str,
+    what: &str,
+) -> Result<Vec<&'a T>, String> {
+    names
+        .iter()
+        .map(|n| {
+            all.iter().find(|w| name_of(w) == n).ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(&name_of).collect();
+                format!("unknown {what} `{n}`; workloads: {}", known.join(", "))
+            })
+        })
+        .collect()
+}
+
 /// `tessel bench --peer PYTHON [WORKLOAD ...] [--json FILE]`.
 fn bench_peer(
     workloads: &[String],
@@ -298,18 +317,12 @@ fn bench_peer(
     python: &str,
     device: &DeviceArgs,
 ) -> Result<String, String> {
-    for w in workloads {
-        if !peer::WORKLOADS.iter().any(|(name, _)| name == w) {
-            return Err(format!(
-                "unknown peer workload `{w}`; workloads: {}",
-                peer::WORKLOADS
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-    }
+    pick(
+        workloads,
+        peer::WORKLOADS,
+        |(name, _)| name,
+        "peer workload",
+    )?;
     let json_out = create(json, "json")?;
     // Compile times must be compiles, not loads from the persistent cache.
     // Nothing has read the environment yet: the device is opened below.
@@ -328,20 +341,10 @@ fn bench(
     device: &DeviceArgs,
 ) -> Result<String, String> {
     let all = bench::workloads();
-    let chosen: Vec<&bench::Workload> = if workloads.is_empty() {
+    let chosen = if workloads.is_empty() {
         all.iter().collect()
     } else {
-        workloads
-            .iter()
-            .map(|n| {
-                all.iter().find(|w| w.name == n).ok_or_else(|| {
-                    format!(
-                        "unknown workload `{n}`; workloads: {}",
-                        all.iter().map(|w| w.name).collect::<Vec<_>>().join(", ")
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?
+        pick(workloads, &all, |w| w.name, "workload")?
     };
     let json_out = create(json, "json")?;
     let plot_out = create(plot, "plot")?;
