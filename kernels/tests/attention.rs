@@ -709,12 +709,12 @@ fn too_many_query_blocks_is_an_error() {
         "{}",
         k.message
     );
-    // 16384² pairs: too many for the looped plan.
-    let big = TensorSpec::new([1, 1, s << 1, 8], F32);
+    // 32768² pairs: too many for the looped plan.
+    let big = TensorSpec::new([1, 1, s << 2, 8], F32);
     let err = flash_attention::lower(&big, &big, &big, o.clone()).unwrap_err();
     let k = err.as_kernel_error().expect("kernel error");
     assert!(
-        k.message.contains("16384 query blocks") && k.message.contains("pairs"),
+        k.message.contains("32768 query blocks") && k.message.contains("pairs"),
         "{}",
         k.message
     );

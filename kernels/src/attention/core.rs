@@ -286,7 +286,7 @@ pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
 /// The most (query block, key block) pairs a looped band's plan visits
 /// while tracing (see `rows.rs`): its table is built from every pair's
 /// cover, so tracing time, not the program, grows with the count.
-pub(crate) const MAX_PLAN_PAIRS: usize = 1 << 26;
+pub(crate) const MAX_PLAN_PAIRS: usize = 1 << 28;
 
 /// How a static-layout kernel runs its whole query blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
