@@ -19,7 +19,7 @@ const SERVE_OPTIONS: &[(&str, &str, &str)] = &[
     (
         "pages_per_block",
         "none",
-        "pages gathered per step (default: about 128 keys)",
+        "pages gathered per step (default: about 512 keys, AUTO_PAGED_KEYS)",
     ),
     ("block_q", "none", "query rows per tile (ragged)"),
     ("block_kv", "none", "keys per step (contiguous cache)"),
