@@ -115,6 +115,19 @@ fn inputs(t: usize, d: usize, ff: usize) -> [HostTensor; 4] {
     [x, router, w([8, d, ff], 3), w([8, ff, d], 5)]
 }
 
+/// A 1-D mesh `expert` over `devices` devices.
+fn expert_mesh(devices: usize) -> Mesh {
+    let dev = Device::cpu_with_devices(devices).unwrap();
+    Mesh::new(&dev, &[("expert", devices)]).unwrap()
+}
+
+/// A rank-`rank` tensor split along its first axis over `expert`.
+fn first(rank: usize) -> PartitionSpec {
+    let mut axes = vec![None; rank];
+    axes[0] = Some("expert");
+    PartitionSpec::new(axes)
+}
+
 fn check(devices: usize) {
     let (t, d, ff) = (32, 16, 24);
     let [x, router, w1, w2] = inputs(t, d, ff);
@@ -122,13 +135,7 @@ fn check(devices: usize) {
     let (out1, aux1, z1, dropped) = one_device::run(&one, &x, &router, &w1, &w2).unwrap();
     assert_eq!(dropped.to_vec::<i32>().unwrap(), vec![0]);
 
-    let dev = Device::cpu_with_devices(devices).unwrap();
-    let mesh = Mesh::new(&dev, &[("expert", devices)]).unwrap();
-    let first = |rank: usize| {
-        let mut axes = vec![None; rank];
-        axes[0] = Some("expert");
-        PartitionSpec::new(axes)
-    };
+    let mesh = expert_mesh(devices);
     let shardings = Shardings::new(
         [first(2), PartitionSpec::replicated(), first(3), first(3)],
         [
@@ -166,13 +173,7 @@ fn expert_parallel_gradients_match_one_device() {
     });
     let one = Device::cpu().unwrap();
     let want = one_device_grads::run(&one, &x, &router, &w1, &w2, &dout).unwrap();
-    let dev = Device::cpu_with_devices(devices).unwrap();
-    let mesh = Mesh::new(&dev, &[("expert", devices)]).unwrap();
-    let first = |rank: usize| {
-        let mut axes = vec![None; rank];
-        axes[0] = Some("expert");
-        PartitionSpec::new(axes)
-    };
+    let mesh = expert_mesh(devices);
     let shardings = Shardings::new(
         [
             first(2),

@@ -53,43 +53,66 @@ const H: usize = 2;
 const S: usize = 64;
 const D: usize = 8;
 
+/// The sequences' lengths: whole, ragged (not on a device's block
+/// boundary), and empty.
+const LENS: [usize; B] = [S, 37, 0];
+
 fn value(i: usize, salt: usize) -> f64 {
     ((((i + salt) * 7919) % 1999) as f64 / 999.5 - 1.0) * 0.7
 }
 
+/// Element `(b, h, s, d)` of the input with `salt` (1: q, 2: k, 3: v, 4: dout).
+fn at(salt: usize, b: usize, h: usize, s: usize, d: usize) -> f64 {
+    value(((b * H + h) * S + s) * D + d, salt)
+}
+
+/// The `[B, H, S, D]` input with `salt`.
+fn input(salt: usize) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new([B, H, S, D], F32), move |i| value(i, salt))
+}
+
+fn lengths() -> HostTensor {
+    HostTensor::from_vec(LENS.iter().map(|&x| x as i32).collect::<Vec<_>>(), [B]).unwrap()
+}
+
+/// The keys row `r` of `(b, h)` sees and its softmax over them, in f64;
+/// `None` when it sees no key.
+fn softmax_row(causal: bool, b: usize, h: usize, r: usize) -> Option<(Vec<usize>, Vec<f64>)> {
+    let keys: Vec<usize> = (0..LENS[b]).filter(|&c| !causal || c <= r).collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let logits: Vec<f64> = keys
+        .iter()
+        .map(|&c| {
+            (0..D)
+                .map(|d| at(1, b, h, r, d) * at(2, b, h, c, d))
+                .sum::<f64>()
+                / (D as f64).sqrt()
+        })
+        .collect();
+    let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = logits.iter().map(|x| (x - m).exp()).collect();
+    let total: f64 = w.iter().sum();
+    Some((keys, w.iter().map(|x| x / total).collect()))
+}
+
 /// softmax(q·kᵀ/√D over the visible keys)·v, in f64; zeros for a row that
 /// sees no key.
-fn reference(lens: &[usize], causal: bool) -> Vec<f64> {
-    let at = |salt: usize, b: usize, h: usize, s: usize, d: usize| {
-        value(((b * H + h) * S + s) * D + d, salt)
-    };
+fn reference(causal: bool) -> Vec<f64> {
     let mut out = vec![0.0; B * H * S * D];
     for b in 0..B {
         for h in 0..H {
             for r in 0..S {
-                let keys: Vec<usize> = (0..lens[b]).filter(|&c| !causal || c <= r).collect();
-                if keys.is_empty() {
+                let Some((keys, p)) = softmax_row(causal, b, h, r) else {
                     continue;
-                }
-                let logits: Vec<f64> = keys
-                    .iter()
-                    .map(|&c| {
-                        (0..D)
-                            .map(|d| at(1, b, h, r, d) * at(2, b, h, c, d))
-                            .sum::<f64>()
-                            / (D as f64).sqrt()
-                    })
-                    .collect();
-                let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let w: Vec<f64> = logits.iter().map(|x| (x - m).exp()).collect();
-                let total: f64 = w.iter().sum();
+                };
                 for d in 0..D {
-                    let o: f64 = keys
+                    out[((b * H + h) * S + r) * D + d] = keys
                         .iter()
-                        .zip(&w)
-                        .map(|(&c, wi)| wi * at(3, b, h, c, d))
+                        .zip(&p)
+                        .map(|(&c, pc)| pc * at(3, b, h, c, d))
                         .sum();
-                    out[((b * H + h) * S + r) * D + d] = o / total;
                 }
             }
         }
@@ -97,16 +120,16 @@ fn reference(lens: &[usize], causal: bool) -> Vec<f64> {
     out
 }
 
-fn check(devices: usize, causal: bool) {
-    let lens = [S, 37, 0];
-    let t = |salt: usize| {
-        HostTensor::from_fn(TensorSpec::new([B, H, S, D], F32), move |i| value(i, salt))
-    };
-    let (q, k, v) = (t(1), t(2), t(3));
-    let l = HostTensor::from_vec(lens.iter().map(|&x| x as i32).collect::<Vec<_>>(), [B]).unwrap();
+/// A 1-D mesh `seq` over `devices` devices, and the sharding of a
+/// `[B, H, S, D]` tensor split along the sequence.
+fn seq_mesh(devices: usize) -> (Mesh, PartitionSpec) {
     let dev = Device::cpu_with_devices(devices).unwrap();
     let mesh = Mesh::new(&dev, &[("seq", devices)]).unwrap();
-    let seq = PartitionSpec::new([None, None, Some("seq"), None]);
+    (mesh, PartitionSpec::new([None, None, Some("seq"), None]))
+}
+
+fn check(devices: usize, causal: bool) {
+    let (mesh, seq) = seq_mesh(devices);
     let sh = Shardings::new(
         [
             seq.clone(),
@@ -116,11 +139,12 @@ fn check(devices: usize, causal: bool) {
         ],
         [seq],
     );
-    let got = ring::run_shard_map(&mesh, &sh, &q, &k, &v, &l, devices, causal)
+    let (q, k, v) = (input(1), input(2), input(3));
+    let got = ring::run_shard_map(&mesh, &sh, &q, &k, &v, &lengths(), devices, causal)
         .unwrap()
         .to_vec::<f32>()
         .unwrap();
-    let want = reference(&lens, causal);
+    let want = reference(causal);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(
             (*g as f64 - w).abs() <= 2e-5 * (1.0 + w.abs()),
@@ -143,10 +167,7 @@ fn full_ring_attention_with_ragged_lengths() {
 /// The f64 gradients `(dq, dk, dv)` of `Σ out · dout` for the inputs of
 /// [`reference`]: with `P` the softmax over the visible keys, `dv = Pᵀ·dout`,
 /// `dS = P ⊙ (dout·vᵀ − rowsum(P ⊙ dout·vᵀ))`, `dq = dS·k/√D`, `dk = dSᵀ·q/√D`.
-fn reference_grads(lens: &[usize], causal: bool) -> [Vec<f64>; 3] {
-    let at = |salt: usize, b: usize, h: usize, s: usize, d: usize| {
-        value(((b * H + h) * S + s) * D + d, salt)
-    };
+fn reference_grads(causal: bool) -> [Vec<f64>; 3] {
     let idx = |b: usize, h: usize, s: usize, d: usize| ((b * H + h) * S + s) * D + d;
     let scale = 1.0 / (D as f64).sqrt();
     let mut g = [
@@ -157,23 +178,9 @@ fn reference_grads(lens: &[usize], causal: bool) -> [Vec<f64>; 3] {
     for b in 0..B {
         for h in 0..H {
             for r in 0..S {
-                let keys: Vec<usize> = (0..lens[b]).filter(|&c| !causal || c <= r).collect();
-                if keys.is_empty() {
+                let Some((keys, p)) = softmax_row(causal, b, h, r) else {
                     continue;
-                }
-                let logits: Vec<f64> = keys
-                    .iter()
-                    .map(|&c| {
-                        (0..D)
-                            .map(|d| at(1, b, h, r, d) * at(2, b, h, c, d))
-                            .sum::<f64>()
-                            * scale
-                    })
-                    .collect();
-                let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let w: Vec<f64> = logits.iter().map(|x| (x - m).exp()).collect();
-                let total: f64 = w.iter().sum();
-                let p: Vec<f64> = w.iter().map(|x| x / total).collect();
+                };
                 // dP[c] = dout[r] · v[c]
                 let dp: Vec<f64> = keys
                     .iter()
@@ -196,15 +203,8 @@ fn reference_grads(lens: &[usize], causal: bool) -> [Vec<f64>; 3] {
 
 #[test]
 fn ring_attention_gradients_match_the_f64_backward() {
-    let lens = [S, 37, 0];
-    let t = |salt: usize| {
-        HostTensor::from_fn(TensorSpec::new([B, H, S, D], F32), move |i| value(i, salt))
-    };
-    let l = HostTensor::from_vec(lens.iter().map(|&x| x as i32).collect::<Vec<_>>(), [B]).unwrap();
     for (devices, causal) in [(4, true), (2, false)] {
-        let dev = Device::cpu_with_devices(devices).unwrap();
-        let mesh = Mesh::new(&dev, &[("seq", devices)]).unwrap();
-        let seq = PartitionSpec::new([None, None, Some("seq"), None]);
+        let (mesh, seq) = seq_mesh(devices);
         let sh = Shardings::new(
             [
                 seq.clone(),
@@ -215,11 +215,12 @@ fn ring_attention_gradients_match_the_f64_backward() {
             ],
             [seq.clone(), seq.clone(), seq],
         );
+        let (q, k, v, dout) = (input(1), input(2), input(3), input(4));
         let got =
-            ring_grads::run_shard_map(&mesh, &sh, &t(1), &t(2), &t(3), &l, &t(4), devices, causal)
+            ring_grads::run_shard_map(&mesh, &sh, &q, &k, &v, &lengths(), &dout, devices, causal)
                 .unwrap();
         let got = [got.0, got.1, got.2];
-        let want = reference_grads(&lens, causal);
+        let want = reference_grads(causal);
         for (name, (g, w)) in ["dq", "dk", "dv"].iter().zip(got.iter().zip(&want)) {
             for (i, (a, b)) in g.to_vec::<f32>().unwrap().iter().zip(w).enumerate() {
                 assert!(
