@@ -78,16 +78,37 @@ fn all_reduce_at(x: Tensor, kind: ReduceKind, axes: &[&str], loc: Location) -> T
     })[0]
 }
 
-/// `spec`'s extent along `dim` divided among `n` devices of `axes`, or the
-/// message when it does not divide.
-fn split_extent(spec: &TensorSpec, dim: usize, n: usize, axes: &[String]) -> Result<usize, String> {
+/// Checks that `spec`'s extent along `dim` divides among the `n` devices
+/// of `axes`, or gives the message.
+fn check_split(spec: &TensorSpec, dim: usize, n: usize, axes: &[String]) -> Result<(), String> {
     if !spec.shape[dim].is_multiple_of(n) {
         return Err(format!(
             "axis {dim} of {spec} does not split into {n} equal parts (the devices of {})",
             axes.join(", ")
         ));
     }
-    Ok(spec.shape[dim] / n)
+    Ok(())
+}
+
+/// The result shape of the shape-changing collective `op` (`all_gather`,
+/// `psum_scatter`, `all_to_all`) on an operand of `shape` (already checked
+/// to split evenly); other ops keep the shape.
+fn result_shape(op: &Op, mut shape: Vec<usize>) -> Vec<usize> {
+    let size = |groups: &[Vec<usize>]| groups.first().map_or(1, Vec::len).max(1);
+    match op {
+        Op::AllGather { dim, groups } => shape[*dim] *= size(groups),
+        Op::ReduceScatter { dim, groups, .. } => shape[*dim] /= size(groups),
+        Op::AllToAll {
+            split_dim,
+            concat_dim,
+            groups,
+        } => {
+            shape[*split_dim] /= size(groups);
+            shape[*concat_dim] *= size(groups);
+        }
+        _ => {}
+    }
+    shape
 }
 
 /// `axis` of a rank-`rank` tensor as an index, or the message.
@@ -122,14 +143,11 @@ impl Tensor {
     pub fn all_gather(self, axes: &[&str], axis: isize) -> Tensor {
         let pre = groups_for("all_gather", &owned(axes));
         build("all_gather", &[self], Location::caller(), 1, move |s| {
-            let (groups, n) = pre?;
+            let (groups, _) = pre?;
             let dim = axis_of("all_gather", axis, &s[0])?;
-            let mut shape = s[0].shape.clone();
-            shape[dim] *= n;
-            Ok((
-                Op::AllGather { dim, groups },
-                vec![TensorSpec::new(shape, s[0].dtype)],
-            ))
+            let op = Op::AllGather { dim, groups };
+            let shape = result_shape(&op, s[0].shape.clone());
+            Ok((op, vec![TensorSpec::new(shape, s[0].dtype)]))
         })[0]
     }
 
@@ -143,13 +161,13 @@ impl Tensor {
         build("psum_scatter", &[self], Location::caller(), 1, move |s| {
             let (groups, n) = pre?;
             let dim = axis_of("psum_scatter", axis, &s[0])?;
-            let mut shape = s[0].shape.clone();
-            shape[dim] = split_extent(&s[0], dim, n, &axes)?;
+            check_split(&s[0], dim, n, &axes)?;
             let op = Op::ReduceScatter {
                 kind: ReduceKind::Sum,
                 dim,
                 groups,
             };
+            let shape = result_shape(&op, s[0].shape.clone());
             Ok((op, vec![TensorSpec::new(shape, s[0].dtype)]))
         })[0]
     }
@@ -166,14 +184,13 @@ impl Tensor {
             let (groups, n) = pre?;
             let split_dim = axis_of("all_to_all", split_axis, &s[0])?;
             let concat_dim = axis_of("all_to_all", concat_axis, &s[0])?;
-            let mut shape = s[0].shape.clone();
-            shape[split_dim] = split_extent(&s[0], split_dim, n, &axes)?;
-            shape[concat_dim] *= n;
+            check_split(&s[0], split_dim, n, &axes)?;
             let op = Op::AllToAll {
                 split_dim,
                 concat_dim,
                 groups,
             };
+            let shape = result_shape(&op, s[0].shape.clone());
             Ok((op, vec![TensorSpec::new(shape, s[0].dtype)]))
         })[0]
     }
@@ -300,23 +317,7 @@ pub(crate) fn transpose_collective(op: &Op, g: Tensor, loc: Location) -> Result<
         _ => "ppermute",
     };
     Ok(build(name, &[g], loc, 1, move |s| {
-        let mut shape = s[0].shape.clone();
-        match &transposed {
-            Op::AllGather { dim, groups } => shape[*dim] *= groups.first().map_or(1, Vec::len),
-            Op::ReduceScatter { dim, groups, .. } => {
-                shape[*dim] /= groups.first().map_or(1, Vec::len).max(1)
-            }
-            Op::AllToAll {
-                split_dim,
-                concat_dim,
-                groups,
-            } => {
-                let n = groups.first().map_or(1, Vec::len).max(1);
-                shape[*split_dim] /= n;
-                shape[*concat_dim] *= n;
-            }
-            _ => {}
-        }
+        let shape = result_shape(&transposed, s[0].shape.clone());
         Ok((transposed, vec![TensorSpec::new(shape, s[0].dtype)]))
     })[0])
 }
