@@ -94,6 +94,11 @@ fn paged_attention_matches_the_reference() {
     );
     check_paged(&lens, page, 4, 2, o.clone(), F32);
     check_paged(&[17, 3, 0], 16, 4, 1, ServeOptions::new(), BF16);
+    // The online softmax (no room for the two-pass logits buffer).
+    let online = o.clone().max_logits_bytes(0);
+    check_paged(&lens, page, 4, 2, online.clone(), F64);
+    check_paged(&lens, page, 3, 1, online.clone().window(5), F64);
+    check_paged(&[17, 3, 0], 16, 4, 1, online, BF16);
 }
 
 /// (queries, keys) per sequence; rows past the last sequence are padding.
@@ -146,10 +151,16 @@ fn ragged_paged_attention_matches_the_reference() {
     // Decode (1 query), prefill (queries = keys), chunked prefill (fewer
     // queries than keys), no queries, ragged query tiles.
     let mix = [(1, 1), (5, 5), (3, 9), (0, 4), (1, 17), (7, 12), (2, 2)];
-    for bq in [1, 3, 8] {
+    // Tiles of 2 × 1, 3, 8 rows take the two-pass form, 2 × 16 the online
+    // softmax with batched products.
+    for bq in [1, 3, 8, 16] {
         let o = ServeOptions::new().block_q(bq).pages_per_block(2);
         check_ragged(&mix, 3, 4, o, F64);
     }
+    // The online softmax with one product per row.
+    let o = ServeOptions::new().block_q(3).max_logits_bytes(0);
+    check_ragged(&mix, 3, 4, o.clone(), F64);
+    check_ragged(&mix, 0, 4, o.window(3), F64);
     let o = ServeOptions::new().block_q(4).pages_per_block(1);
     check_ragged(&mix, 0, 4, o.clone().window(3), F64);
     check_ragged(&mix, 1, 4, o.clone().soft_cap(1.0), F64);
@@ -164,6 +175,14 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
         (3, ServeOptions::new().block_kv(4)),
         (2, ServeOptions::new().block_kv(3).window(4)),
         (1, ServeOptions::new().block_kv(16).soft_cap(0.7)),
+        (1, ServeOptions::new().block_kv(3).max_logits_bytes(0)),
+        (
+            2,
+            ServeOptions::new()
+                .block_kv(4)
+                .window(4)
+                .max_logits_bytes(0),
+        ),
     ] {
         let r = reference_of(hq, hkv, d, &o);
         let mut rng = Rng::new(sq as u64);

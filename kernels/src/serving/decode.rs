@@ -4,7 +4,8 @@
 use tessel::prelude::*;
 
 use super::check::fail;
-use super::engine::{Params, QTile, Source};
+use super::engine::{Params, QTile};
+use super::source::Source;
 use super::ServeOptions;
 
 /// Decode attention inside a kernel: `q: [B, Hq, Sq, D]`, the `Sq` newest
@@ -92,12 +93,7 @@ pub fn decode_attention_with(
         return Tensor::zeros([b, hq, sq, dv], io);
     }
     let g = hq / hkv;
-    let params = Params {
-        window: opts.window,
-        soft_cap: opts.soft_cap,
-        io,
-        stat,
-    };
+    let params = Params::new(opts, io, stat);
     let block = opts.block_kv.min(s_max);
     let scale = opts.scale_for(d);
     let qs = (q.cast(stat) * scale).cast(io);

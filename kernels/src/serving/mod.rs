@@ -47,11 +47,13 @@ mod engine;
 mod options;
 mod paged;
 mod pool;
+mod source;
+mod two_pass;
 mod update;
 
 pub use self::check::PagedKv;
 pub use self::decode::decode_attention_with;
-pub use self::options::{ServeOptions, AUTO_PAGED_KEYS};
+pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_LOGITS_BYTES};
 pub use self::paged::{paged_attention_with, ragged_paged_attention_with};
 pub use self::pool::{Buckets, PagePool};
 pub use self::update::{cache_update_with, kv_cache_update_with, quantize_tokens, token_slots};

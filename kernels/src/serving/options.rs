@@ -5,10 +5,14 @@ use tessel::prelude::*;
 /// Keys per step of the paged kernels when
 /// [`pages_per_block`](ServeOptions::pages_per_block) is 0. On the 2-core
 /// CPU machine a decode step (8 sequences of 4096 tokens, 8 key/value
-/// heads of 128) took 49–57 ms at 512 keys per step against 70–92 ms at
-/// one page of 16 or 64 tokens per step; 1024 and 2048 keys were no
-/// faster.
+/// heads of 128) took 22–23 ms at 512 keys per step, 29–30 ms at 256 and
+/// 50 ms at 4096; 1024 and 2048 keys were no faster than 512.
 pub const AUTO_PAGED_KEYS: usize = 512;
+
+/// The default of [`max_logits_bytes`](ServeOptions::max_logits_bytes):
+/// 16 MiB holds the logits of 8 key/value heads of 4 query rows over 128K
+/// keys in f32.
+pub const DEFAULT_LOGITS_BYTES: usize = 16 << 20;
 
 /// The static parameters of the decode and paged attention kernels. Part
 /// of the compile key (a [`StaticArg`]); build it with the methods below.
@@ -46,12 +50,21 @@ pub struct ServeOptions {
     /// [`ragged_paged_attention`](fn@super::ragged_paged_attention) (a
     /// sequence's queries are walked in tiles of this many rows).
     pub block_q: usize,
+    /// The largest logits buffer (bytes, `Hkv × rows × capacity` in the
+    /// statistics' dtype) a tile of at most 16 query rows may keep to take
+    /// the two-pass form: every block's logits first, one softmax, then
+    /// the weighted values, with no per-block rescaling (with the
+    /// logits as one matrix-vector product per row, the benchmark's decode
+    /// step went from 48–52 to 22 ms on the CPU plugin). Larger tiles and
+    /// buffers take the online softmax; 0 always does.
+    pub max_logits_bytes: usize,
 }
 
 impl Default for ServeOptions {
     /// No window or soft-cap, `1 / sqrt(D)` scale, about
     /// [`AUTO_PAGED_KEYS`] keys per step of the paged kernels, 128 keys per
-    /// step over a contiguous cache, query tiles of 32 rows.
+    /// step over a contiguous cache, query tiles of 32 rows, the two-pass
+    /// form up to [`DEFAULT_LOGITS_BYTES`] of logits.
     fn default() -> Self {
         ServeOptions {
             sm_scale: None,
@@ -60,6 +73,7 @@ impl Default for ServeOptions {
             pages_per_block: 0,
             block_kv: 128,
             block_q: 32,
+            max_logits_bytes: DEFAULT_LOGITS_BYTES,
         }
     }
 }
@@ -71,7 +85,8 @@ impl StaticArg for ServeOptions {
             .push(&self.soft_cap)
             .push(&self.pages_per_block)
             .push(&self.block_kv)
-            .push(&self.block_q);
+            .push(&self.block_q)
+            .push(&self.max_logits_bytes);
     }
 }
 
@@ -115,6 +130,13 @@ impl ServeOptions {
     /// Query rows per tile of the ragged kernel.
     pub fn block_q(mut self, rows: usize) -> Self {
         self.block_q = rows;
+        self
+    }
+
+    /// The largest logits buffer of the two-pass form (0: always the
+    /// online softmax).
+    pub fn max_logits_bytes(mut self, bytes: usize) -> Self {
+        self.max_logits_bytes = bytes;
         self
     }
 

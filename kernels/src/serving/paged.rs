@@ -10,7 +10,8 @@
 use tessel::prelude::*;
 
 use super::check::{check_paged, fail, PagedDims, PagedKv};
-use super::engine::{Params, QTile, Source};
+use super::engine::{Params, QTile};
+use super::source::Source;
 use super::ServeOptions;
 
 /// The traced pieces shared by the paged kernels.
@@ -38,12 +39,7 @@ impl<'a> Paged<'a> {
             tables,
             pages,
             dims,
-            params: Params {
-                window: opts.window,
-                soft_cap: opts.soft_cap,
-                io: dims.io,
-                stat: dims.stat,
-            },
+            params: Params::new(opts, dims.io, dims.stat),
             scale: opts.scale_for(dims.d),
         }
     }

@@ -23,6 +23,11 @@ const SERVE_OPTIONS: &[(&str, &str, &str)] = &[
     ),
     ("block_q", "none", "query rows per tile (ragged)"),
     ("block_kv", "none", "keys per step (contiguous cache)"),
+    (
+        "max_logits_bytes",
+        "none",
+        "largest logits buffer of the two-pass decode (default 16 MiB; 0: online softmax)",
+    ),
 ];
 
 const KV_DTYPE: (&str, &str, &str) = (
@@ -31,12 +36,13 @@ const KV_DTYPE: (&str, &str, &str) = (
     "the pages' dtype: int8 (s8) or fp8 (f8e4m3fn); checked against k_pages",
 );
 
-/// [`SERVE_OPTIONS`] and `kv_dtype`.
+/// [`SERVE_OPTIONS`] but `block_kv` (no contiguous cache), and `kv_dtype`.
 const QUANTIZED_OPTIONS: &[(&str, &str, &str)] = &[
     SERVE_OPTIONS[0],
     SERVE_OPTIONS[1],
     SERVE_OPTIONS[2],
     SERVE_OPTIONS[3],
+    SERVE_OPTIONS[5],
     KV_DTYPE,
 ];
 
@@ -62,6 +68,9 @@ fn serve_opts(o: &Opts) -> Result<ServeOptions> {
     }
     if let Some(k) = o.usize_opt("block_kv")? {
         s = s.block_kv(k);
+    }
+    if let Some(b) = o.usize_opt("max_logits_bytes")? {
+        s = s.max_logits_bytes(b);
     }
     Ok(s)
 }
