@@ -12,7 +12,9 @@
 //! contiguous). Times are the minimum of `--runs` runs on device-resident
 //! arguments. `--keys=N` gathers about N keys' pages per step instead of
 //! the default (`AUTO_PAGED_KEYS`, 512); `--memory` prints the compiled
-//! step's temporaries.
+//! step's temporaries. The "ragged" column runs the same step through
+//! `ragged_paged_attention` (8 sequences of one query each, the decode rows
+//! of a mixed batch).
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]
@@ -21,7 +23,7 @@ mod common;
 use std::time::Instant;
 
 use tessel::kernels::attention::{flash_attention_with, AttentionExtras, FlashOptions};
-use tessel::kernels::serving::{paged_attention, PagePool, ServeOptions};
+use tessel::kernels::serving::{paged_attention, ragged_paged_attention, PagePool, ServeOptions};
 use tessel::prelude::*;
 
 const B: usize = 8;
@@ -98,8 +100,10 @@ fn main() -> tessel::Result<()> {
         kv_bytes / (1 << 20) as f64,
         bound * 1e3
     );
-    println!("| page | paged_attention | gather + flash | gather / paged | paged / memory bound |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| page | paged_attention | ragged | gather + flash | gather / paged | paged / memory bound |"
+    );
+    println!("|---|---|---|---|---|---|");
     for page in pages {
         let per_seq = context.div_ceil(page);
         let num = B * per_seq;
@@ -135,10 +139,21 @@ fn main() -> tessel::Result<()> {
             vp.spec(),
             tables.spec(),
             lens.spec(),
-            opts,
+            opts.clone(),
         )?;
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
+        let cu = dev.to_device(&HostTensor::from_vec((0..=B as i32).collect(), [B + 1])?)?;
+        let ragged = ragged_paged_attention::compile(
+            &dev,
+            q.spec(),
+            kp.spec(),
+            vp.spec(),
+            tables.spec(),
+            lens.spec(),
+            cu.spec(),
+            opts.clone(),
+        )?;
         let args = [&q, &kp, &vp, &tables, &lens];
         if std::env::args().any(|a| a == "--memory") {
             let h = |b: &DeviceBuffer| b.to_host();
@@ -162,9 +177,12 @@ fn main() -> tessel::Result<()> {
         }
         let t_paged = min_time(runs, || common::time(&paged, &args))?;
         let t_dense = min_time(runs, || common::time(&dense, &args[..4]))?;
+        let ragged_args = [&q, &kp, &vp, &tables, &lens, &cu];
+        let t_ragged = min_time(runs, || common::time(&ragged, &ragged_args))?;
         println!(
-            "| {page} | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
+            "| {page} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
             t_paged * 1e3,
+            t_ragged * 1e3,
             t_dense * 1e3,
             t_dense / t_paged,
             t_paged / bound

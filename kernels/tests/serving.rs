@@ -152,11 +152,16 @@ fn ragged_paged_attention_matches_the_reference() {
     // queries than keys), no queries, ragged query tiles.
     let mix = [(1, 1), (5, 5), (3, 9), (0, 4), (1, 17), (7, 12), (2, 2)];
     // Tiles of 2 × 1, 3, 8 rows take the two-pass form, 2 × 16 the online
-    // softmax with batched products.
+    // softmax with batched products. With tiles of 16 rows, a sequence of
+    // at most 8 queries is one tile of 8 rows instead.
     for bq in [1, 3, 8, 16] {
         let o = ServeOptions::new().block_q(bq).pages_per_block(2);
         check_ragged(&mix, 3, 4, o, F64);
     }
+    let long = [(9, 9), (1, 6), (20, 26), (8, 8), (0, 3), (17, 40)];
+    let o = ServeOptions::new().block_q(16).pages_per_block(2);
+    check_ragged(&long, 2, 4, o.clone(), F64);
+    check_ragged(&long, 0, 4, o.window(5), F64);
     // The online softmax with one product per row.
     let o = ServeOptions::new().block_q(3).max_logits_bytes(0);
     check_ragged(&mix, 3, 4, o.clone(), F64);

@@ -59,7 +59,7 @@ type State = (Tensor, Tensor, Tensor);
 /// plugin a batched product with a handful of rows runs far below its GEMM
 /// rate, while its matrix-vector products stream the keys at memory speed
 /// (4 rows: 3× faster; 16: 1.4×; 32: about even).
-const GEMV_ROWS: usize = 16;
+pub(crate) const GEMV_ROWS: usize = 16;
 
 /// What a masked step masks: the rows' positions and the sequence's
 /// length (keys at or past it are not the sequence's).

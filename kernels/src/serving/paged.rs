@@ -10,7 +10,7 @@
 use tessel::prelude::*;
 
 use super::check::{check_paged, fail, PagedDims, PagedKv};
-use super::engine::{Params, QTile};
+use super::engine::{Params, QTile, GEMV_ROWS};
 use super::source::Source;
 use super::ServeOptions;
 
@@ -68,6 +68,15 @@ impl<'a> Paged<'a> {
     fn scaled(&self, q: Tensor) -> Tensor {
         (q.cast(self.dims.stat) * self.scale).cast(self.dims.io)
     }
+}
+
+/// One sequence of a ragged batch: its keys, their number, and its
+/// queries' rows `start .. start + q_len` of the packed batch.
+struct SeqQueries {
+    src: Source,
+    len: Tensor,
+    start: Tensor,
+    q_len: Tensor,
 }
 
 /// Element `i` (a traced s32 scalar) of the vector `v`, as a scalar.
@@ -179,38 +188,68 @@ pub fn ragged_paged_attention_with(
         .pad(0.0, &[0, 0, 0], &[bq as i64, 0, 0], &[0, 0, 0]);
     let out = Tensor::zeros([t + bq, d.hq, d.dv], d.io);
     let (hkv, g) = (d.hkv as isize, d.g as isize);
+    // Queries `r0 .. r0 + rows` of `seq`'s, written into `out`.
+    let tile = |rows: usize, seq: &SeqQueries, r0: Tensor, out: Tensor| {
+        let row0 = seq.start + r0;
+        let qt = qs
+            .dynamic_slice(&[row0, zero, zero], &[rows, d.hq, d.d])
+            .reshape(&[rows as isize, hkv, g, d.d as isize])
+            .transpose(&[1, 2, 0, 3])
+            .reshape(&[hkv, g * rows as isize, d.d as isize]);
+        // Row r of the tile sits at len - q_len + r0 + r.
+        let base = seq.len - seq.q_len + r0;
+        let last_row = (seq.q_len - r0).minimum(rows as i32) - 1;
+        let qmax = base + last_row;
+        let pos = (Tensor::iota([1, d.g, rows], 2, S32) + base)
+            .minimum(qmax)
+            .reshape(&[1, g * rows as isize, 1]);
+        let o = p
+            .params
+            .attend(&seq.src, QTile { q: qt, pos }, seq.len, base, qmax);
+        let o = o
+            .cast(d.io)
+            .reshape(&[hkv, g, rows as isize, d.dv as isize])
+            .transpose(&[2, 0, 1, 3])
+            .reshape(&[rows as isize, d.hq as isize, d.dv as isize]);
+        let keep = Tensor::iota([rows, 1, 1], 0, S32).le(last_row);
+        let old = out.dynamic_slice(&[row0, zero, zero], &[rows, d.hq, d.dv]);
+        out.dynamic_update_slice(keep.select(o, old), &[row0, zero, zero])
+    };
+    // A sequence of at most `few` queries (decode, or a few speculative
+    // tokens) is one tile small enough for the two-pass decode form,
+    // rather than a tile of `block_q` mostly empty rows.
+    let few = (GEMV_ROWS / d.g).max(1).min(bq);
     let out = fori_loop(0, d.b as i32, out, |b, out| {
         let start = at(cu_q_lens, b).maximum(0).minimum(t as i32);
         let end = at(cu_q_lens, b + 1).maximum(start).minimum(t as i32);
         let q_len = end - start;
         let (src, len) = p.sequence(b, at(kv_lens, b));
-        let tiles = (q_len + (bq as i32 - 1)) / bq as i32;
-        fori_loop(0, tiles, out, |i, out| {
-            let r0 = i * bq as i32;
-            let row0 = start + r0;
-            let qt = qs
-                .dynamic_slice(&[row0, zero, zero], &[bq, d.hq, d.d])
-                .reshape(&[bq as isize, hkv, g, d.d as isize])
-                .transpose(&[1, 2, 0, 3])
-                .reshape(&[hkv, g * bq as isize, d.d as isize]);
-            // Row r of the tile sits at len - q_len + r0 + r.
-            let base = len - q_len + r0;
-            let last_row = (q_len - r0).minimum(bq as i32) - 1;
-            let qmax = base + last_row;
-            let pos = (Tensor::iota([1, d.g, bq], 2, S32) + base)
-                .minimum(qmax)
-                .reshape(&[1, g * bq as isize, 1]);
-            let tile = QTile { q: qt, pos };
-            let o = p.params.attend(&src, tile, len, base, qmax);
-            let o = o
-                .cast(d.io)
-                .reshape(&[hkv, g, bq as isize, d.dv as isize])
-                .transpose(&[2, 0, 1, 3])
-                .reshape(&[bq as isize, d.hq as isize, d.dv as isize]);
-            let rows = Tensor::iota([bq, 1, 1], 0, S32).le(last_row);
-            let old = out.dynamic_slice(&[row0, zero, zero], &[bq, d.hq, d.dv]);
-            out.dynamic_update_slice(rows.select(o, old), &[row0, zero, zero])
-        })
+        let seq = SeqQueries {
+            src,
+            len,
+            start,
+            q_len,
+        };
+        let tiled = |out: Tensor| {
+            let tiles = (q_len + (bq as i32 - 1)) / bq as i32;
+            fori_loop(0, tiles, out, |i, out| tile(bq, &seq, i * bq as i32, out))
+        };
+        // One query (decode) is a tile of one row; up to `few`, one tile
+        // of `few` rows; more, tiles of `block_q` rows.
+        let up_to_few = |out: Tensor| {
+            if few == bq || few == 1 {
+                return tiled(out);
+            }
+            cond(
+                q_len.gt(0) & q_len.le(few as i32),
+                || tile(few, &seq, zero, out),
+                || tiled(out),
+            )
+        };
+        if bq == 1 {
+            return tiled(out);
+        }
+        cond(q_len.eq(1), || tile(1, &seq, zero, out), || up_to_few(out))
     });
     out.slice_axis(0, 0, t)
 }
