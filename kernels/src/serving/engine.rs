@@ -110,7 +110,7 @@ impl Params {
     /// a row that sees no key.
     ///
     /// A tile of at most [`GEMV_ROWS`] rows whose logits over the whole
-    /// source fit `max_logits_bytes` takess the two-pass form (see
+    /// source fit `max_logits_bytes` takes the two-pass form (see
     /// `two_pass.rs`); others the online softmax.
     pub(crate) fn attend(
         &self,
