@@ -91,6 +91,20 @@ pub(crate) struct Blocks {
     pub(crate) hi: Tensor,
 }
 
+impl Blocks {
+    /// `step(j, carry, masked)` over every block, in order: the masked
+    /// blocks before, the whole ones, the masked ones after.
+    pub(crate) fn visit<C: tessel::Carry>(
+        &self,
+        init: C,
+        step: impl Fn(Tensor, C, bool) -> C,
+    ) -> C {
+        let c = fori_loop(self.lo, self.whole_lo, init, |j, c| step(j, c, true));
+        let c = fori_loop(self.whole_lo, self.whole_hi, c, |j, c| step(j, c, false));
+        fori_loop(self.whole_hi, self.hi, c, |j, c| step(j, c, true))
+    }
+}
+
 impl Params {
     /// `opts`' parameters for products of `io` operands and statistics in
     /// `stat`.
@@ -139,17 +153,9 @@ impl Params {
             Tensor::zeros([hkv, r, 1], self.stat),
             Tensor::zeros([hkv, r, dv], self.stat),
         );
-        let b = &blocks;
-        let st = fori_loop(b.lo, b.whole_lo, init, |j, st| {
-            self.step(st, tile, src.read(j), Some(&mask))
+        let (_, l, acc) = blocks.visit(init, |j, st, masked| {
+            self.step(st, tile, src.read(j), masked.then_some(&mask))
         });
-        let st = fori_loop(b.whole_lo, b.whole_hi, st, |j, st| {
-            self.step(st, tile, src.read(j), None)
-        });
-        let st = fori_loop(b.whole_hi, b.hi, st, |j, st| {
-            self.step(st, tile, src.read(j), Some(&mask))
-        });
-        let (_, l, acc) = st;
         l.ne(0.0).select(acc / l, 0.0)
     }
 

@@ -29,54 +29,42 @@ impl Params {
         let zero = Tensor::scalar(0.0, S32);
         let s = tile.q.shape();
         let (hkv, r, keys) = (s[0], s[1], src.block());
-        let dv = src.value_width();
         // Pass 1: the logits of every visited block, `-inf` elsewhere.
-        let logits = |masked: bool| {
-            move |j: Tensor, buf: Tensor| {
-                let (k, ks) = src.part(j, Part::Keys);
-                let span = src.span(j);
-                let (start, fresh_from) = span;
-                let (mut s, _) = self.logits(tile, k, ks, span, masked.then_some(mask));
-                if masked && fresh_from.is_some() {
-                    // A block read shifted back: its first keys were
-                    // written by the block before (and are `-inf` here).
-                    s = s.maximum(buf.dynamic_slice(&[zero, zero, start], &[hkv, r, keys]));
-                }
-                buf.dynamic_update_slice(s, &[zero, zero, start])
-            }
-        };
         let buf = Tensor::full([hkv, r, src.capacity()], f64::NEG_INFINITY, self.stat);
-        let b = blocks;
-        let buf = fori_loop(b.lo, b.whole_lo, buf, logits(true));
-        let buf = fori_loop(b.whole_lo, b.whole_hi, buf, logits(false));
-        let buf = fori_loop(b.whole_hi, b.hi, buf, logits(true));
+        let buf = blocks.visit(buf, |j, buf: Tensor, masked| {
+            let (k, ks) = src.part(j, Part::Keys);
+            let span = src.span(j);
+            let (start, fresh_from) = span;
+            let (mut s, _) = self.logits(tile, k, ks, span, masked.then_some(mask));
+            if masked && fresh_from.is_some() {
+                // A block read shifted back: its first keys were written
+                // by the block before (and are `-inf` here).
+                s = s.maximum(buf.dynamic_slice(&[zero, zero, start], &[hkv, r, keys]));
+            }
+            buf.dynamic_update_slice(s, &[zero, zero, start])
+        });
         // One softmax over the whole row (finite maximum: a row that sees
         // nothing gets zero weights, and `l = 0`).
         let m = buf.max_keepdims(&[2]).maximum(MASK_VALUE);
         let p = (buf - m).exp();
         let l = p.sum_keepdims(&[2]);
         // Pass 2: the weighted values.
-        let values = |masked: bool| {
-            move |j: Tensor, acc: Tensor| {
-                let (v, vs) = src.part(j, Part::Values);
-                let (start, fresh_from) = src.span(j);
-                let pj = p.dynamic_slice(&[zero, zero, start], &[hkv, r, keys]);
-                let mut vb = v.cast(self.io);
-                if masked {
-                    // Slots the sequence does not own hold anything, and
-                    // keys a block read shifted back shares with the block
-                    // before were weighed there: zero their values.
-                    let kpos = Tensor::iota([1, 1, keys], 2, S32) + start;
-                    let owned = mask.owned(kpos, fresh_from);
-                    vb = owned.reshape(&[1, keys as isize, 1]).select(vb, 0.0);
-                }
-                acc + self.weighted(pj, vs, vb)
+        let acc = Tensor::zeros([hkv, r, src.value_width()], self.stat);
+        let acc = blocks.visit(acc, |j, acc: Tensor, masked| {
+            let (v, vs) = src.part(j, Part::Values);
+            let (start, fresh_from) = src.span(j);
+            let pj = p.dynamic_slice(&[zero, zero, start], &[hkv, r, keys]);
+            let mut vb = v.cast(self.io);
+            if masked {
+                // Slots the sequence does not own hold anything, and keys
+                // a block read shifted back shares with the block before
+                // were weighed there: zero their values.
+                let kpos = Tensor::iota([1, 1, keys], 2, S32) + start;
+                let owned = mask.owned(kpos, fresh_from);
+                vb = owned.reshape(&[1, keys as isize, 1]).select(vb, 0.0);
             }
-        };
-        let acc = Tensor::zeros([hkv, r, dv], self.stat);
-        let acc = fori_loop(b.lo, b.whole_lo, acc, values(true));
-        let acc = fori_loop(b.whole_lo, b.whole_hi, acc, values(false));
-        let acc = fori_loop(b.whole_hi, b.hi, acc, values(true));
+            acc + self.weighted(pj, vs, vb)
+        });
         l.ne(0.0).select(acc / l, 0.0)
     }
 }
