@@ -127,7 +127,8 @@ fn main() -> tessel::Result<()> {
             |i| ((i * 13) % 17) as f64 / 17.0 - 0.5,
         ))?;
         let lens = dev.to_device(&HostTensor::from_vec(vec![context as i32; B], [B])?)?;
-        // `--keys=N`: gather about N keys' pages per step (default one page).
+        // `--keys=N`: gather about N keys' pages per step (default
+        // `AUTO_PAGED_KEYS`).
         let opts = match common::arg::<usize>("--keys=") {
             Some(keys) => ServeOptions::new().pages_per_block(keys.div_ceil(page)),
             None => ServeOptions::new(),
@@ -165,7 +166,7 @@ fn main() -> tessel::Result<()> {
                 &h(&vp)?,
                 &h(&tables)?,
                 &h(&lens)?,
-                ServeOptions::new(),
+                opts.clone(),
             )?;
             if let Some(m) = &prof.memory {
                 println!(
