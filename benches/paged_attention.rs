@@ -4,7 +4,7 @@
 //! divided by this machine's copy bandwidth measured in the same run.
 //!
 //! ```text
-//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N --memory]
+//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N --width=W --memory]
 //! ```
 //!
 //! B=8 sequences, Hq=32, Hkv=8, D=128, f32, every sequence `--context`
@@ -12,7 +12,8 @@
 //! contiguous). Times are the minimum of `--runs` runs on device-resident
 //! arguments. `--keys=N` gathers about N keys' pages per step instead of
 //! the default (`AUTO_PAGED_KEYS`, 512); `--memory` prints the compiled
-//! step's temporaries. The "ragged" column runs the same step through
+//! step's temporaries; `--width=W` makes the block tables W times as wide
+//! as the sequences need (gather + flash is then not timed). The "ragged" column runs the same step through
 //! `ragged_paged_attention` (8 sequences of one query each, the decode rows
 //! of a mixed batch).
 
@@ -114,7 +115,10 @@ fn main() -> tessel::Result<()> {
             }
         }
         let seqs: Vec<u64> = (0..B as u64).collect();
-        let tables = dev.to_device(&pool.block_tables(&seqs, per_seq)?)?;
+        // `--width=W`: block tables W times as wide as the sequences need
+        // (a server's tables fit its longest context).
+        let width: usize = common::arg("--width=").unwrap_or(1);
+        let tables = dev.to_device(&pool.block_tables(&seqs, per_seq * width)?)?;
         let pages_t = |salt: usize| {
             HostTensor::from_fn(TensorSpec::new([num, page, HKV, D], F32), move |i| {
                 ((i * (2 * salt + 7)) % 101) as f64 / 101.0 - 0.5
@@ -133,6 +137,7 @@ fn main() -> tessel::Result<()> {
             Some(keys) => ServeOptions::new().pages_per_block(keys.div_ceil(page)),
             None => ServeOptions::new(),
         };
+        let compile_start = std::time::Instant::now();
         let paged = paged_attention::compile(
             &dev,
             q.spec(),
@@ -142,9 +147,11 @@ fn main() -> tessel::Result<()> {
             lens.spec(),
             opts.clone(),
         )?;
+        let t_compile_paged = compile_start.elapsed().as_secs_f64();
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
         let cu = dev.to_device(&HostTensor::from_vec((0..=B as i32).collect(), [B + 1])?)?;
+        let ragged_start = std::time::Instant::now();
         let ragged = ragged_paged_attention::compile(
             &dev,
             q.spec(),
@@ -155,6 +162,7 @@ fn main() -> tessel::Result<()> {
             cu.spec(),
             opts.clone(),
         )?;
+        let t_compile_ragged = ragged_start.elapsed().as_secs_f64();
         let args = [&q, &kp, &vp, &tables, &lens];
         if std::env::args().any(|a| a == "--memory") {
             let h = |b: &DeviceBuffer| b.to_host();
@@ -177,9 +185,19 @@ fn main() -> tessel::Result<()> {
             }
         }
         let t_paged = min_time(runs, || common::time(&paged, &args))?;
-        let t_dense = min_time(runs, || common::time(&dense, &args[..4]))?;
+        // Over a wider table, gather + flash would attend to the padding:
+        // it is timed at the natural width only.
+        let t_dense = if width == 1 {
+            min_time(runs, || common::time(&dense, &args[..4]))?
+        } else {
+            f64::NAN
+        };
         let ragged_args = [&q, &kp, &vp, &tables, &lens, &cu];
         let t_ragged = min_time(runs, || common::time(&ragged, &ragged_args))?;
+        println!(
+            "page {page}: compiled paged_attention in {t_compile_paged:.2} s, ragged_paged_attention in \
+             {t_compile_ragged:.2} s"
+        );
         println!(
             "| {page} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
             t_paged * 1e3,

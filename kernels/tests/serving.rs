@@ -43,10 +43,26 @@ fn reference_of(hq: usize, hkv: usize, d: usize, o: &ServeOptions) -> Ref {
 }
 
 fn check_paged(lens: &[usize], page: usize, hq: usize, hkv: usize, o: ServeOptions, dtype: DType) {
+    check_paged_in(lens, page, hq, hkv, o, dtype, 0);
+}
+
+/// [`check_paged`] with block tables at least `width` columns wide.
+fn check_paged_in(
+    lens: &[usize],
+    page: usize,
+    hq: usize,
+    hkv: usize,
+    o: ServeOptions,
+    dtype: DType,
+    width: usize,
+) {
     let d = 8;
     let r = reference_of(hq, hkv, d, &o);
     let mut rng = Rng::new(lens.len() as u64 * 31 + page as u64);
-    let case = paged_case(&mut rng, lens, page, &r, dtype, 2);
+    let mut case = paged_case(&mut rng, lens, page, &r, dtype, 2);
+    if width > case.width {
+        case = case.widen(&mut rng, width);
+    }
     let b = lens.len();
     let q = values(&mut rng, b * hq * d, dtype);
     let lengths: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
@@ -66,7 +82,10 @@ fn check_paged(lens: &[usize], page: usize, hq: usize, hkv: usize, o: ServeOptio
         let qs = &q[s * hq * d..(s + 1) * hq * d];
         want.extend(attend(&r, qs, &case.seqs[s], len as i64 - 1, len));
     }
-    let what = format!("paged_attention lens {lens:?} page {page} heads {hq}/{hkv} {o:?} {dtype}");
+    let what = format!(
+        "paged_attention lens {lens:?} page {page} heads {hq}/{hkv} width {} {o:?} {dtype}",
+        case.width
+    );
     assert_close(&got, &want, tol(dtype), &what);
 }
 
@@ -101,13 +120,42 @@ fn paged_attention_matches_the_reference() {
     check_paged(&[17, 3, 0], 16, 4, 1, online, BF16);
 }
 
+/// Block tables 32768 keys wide (a 1 MiB logits buffer per tile, where the
+/// two-pass form offers its narrow buffer): sequences whose blocks end in
+/// the first eighth take it, the longest one the full buffer.
+#[test]
+fn paged_attention_over_wide_tables_matches_the_reference() {
+    let lens = [0, 1, 17, 100, 4096, 4097, 5000];
+    let o = ServeOptions::new();
+    check_paged_in(&lens, 16, 4, 2, o.clone(), F64, 2048);
+    check_paged_in(&lens, 16, 4, 2, o.window(700), F64, 2048);
+    let mix = [(1, 5000), (1, 30), (3, 40), (0, 9), (1, 4096), (2, 4097)];
+    let o = ServeOptions::new().block_q(3);
+    check_ragged_in(&mix, 2, 16, o, F64, 2048);
+}
+
 /// (queries, keys) per sequence; rows past the last sequence are padding.
 fn check_ragged(seqs: &[(usize, usize)], pad: usize, page: usize, o: ServeOptions, dtype: DType) {
+    check_ragged_in(seqs, pad, page, o, dtype, 0);
+}
+
+/// [`check_ragged`] with block tables at least `width` columns wide.
+fn check_ragged_in(
+    seqs: &[(usize, usize)],
+    pad: usize,
+    page: usize,
+    o: ServeOptions,
+    dtype: DType,
+    width: usize,
+) {
     let (hq, hkv, d) = (4, 2, 8);
     let r = reference_of(hq, hkv, d, &o);
     let mut rng = Rng::new(seqs.len() as u64 * 7 + pad as u64);
     let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
-    let case = paged_case(&mut rng, &lens, page, &r, dtype, 3);
+    let mut case = paged_case(&mut rng, &lens, page, &r, dtype, 3);
+    if width > case.width {
+        case = case.widen(&mut rng, width);
+    }
     let t: usize = seqs.iter().map(|s| s.0).sum::<usize>() + pad;
     let q = values(&mut rng, t * hq * d, dtype);
     let mut cu = vec![0i32];
@@ -174,7 +222,6 @@ fn ragged_paged_attention_matches_the_reference() {
 
 #[test]
 fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
-    let (b, hq, hkv, d, s_max) = (4, 4, 2, 8, 10);
     for (sq, o) in [
         (1, ServeOptions::new().block_kv(4)),
         (3, ServeOptions::new().block_kv(4)),
@@ -189,59 +236,71 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
                 .max_logits_bytes(0),
         ),
     ] {
-        let r = reference_of(hq, hkv, d, &o);
-        let mut rng = Rng::new(sq as u64);
-        let lens = [0usize, 1, s_max, 7];
-        // Keys past a sequence's length hold NaN.
-        let mut k = vec![f64::NAN; b * hkv * s_max * d];
-        let mut v = k.clone();
-        let mut seqs = Vec::new();
-        for (bi, &len) in lens.iter().enumerate() {
-            let mut s = reference::Seq::default();
-            for j in 0..len {
-                let kj = values(&mut rng, hkv * d, F64);
-                let vj = values(&mut rng, hkv * d, F64);
-                for h in 0..hkv {
-                    let at = ((bi * hkv + h) * s_max + j) * d;
-                    k[at..at + d].copy_from_slice(&kj[h * d..(h + 1) * d]);
-                    v[at..at + d].copy_from_slice(&vj[h * d..(h + 1) * d]);
-                }
-                s.k.push(kj);
-                s.v.push(vj);
-            }
-            seqs.push(s);
-        }
-        let q = values(&mut rng, b * hq * sq * d, F64);
-        let got = decode_attention::run(
-            &dev(),
-            &host(&q, &[b, hq, sq, d], F64),
-            &host(&k, &[b, hkv, s_max, d], F64),
-            &host(&v, &[b, hkv, s_max, d], F64),
-            &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
-            o.clone(),
-        )
-        .unwrap()
-        .to_f64_vec();
-        let mut want = vec![0.0; b * hq * sq * d];
-        for (bi, &len) in lens.iter().enumerate() {
-            for i in 0..sq {
-                let qi: Vec<f64> = (0..hq * d)
-                    .map(|x| q[((bi * hq + x / d) * sq + i) * d + x % d])
-                    .collect();
-                let pos = len as i64 - sq as i64 + i as i64;
-                let out = attend(&r, &qi, &seqs[bi], pos, len);
-                for h in 0..hq {
-                    for x in 0..d {
-                        want[((bi * hq + h) * sq + i) * d + x] = out[h * d + x];
-                    }
-                }
-            }
-        }
-        assert_close(
-            &got,
-            &want,
-            1e-10,
-            &format!("decode_attention Sq {sq} {o:?}"),
-        );
+        check_contiguous(10, &[0, 1, 10, 7], sq, o);
     }
+    // A cache of 32768 positions (a 1 MiB logits buffer: the two-pass form
+    // offers a buffer of 4000 keys to sequences whose blocks end there);
+    // blocks of 500 keys, the last one read shifted back.
+    let o = ServeOptions::new().block_kv(500);
+    check_contiguous(32768, &[3999, 4000, 4001, 32768], 1, o.clone());
+    check_contiguous(32768, &[0, 17, 32760, 2500], 2, o.window(1000));
+}
+
+/// `decode_attention` of `sq` queries per sequence over a contiguous cache
+/// of `s_max` positions holding `lens` keys.
+fn check_contiguous(s_max: usize, lens: &[usize], sq: usize, o: ServeOptions) {
+    let (b, hq, hkv, d) = (lens.len(), 4, 2, 8);
+    let r = reference_of(hq, hkv, d, &o);
+    let mut rng = Rng::new(sq as u64);
+    // Keys past a sequence's length hold NaN.
+    let mut k = vec![f64::NAN; b * hkv * s_max * d];
+    let mut v = k.clone();
+    let mut seqs = Vec::new();
+    for (bi, &len) in lens.iter().enumerate() {
+        let mut s = reference::Seq::default();
+        for j in 0..len {
+            let kj = values(&mut rng, hkv * d, F64);
+            let vj = values(&mut rng, hkv * d, F64);
+            for h in 0..hkv {
+                let at = ((bi * hkv + h) * s_max + j) * d;
+                k[at..at + d].copy_from_slice(&kj[h * d..(h + 1) * d]);
+                v[at..at + d].copy_from_slice(&vj[h * d..(h + 1) * d]);
+            }
+            s.k.push(kj);
+            s.v.push(vj);
+        }
+        seqs.push(s);
+    }
+    let q = values(&mut rng, b * hq * sq * d, F64);
+    let got = decode_attention::run(
+        &dev(),
+        &host(&q, &[b, hq, sq, d], F64),
+        &host(&k, &[b, hkv, s_max, d], F64),
+        &host(&v, &[b, hkv, s_max, d], F64),
+        &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
+        o.clone(),
+    )
+    .unwrap()
+    .to_f64_vec();
+    let mut want = vec![0.0; b * hq * sq * d];
+    for (bi, &len) in lens.iter().enumerate() {
+        for i in 0..sq {
+            let qi: Vec<f64> = (0..hq * d)
+                .map(|x| q[((bi * hq + x / d) * sq + i) * d + x % d])
+                .collect();
+            let pos = len as i64 - sq as i64 + i as i64;
+            let out = attend(&r, &qi, &seqs[bi], pos, len);
+            for h in 0..hq {
+                for x in 0..d {
+                    want[((bi * hq + h) * sq + i) * d + x] = out[h * d + x];
+                }
+            }
+        }
+    }
+    assert_close(
+        &got,
+        &want,
+        1e-10,
+        &format!("decode_attention Sq {sq} S_max {s_max} lens {lens:?} {o:?}"),
+    );
 }

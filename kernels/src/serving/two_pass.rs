@@ -9,16 +9,38 @@
 //! (see `GEMV_ROWS`), the decode step of the `paged_attention` benchmark
 //! went from 47.6–52.1 ms (online, batched products) to 22.3–22.6 ms on the CPU
 //! plugin.
+//!
+//! A sequence much shorter than its table gets a narrower buffer (see
+//! [`Params::two_pass`]): 4096-key sequences in a table 32× as wide took
+//! 51–52 ms a step with the full buffer, 33–35 ms with the narrow one.
 
 use tessel::prelude::*;
 
 use super::engine::{Blocks, Mask, Params, QTile, MASK_VALUE};
 use super::source::{Part, Source};
 
+/// The narrow buffer's share of the capacity: a sequence whose blocks all
+/// lie in the first `1 / NARROW_SHARE` of its table (or contiguous cache)
+/// runs with a buffer that wide.
+pub(crate) const NARROW_SHARE: usize = 8;
+
+/// The full buffer's size (bytes) from which the narrow one is offered.
+/// Below it the fill and the softmax cost less than a second copy of the
+/// two loops costs in compile time.
+pub(crate) const NARROW_FROM_BYTES: usize = 1 << 20;
+
 impl Params {
     /// `tile`'s attention over `src` under `mask`, visiting `blocks`:
     /// `[Hkv, R, Dv]` in the statistics' dtype, zeros for a row that sees
     /// no key.
+    ///
+    /// The buffer's fill and its softmax cost time in proportion to its
+    /// width, so a sequence much shorter than its table (a server's tables
+    /// are as wide as its longest context) would pay for the whole table.
+    /// When the full buffer reaches [`NARROW_FROM_BYTES`], a traced
+    /// conditional gives a sequence whose visited blocks end within the
+    /// first `1 / NARROW_SHARE` of the capacity a buffer that wide (whole
+    /// blocks, so it ends before a contiguous cache's shifted last block).
     pub(crate) fn two_pass(
         &self,
         src: &Source,
@@ -26,11 +48,36 @@ impl Params {
         mask: &Mask,
         blocks: &Blocks,
     ) -> Tensor {
+        let s = tile.q.shape();
+        let (blk, capacity) = (src.block(), src.capacity());
+        let bytes = s[0] * s[1] * capacity * self.stat.size_in_bytes();
+        let narrow = capacity / NARROW_SHARE / blk * blk;
+        if narrow == 0 || bytes < NARROW_FROM_BYTES {
+            return self.two_pass_over(src, tile, mask, blocks, capacity);
+        }
+        let fits = (blocks.hi * blk as i32).le(narrow as i32);
+        cond(
+            fits,
+            || self.two_pass_over(src, tile, mask, blocks, narrow),
+            || self.two_pass_over(src, tile, mask, blocks, capacity),
+        )
+    }
+
+    /// [`Params::two_pass`] with a buffer of `width` keys (every visited
+    /// block must end within it).
+    fn two_pass_over(
+        &self,
+        src: &Source,
+        tile: QTile,
+        mask: &Mask,
+        blocks: &Blocks,
+        width: usize,
+    ) -> Tensor {
         let zero = Tensor::scalar(0.0, S32);
         let s = tile.q.shape();
         let (hkv, r, keys) = (s[0], s[1], src.block());
         // Pass 1: the logits of every visited block, `-inf` elsewhere.
-        let buf = Tensor::full([hkv, r, src.capacity()], f64::NEG_INFINITY, self.stat);
+        let buf = Tensor::full([hkv, r, width], f64::NEG_INFINITY, self.stat);
         let buf = blocks.visit(buf, |j, buf: Tensor, masked| {
             let (k, ks) = src.part(j, Part::Keys);
             let span = src.span(j);

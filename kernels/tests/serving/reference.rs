@@ -135,6 +135,25 @@ pub fn paged_case(
     }
 }
 
+impl PagedCase {
+    /// The same cache with block tables `width` columns wide, the new
+    /// columns naming random pages (a server's tables fit its longest
+    /// context, not the sequences at hand).
+    pub fn widen(mut self, rng: &mut Rng, width: usize) -> PagedCase {
+        let old = self.tables.to_vec::<i32>().unwrap();
+        let b = self.seqs.len();
+        let pool = self.k_pages.shape()[0] as i64;
+        let mut rows = Vec::with_capacity(b * width);
+        for row in old.chunks(self.width) {
+            rows.extend_from_slice(row);
+            rows.extend((self.width..width).map(|_| rng.int(0, pool - 1) as i32));
+        }
+        self.tables = HostTensor::from_vec(rows, [b, width]).unwrap();
+        self.width = width;
+        self
+    }
+}
+
 /// Random values in `[-1, 1)` rounded to `dtype`.
 pub fn values(rng: &mut Rng, n: usize, dtype: DType) -> Vec<f64> {
     (0..n)
