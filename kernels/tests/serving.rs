@@ -120,18 +120,26 @@ fn paged_attention_matches_the_reference() {
     check_paged(&[17, 3, 0], 16, 4, 1, online, BF16);
 }
 
-/// Block tables 32768 keys wide (a 1 MiB logits buffer per tile, where the
-/// two-pass form offers its narrow buffer): sequences whose blocks end in
-/// the first eighth take it, the longest one the full buffer.
+/// The two-pass form in chunks: block tables 32768 keys wide with chunks
+/// of 4096 keys (a sequence pays for the chunks it reaches, not for the
+/// table), and small tables in chunks of two blocks.
 #[test]
-fn paged_attention_over_wide_tables_matches_the_reference() {
-    let lens = [0, 1, 17, 100, 4096, 4097, 5000];
-    let o = ServeOptions::new();
-    check_paged_in(&lens, 16, 4, 2, o.clone(), F64, 2048);
-    check_paged_in(&lens, 16, 4, 2, o.window(700), F64, 2048);
-    let mix = [(1, 5000), (1, 30), (3, 40), (0, 9), (1, 4096), (2, 4097)];
-    let o = ServeOptions::new().block_q(3);
-    check_ragged_in(&mix, 2, 16, o, F64, 2048);
+fn two_pass_chunks_match_the_reference() {
+    // f64, 2 key/value heads of 2 rows: 32 bytes of logits per key.
+    let chunk = |keys: usize| ServeOptions::new().max_logits_bytes(32 * keys);
+    let lens = [0, 1, 17, 100, 4096, 4097, 9000];
+    check_paged_in(&lens, 16, 4, 2, chunk(4096), F64, 2048);
+    check_paged_in(&lens, 16, 4, 2, chunk(4096).window(700), F64, 2048);
+    let mix = [(1, 9000), (1, 30), (3, 40), (0, 9), (1, 4096), (2, 4097)];
+    check_ragged_in(&mix, 2, 16, chunk(2048).block_q(3), F64, 2048);
+    // Chunks of 2 blocks of 8 keys over sequences of up to 23 keys.
+    let lens = [0, 1, 3, 4, 5, 23];
+    let o = chunk(16).pages_per_block(2);
+    check_paged(&lens, 4, 4, 2, o.clone(), F64);
+    check_paged(&lens, 4, 4, 2, o.clone().window(5), F64);
+    check_paged(&lens, 4, 3, 1, o.soft_cap(0.5), F64);
+    let mix = [(1, 1), (5, 5), (3, 9), (0, 4), (1, 17), (7, 12), (2, 2)];
+    check_ragged(&mix, 3, 4, chunk(16).block_q(1).pages_per_block(2), F64);
 }
 
 /// (queries, keys) per sequence; rows past the last sequence are padding.
@@ -238,12 +246,28 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
     ] {
         check_contiguous(10, &[0, 1, 10, 7], sq, o);
     }
-    // A cache of 32768 positions (a 1 MiB logits buffer: the two-pass form
-    // offers a buffer of 4000 keys to sequences whose blocks end there);
-    // blocks of 500 keys, the last one read shifted back.
-    let o = ServeOptions::new().block_kv(500);
+    // Chunks of 2 blocks of 3 keys, the last block read shifted back (a
+    // chunk keeps one block of room before it): 32 bytes per key of
+    // logits for one query, 64 for two.
+    let o = ServeOptions::new().block_kv(3);
+    check_contiguous(10, &[0, 1, 10, 7, 6], 1, o.clone().max_logits_bytes(32 * 9));
+    check_contiguous(
+        10,
+        &[0, 1, 10, 7, 6],
+        2,
+        o.max_logits_bytes(64 * 9).window(4),
+    );
+    // A cache of 32768 positions in chunks of 4000 keys, blocks of 500.
+    let o = ServeOptions::new()
+        .block_kv(500)
+        .max_logits_bytes(32 * 4500);
     check_contiguous(32768, &[3999, 4000, 4001, 32768], 1, o.clone());
-    check_contiguous(32768, &[0, 17, 32760, 2500], 2, o.window(1000));
+    check_contiguous(
+        32768,
+        &[0, 17, 32760, 2500],
+        2,
+        o.max_logits_bytes(64 * 4500).window(1000),
+    );
 }
 
 /// `decode_attention` of `sq` queries per sequence over a contiguous cache

@@ -19,8 +19,8 @@
 //! `[Hkv, R, 1]` and the accumulator `[Hkv, R, Dv]` in f32 (f64 for f64
 //! inputs); blocks of keys `[Hkv, keys, D]` (see `source.rs`).
 //!
-//! Decode tiles (a few rows) whose logits over the whole cache are small
-//! take a two-pass form instead (`two_pass.rs`): no rescaling per block.
+//! Decode tiles (a few rows) take a two-pass form instead (`two_pass.rs`):
+//! no rescaling per block, only per chunk of blocks.
 
 use tessel::ops::DotDims;
 use tessel::prelude::*;
@@ -103,6 +103,17 @@ impl Blocks {
         let c = fori_loop(self.whole_lo, self.whole_hi, c, |j, c| step(j, c, false));
         fori_loop(self.whole_hi, self.hi, c, |j, c| step(j, c, true))
     }
+
+    /// The blocks among `c0 .. c1` (s32 scalars), in the same three ranges.
+    pub(crate) fn within(&self, c0: Tensor, c1: Tensor) -> Blocks {
+        let clamp = |x: Tensor| x.maximum(c0).minimum(c1);
+        Blocks {
+            lo: clamp(self.lo),
+            whole_lo: clamp(self.whole_lo),
+            whole_hi: clamp(self.whole_hi),
+            hi: clamp(self.hi),
+        }
+    }
 }
 
 impl Params {
@@ -123,9 +134,9 @@ impl Params {
     /// `qmin ..= qmax`: `[Hkv, R, Dv]` in the statistics' dtype, zeros for
     /// a row that sees no key.
     ///
-    /// A tile of at most [`GEMV_ROWS`] rows whose logits over the whole
-    /// source fit `max_logits_bytes` takes the two-pass form (see
-    /// `two_pass.rs`); others the online softmax.
+    /// A tile of at most [`GEMV_ROWS`] rows takes the two-pass form (see
+    /// `two_pass.rs`) when the logits of one block fit `max_logits_bytes`;
+    /// others the online softmax.
     pub(crate) fn attend(
         &self,
         src: &Source,
@@ -141,11 +152,10 @@ impl Params {
             pos: tile.pos,
             kv_len,
         };
-        let buffer = [hkv, r, src.capacity(), self.stat.size_in_bytes()]
-            .iter()
-            .fold(1usize, |n, &e| n.saturating_mul(e));
-        if r <= GEMV_ROWS && buffer <= self.max_logits_bytes {
-            return self.two_pass(src, tile, &mask, &blocks);
+        if r <= GEMV_ROWS {
+            if let Some(chunk) = self.chunk_keys(src, hkv, r) {
+                return self.two_pass(src, tile, &mask, &blocks, chunk);
+            }
         }
         let dv = src.value_width();
         let init: State = (

@@ -10,9 +10,11 @@ use tessel::prelude::*;
 pub const AUTO_PAGED_KEYS: usize = 512;
 
 /// The default of [`max_logits_bytes`](ServeOptions::max_logits_bytes):
-/// 16 MiB holds the logits of 8 key/value heads of 4 query rows over 128K
-/// keys in f32.
-pub const DEFAULT_LOGITS_BYTES: usize = 16 << 20;
+/// 1 MiB holds the logits of 8 key/value heads of 4 query rows over 8192
+/// keys in f32. A chunk's fill and softmax cost time in proportion to its
+/// width whatever the sequence's length, so a short sequence in a wide
+/// table pays for at most one chunk.
+pub const DEFAULT_LOGITS_BYTES: usize = 1 << 20;
 
 /// The static parameters of the decode and paged attention kernels. Part
 /// of the compile key (a [`StaticArg`]); build it with the methods below.
@@ -50,13 +52,14 @@ pub struct ServeOptions {
     /// [`ragged_paged_attention`](fn@super::ragged_paged_attention) (a
     /// sequence's queries are walked in tiles of this many rows).
     pub block_q: usize,
-    /// The largest logits buffer (bytes, `Hkv × rows × capacity` in the
-    /// statistics' dtype) a tile of at most 16 query rows may keep to take
-    /// the two-pass form: every block's logits first, one softmax, then
-    /// the weighted values, with no per-block rescaling (with the
-    /// logits as one matrix-vector product per row, the benchmark's decode
-    /// step went from 48–52 to 22 ms on the CPU plugin). Larger tiles and
-    /// buffers take the online softmax; 0 always does.
+    /// The largest logits buffer (bytes, `Hkv × rows × keys` in the
+    /// statistics' dtype) of the two-pass form, which a tile of at most 16
+    /// query rows takes: the keys in chunks whose logits fit this buffer,
+    /// and for each chunk every block's logits first, one softmax, then the
+    /// weighted values, with no per-block rescaling (with the logits as one
+    /// matrix-vector product per row, the benchmark's decode step went from
+    /// 48–52 to 22 ms on the CPU plugin). Larger tiles, and buffers that
+    /// cannot hold one block's logits (0, say), take the online softmax.
     pub max_logits_bytes: usize,
 }
 
@@ -133,8 +136,8 @@ impl ServeOptions {
         self
     }
 
-    /// The largest logits buffer of the two-pass form (0: always the
-    /// online softmax).
+    /// The largest logits buffer of the two-pass form's chunks (0: always
+    /// the online softmax).
     pub fn max_logits_bytes(mut self, bytes: usize) -> Self {
         self.max_logits_bytes = bytes;
         self

@@ -73,6 +73,16 @@ impl Source {
         }
     }
 
+    /// Whether the last block may be read shifted back (a contiguous cache
+    /// whose length is not a multiple of the block), starting before its
+    /// own block.
+    pub(crate) fn shifts(&self) -> bool {
+        match self {
+            Source::Paged { .. } => false,
+            Source::Contiguous { k, .. } => k.dim(2) % self.block() != 0,
+        }
+    }
+
     /// Block `j`'s first key position (s32 scalar) and, for a contiguous
     /// cache whose last block is read shifted back, the position before
     /// which its keys were visited already.

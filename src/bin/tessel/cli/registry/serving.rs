@@ -26,7 +26,7 @@ const SERVE_OPTIONS: &[(&str, &str, &str)] = &[
     (
         "max_logits_bytes",
         "none",
-        "largest logits buffer of the two-pass decode (default 16 MiB; 0: online softmax)",
+        "largest logits buffer of a two-pass decode chunk (default 1 MiB; 0: online softmax)",
     ),
 ];
 
