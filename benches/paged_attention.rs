@@ -13,9 +13,10 @@
 //! arguments. `--keys=N` gathers about N keys' pages per step instead of
 //! the default (`AUTO_PAGED_KEYS`, 512); `--memory` prints the compiled
 //! step's temporaries; `--width=W` makes the block tables W times as wide
-//! as the sequences need (gather + flash is then not timed). The "ragged" column runs the same step through
-//! `ragged_paged_attention` (8 sequences of one query each, the decode rows
-//! of a mixed batch).
+//! as the sequences need (gather + flash is then not timed). The "ragged"
+//! column runs the same step through `ragged_paged_attention` (8 sequences
+//! of one query each, the decode rows of a mixed batch). Each page size's
+//! compile times are printed too.
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]

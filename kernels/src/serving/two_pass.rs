@@ -1,10 +1,11 @@
 //! The two-pass form of the serving engine, for decode tiles. The key
-//! blocks are taken in chunks whose logits fit `max_logits_bytes` (1 MiB by
-//! default: 8192 keys at 8 key/value heads of 4 rows in f32); for each chunk the
-//! first traced loop writes every block's logits into one buffer `[Hkv, R,
-//! chunk]` (`-inf` where a row sees no key), one softmax runs over the
-//! buffer, and the second loop adds up the weighted values. The chunks'
-//! results are merged as the online softmax merges blocks, once per chunk.
+//! blocks are taken in chunks whose logits fit `max_logits_bytes` (1 MiB
+//! by default: 8192 keys at 8 key/value heads of 4 rows in f32). For each
+//! chunk the first traced loop writes every block's logits into one buffer
+//! `[Hkv, R, chunk]` (`-inf` where a row sees no key), one softmax runs
+//! over the buffer, and the second loop adds up the weighted values. The
+//! chunks' results are merged as the online softmax merges blocks, once
+//! per chunk.
 //!
 //! It does the online softmax's arithmetic without its per-block rescaling
 //! of the statistics and the accumulator, and each loop reads one half of
