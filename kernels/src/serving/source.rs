@@ -73,13 +73,14 @@ impl Source {
         }
     }
 
-    /// Whether the last block may be read shifted back (a contiguous cache
-    /// whose length is not a multiple of the block), starting before its
-    /// own block.
-    pub(crate) fn shifts(&self) -> bool {
+    /// The keys of room a buffer of logits keeps before a chunk's first
+    /// block: one block when the last block may be read shifted back (a
+    /// contiguous cache whose length is not a multiple of the block), since
+    /// it then starts before its own block; none otherwise.
+    pub(crate) fn room(&self) -> usize {
         match self {
-            Source::Paged { .. } => false,
-            Source::Contiguous { k, .. } => k.dim(2) % self.block() != 0,
+            Source::Contiguous { k, .. } if k.dim(2) % self.block() != 0 => self.block(),
+            _ => 0,
         }
     }
 

@@ -31,7 +31,7 @@ impl Params {
     pub(crate) fn chunk_keys(&self, src: &Source, hkv: usize, rows: usize) -> Option<usize> {
         let blk = src.block();
         let per_key = (hkv * rows * self.stat.size_in_bytes()).max(1);
-        let room = if src.shifts() { blk } else { 0 };
+        let room = src.room();
         let fit = self.max_logits_bytes / per_key;
         let chunk = fit.saturating_sub(room) / blk * blk;
         let whole = src.capacity().div_ceil(blk) * blk;
@@ -86,8 +86,8 @@ impl Params {
         let s = tile.q.shape();
         let (hkv, r, keys) = (s[0], s[1], src.block());
         // A block read shifted back starts before its own block (and so
-        // possibly before the chunk): the buffer keeps one block of room.
-        let room = if src.shifts() { keys } else { 0 };
+        // possibly before the chunk): the buffer keeps room for it.
+        let room = src.room();
         let origin = c0 * keys as i32 - room as i32;
         // Pass 1: the logits of every visited block, `-inf` elsewhere.
         let buf = Tensor::full([hkv, r, chunk + room], f64::NEG_INFINITY, self.stat);
