@@ -59,10 +59,7 @@ fn check_paged_in(
     let d = 8;
     let r = reference_of(hq, hkv, d, &o);
     let mut rng = Rng::new(lens.len() as u64 * 31 + page as u64);
-    let mut case = paged_case(&mut rng, lens, page, &r, dtype, 2);
-    if width > case.width {
-        case = case.widen(&mut rng, width);
-    }
+    let case = paged_case(&mut rng, lens, page, &r, dtype, 2, width);
     let b = lens.len();
     let q = values(&mut rng, b * hq * d, dtype);
     let lengths: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
@@ -160,10 +157,7 @@ fn check_ragged_in(
     let r = reference_of(hq, hkv, d, &o);
     let mut rng = Rng::new(seqs.len() as u64 * 7 + pad as u64);
     let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
-    let mut case = paged_case(&mut rng, &lens, page, &r, dtype, 3);
-    if width > case.width {
-        case = case.widen(&mut rng, width);
-    }
+    let case = paged_case(&mut rng, &lens, page, &r, dtype, 3, width);
     let t: usize = seqs.iter().map(|s| s.0).sum::<usize>() + pad;
     let q = values(&mut rng, t * hq * d, dtype);
     let mut cu = vec![0i32];

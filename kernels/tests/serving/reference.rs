@@ -68,7 +68,9 @@ pub fn attend(r: &Ref, q: &[f64], s: &Seq, pos: i64, len: usize) -> Vec<f64> {
 /// A random paged cache: `lens[b]` tokens of sequence `b` in pages taken
 /// from a shuffled pool of `num_pages` pages of `page` tokens; every slot
 /// no sequence owns holds NaN, and table entries past a sequence's pages
-/// name other sequences' pages.
+/// name other sequences' pages. The tables are at least `min_width`
+/// columns wide (a server's tables fit its longest context, not the
+/// sequences at hand).
 pub struct PagedCase {
     pub k_pages: HostTensor,
     pub v_pages: HostTensor,
@@ -84,9 +86,10 @@ pub fn paged_case(
     r: &Ref,
     dtype: DType,
     spare_pages: usize,
+    min_width: usize,
 ) -> PagedCase {
     let need: Vec<usize> = lens.iter().map(|l| l.div_ceil(page)).collect();
-    let width = need.iter().copied().max().unwrap_or(0).max(1) + 1;
+    let width = (need.iter().copied().max().unwrap_or(0).max(1) + 1).max(min_width);
     let num_pages = need.iter().sum::<usize>() + spare_pages + 1;
     let mut order: Vec<usize> = (0..num_pages).collect();
     for i in (1..order.len()).rev() {
@@ -132,25 +135,6 @@ pub fn paged_case(
         tables: HostTensor::from_vec(tables, [lens.len(), width]).unwrap(),
         seqs,
         width,
-    }
-}
-
-impl PagedCase {
-    /// The same cache with block tables `width` columns wide, the new
-    /// columns naming random pages (a server's tables fit its longest
-    /// context, not the sequences at hand).
-    pub fn widen(mut self, rng: &mut Rng, width: usize) -> PagedCase {
-        let old = self.tables.to_vec::<i32>().unwrap();
-        let b = self.seqs.len();
-        let pool = self.k_pages.shape()[0] as i64;
-        let mut rows = Vec::with_capacity(b * width);
-        for row in old.chunks(self.width) {
-            rows.extend_from_slice(row);
-            rows.extend((self.width..width).map(|_| rng.int(0, pool - 1) as i32));
-        }
-        self.tables = HostTensor::from_vec(rows, [b, width]).unwrap();
-        self.width = width;
-        self
     }
 }
 
