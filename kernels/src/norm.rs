@@ -25,11 +25,14 @@
 //! first, so each row is reduced twice: one reduction for the mean, one for
 //! the centered squares, then an elementwise pass for the output, with
 //! `x - mean` recomputed inside its consumers rather than stored by the
-//! program. How often memory is touched is up to the backend's fusion:
-//! XLA's CPU backend (inspected with `XLA_FLAGS=--xla_dump_to=..`) keeps the
-//! f32 upcast of a bf16 input and the centered squares as temporaries;
-//! XLA's GPU and TPU backends fuse elementwise producers into reductions
-//! (not measured in this repository).
+//! program. How often memory is touched is up to the backend's fusion. On
+//! CPU, tessel compiles the reduction of the squares as a reduce over lanes
+//! of 8 that XLA fuses with the squaring, then a reduce of the partial sums
+//! ([`split_row_reductions`](tessel::lower::split_row_reductions)), so the
+//! squares are never written out (inspected with
+//! `XLA_FLAGS=--xla_dump_to=..`); XLA's GPU and TPU backends fuse
+//! elementwise producers into reductions themselves (not measured in this
+//! repository).
 //!
 //! Bad arguments are trace errors ([`Error::Kernel`]), never panics: an
 //! integer input, a rank-0 input, a `scale`/`bias` that is not `[D]`, or an

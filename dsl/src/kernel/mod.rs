@@ -239,7 +239,7 @@ where
         let device = &self.target(device);
         let key = self.cache_key_for(specs, None);
         device.cache().get_or_compile(key, || {
-            let program = Program::from_graph(self.trace_at(specs, loc)?);
+            let program = Program::for_platform(self.trace_at(specs, loc)?, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })
     }

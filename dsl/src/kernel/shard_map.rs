@@ -87,7 +87,7 @@ where
         let axes = mesh.mesh_axes().clone();
         let (exe, _) = device.cache().get_or_compile(cache_key, || {
             let graph = self.trace_on(&local, Some(axes), loc.clone())?;
-            let program = Program::from_graph(graph);
+            let program = Program::for_platform(graph, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         let outs = exe.outputs().to_vec();

@@ -181,7 +181,7 @@ where
             });
             let program = Program {
                 num_partitions: mesh.size(),
-                ..Program::from_graph(graph)
+                ..Program::for_platform(graph, device.platform())
             };
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;

@@ -10,8 +10,10 @@ mod attrs;
 mod collectives;
 mod hints;
 mod regions;
+mod row_reductions;
 
 pub use hints::{compile_hints, CompileHints};
+pub use row_reductions::split_row_reductions;
 
 pub(crate) use attrs::{binary_name, unary_name};
 

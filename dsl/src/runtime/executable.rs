@@ -12,10 +12,11 @@ use super::disk_cache;
 use super::ffi;
 use super::interpreter::{InterpProgram, Interpreter};
 use super::options::{compile_options, platform_overrides};
+use crate::config::Platform;
 use crate::error::{DeviceError, Result};
 use crate::interp::Finding;
 use crate::ir::Graph;
-use crate::lower::{compile_hints, lower, CompileHints};
+use crate::lower::{compile_hints, lower, split_row_reductions, CompileHints};
 use crate::shape::TensorSpec;
 
 /// What to compile: a StableHLO module and the types of its `@main`, and
@@ -97,6 +98,20 @@ impl Program {
             hints: compile_hints(&graph),
             graph: Some(graph),
         }
+    }
+
+    /// [`from_graph`](Self::from_graph), with the text prepared for
+    /// `platform`'s compiler: on CPU, long row reductions are split so that
+    /// XLA fuses them with what feeds them
+    /// ([`split_row_reductions`](crate::lower::split_row_reductions)). The
+    /// graph kept for the interpreter is the traced one.
+    pub fn for_platform(graph: impl Into<Arc<Graph>>, platform: Option<Platform>) -> Program {
+        let graph: Arc<Graph> = graph.into();
+        let mut program = Program::from_graph(graph.clone());
+        if platform == Some(Platform::Cpu) {
+            program.mlir = lower(&split_row_reductions(&graph));
+        }
+        program
     }
 }
 
