@@ -11,9 +11,10 @@
 //! group and their rows merged), the running statistics `[B, Hkv, G·rows,
 //! 1]` and the accumulator `[B, Hkv, G·rows, Dv]`. The row statistics (max,
 //! sum) reduce the keys split into lanes of 8, `[.., keys / 8, 8]`, first
-//! over the non-minor axis, then over the 8 lanes: on the CPU plugin a plain
-//! max over the minor axis compiles to a scalar loop that costs as much as
-//! both matmuls of the block together. Masks and biases are built as
+//! each run of 8 keys, then (behind an optimization barrier) the partial
+//! results ([`row_reduce`]): on the CPU plugin a plain max over the minor axis
+//! compiles to a scalar loop that costs as much as both matmuls of the block
+//! together. Masks and biases are built as
 //! `[.., G or 1, rows, keys]` and broadcast into that layout
 //! ([`Ctx::flat`]). The queries of a block are multiplied by the logit
 //! scale once, before its loop over keys.

@@ -2,6 +2,7 @@
 //! tile reads with padding, the ordering trick that keeps unrolled blocks
 //! one after the other, the lane-split row reduction, and the dropout bits.
 
+use tessel::ops::optimization_barrier;
 use tessel::prelude::*;
 
 use super::core::Dims;
@@ -124,30 +125,29 @@ pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
     }
 }
 
-/// The max (or sum) of `s` over its last axis, kept as an axis of 1. With
-/// a multiple of 8 keys the reduction runs over `[.., keys / 8, 8]` first
-/// along the non-minor axis (vectorized across 8 lanes), then over the lanes.
+/// The max (or sum) of `s` over its last axis, kept as an axis of 1.
+///
+/// With a multiple of 8 keys (16 or more), each run of 8 keys is reduced
+/// first, `[.., keys / 8, 8] -> [.., keys / 8]`, then the partial results,
+/// with an optimization barrier between the two reduces. On the CPU plugin a
+/// plain max over the minor axis compiles to a scalar loop that costs as much
+/// as both matmuls of the block; the barrier keeps XLA from merging the two
+/// reduces back into that. Reducing the lanes first, behind the barrier, made
+/// causal flash attention 5–7% faster than reducing over the `keys / 8` axis
+/// first and then the lanes (B1 H8 D64: 38.2–38.4 against 40.7–41.8 ms at
+/// S = 2048, 511–528 against 544–556 ms at 8192, alternating runs). Other
+/// backends pay one small `[.., keys / 8]` temporary per reduction.
 pub(crate) fn row_reduce(s: Tensor, max: bool) -> Tensor {
-    let shape = s.shape();
-    let c = shape[shape.len() - 1];
-    let reduce = |t: Tensor, axis: isize| {
-        if max {
-            t.max_keepdims(&[axis])
-        } else {
-            t.sum_keepdims(&[axis])
-        }
-    };
+    let shape: Vec<isize> = s.shape().iter().map(|&x| x as isize).collect();
+    let n = shape.len();
+    let c = s.dim(-1);
+    let reduce = |t: Tensor| if max { t.max(&[-1]) } else { t.sum(&[-1]) };
+    let kept = |last: &[isize]| [&shape[..n - 1], last].concat();
     if c < 16 || !c.is_multiple_of(8) {
-        return reduce(s, -1);
+        return reduce(s).reshape(&kept(&[1]));
     }
-    let mut lanes: Vec<isize> = shape.iter().map(|&x| x as isize).collect();
-    let n = lanes.len();
-    lanes[n - 1] = (c / 8) as isize;
-    lanes.push(8);
-    let partial = reduce(s.reshape(&lanes), -2);
-    let mut kept: Vec<isize> = shape.iter().map(|&x| x as isize).collect();
-    kept[n - 1] = 1;
-    reduce(partial, -1).reshape(&kept)
+    let partial = reduce(s.reshape(&kept(&[(c / 8) as isize, 8])));
+    reduce(optimization_barrier(partial)).reshape(&kept(&[1]))
 }
 
 /// A `[B|1, Hq|1, Sq, Skv]` tensor viewed as `[B|1, Hkv|1, G|1, Sq, Skv]`.
