@@ -193,7 +193,9 @@ where
         Ok(graph)
     }
 
-    /// The StableHLO text for arguments of `specs`.
+    /// The StableHLO text for arguments of `specs`, as traced (a CPU device
+    /// compiles it with its long row reductions split, see
+    /// [`Program::for_platform`]).
     #[track_caller]
     pub fn lower(&self, specs: &[TensorSpec]) -> Result<String> {
         Ok(lower(&self.trace(specs)?))
