@@ -182,3 +182,23 @@ fn only_long_rows_fed_by_one_elementwise_op_are_split() {
         assert_eq!(barriers(&t), 0, "case {i}: {t}");
     }
 }
+
+#[test]
+fn only_cpu_programs_are_split() {
+    use tessel_dsl::config::Platform;
+    use tessel_dsl::runtime::Program;
+    let specs = [("x".into(), TensorSpec::new(vec![16, 1024], F32))];
+    let g = trace("rows", &specs, KernelConfig::default(), |a| {
+        a[0].square().sum(&[-1])
+    })
+    .unwrap();
+    let barrier = "stablehlo.optimization_barrier";
+    let cpu = Program::for_platform(g.clone(), Some(Platform::Cpu));
+    assert!(cpu.mlir.contains(barrier), "{}", cpu.mlir);
+    // The graph kept for the interpreter is the traced one.
+    assert!(!lower(cpu.graph.as_deref().unwrap()).contains(barrier));
+    for other in [Some(Platform::Gpu), Some(Platform::Tpu), None] {
+        let p = Program::for_platform(g.clone(), other);
+        assert_eq!(p.mlir, lower(&g), "{other:?}");
+    }
+}
