@@ -88,9 +88,15 @@ impl Program {
     /// its types, its compile hints, and the graph itself.
     pub fn from_graph(graph: impl Into<Arc<Graph>>) -> Program {
         let graph: Arc<Graph> = graph.into();
+        Program::with_text(lower(&graph), graph)
+    }
+
+    /// The program of `graph` compiled as `mlir` (its lowered text, or that
+    /// of a graph prepared from it for a backend).
+    fn with_text(mlir: String, graph: Arc<Graph>) -> Program {
         Program {
             name: graph.name.clone(),
-            mlir: lower(&graph),
+            mlir,
             inputs: graph.input_specs(),
             outputs: graph.output_specs(),
             num_partitions: 1,
@@ -107,11 +113,12 @@ impl Program {
     /// graph kept for the interpreter is the traced one.
     pub fn for_platform(graph: impl Into<Arc<Graph>>, platform: Option<Platform>) -> Program {
         let graph: Arc<Graph> = graph.into();
-        let mut program = Program::from_graph(graph.clone());
-        if platform == Some(Platform::Cpu) {
-            program.mlir = lower(&split_row_reductions(&graph));
-        }
-        program
+        let mlir = if platform == Some(Platform::Cpu) {
+            lower(&split_row_reductions(&graph))
+        } else {
+            lower(&graph)
+        };
+        Program::with_text(mlir, graph)
     }
 }
 
