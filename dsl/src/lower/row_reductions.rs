@@ -57,8 +57,8 @@ pub fn split_row_reductions(graph: &Graph) -> Graph {
     let uses = use_counts(graph);
     let mut out = graph.clone();
     for id in 0..graph.nodes.len() {
-        if let Some(row) = splittable(graph, &uses, id) {
-            split(&mut out, id, row);
+        if let Some((kind, row)) = splittable(graph, &uses, id) {
+            split(&mut out, id, kind, row);
         }
     }
     out
@@ -93,8 +93,8 @@ fn fusable_producer(graph: &Graph, uses: &[usize], value: ValueId) -> bool {
     elementwise && uses[value] == 1
 }
 
-/// The row length of node `id` when it is a reduction to split.
-fn splittable(graph: &Graph, uses: &[usize], id: NodeId) -> Option<usize> {
+/// The combiner and row length of node `id` when it is a reduction to split.
+fn splittable(graph: &Graph, uses: &[usize], id: NodeId) -> Option<(ReduceKind, usize)> {
     let node = &graph.nodes[id];
     let Op::Reduce { kind, dims } = &node.op else {
         return None;
@@ -114,17 +114,14 @@ fn splittable(graph: &Graph, uses: &[usize], id: NodeId) -> Option<usize> {
         && dims.as_slice() == [rank - 1]
         && row >= MIN_ROW
         && row % LANES == 0;
-    ok.then_some(row)
+    ok.then_some((*kind, row))
 }
 
-/// Rewrites reduction `id` (over rows of `row`) in place: the reshape, the
-/// lane reduce and the barrier go before it in its region, and it reduces
-/// the barrier's result over the same (last) axis.
-fn split(g: &mut Graph, id: NodeId, row: usize) {
+/// Rewrites reduction `id` (combining with `kind` over rows of `row`) in
+/// place: the reshape, the lane reduce and the barrier go before it in its
+/// region, and it reduces the barrier's result over the same (last) axis.
+fn split(g: &mut Graph, id: NodeId, kind: ReduceKind, row: usize) {
     let node = g.nodes[id].clone();
-    let Op::Reduce { kind, .. } = node.op else {
-        return;
-    };
     let region = g.values[node.results[0]].region;
     let Some(at) = g.regions[region].nodes.iter().position(|&n| n == id) else {
         return;
