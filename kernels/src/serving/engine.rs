@@ -52,7 +52,15 @@ pub(crate) struct Params {
     pub(crate) max_logits_bytes: usize,
 }
 
-type State = (Tensor, Tensor, Tensor);
+/// The online softmax's running state of a tile: the row maximum, the sum
+/// of the weights and the weighted values (unnormalized).
+pub(crate) type State = (Tensor, Tensor, Tensor);
+
+/// The attention of a final state: the weighted values over the sum of the
+/// weights, zeros for a row that saw no key.
+pub(crate) fn normalized((_, l, acc): State) -> Tensor {
+    l.ne(0.0).select(acc / l, 0.0)
+}
 
 /// Query rows up to which the logits are one matrix-vector product per row
 /// (`[Hkv, keys, D] · [Hkv, D]`) rather than one batched product: on the CPU
@@ -157,16 +165,21 @@ impl Params {
                 return self.two_pass(src, tile, &mask, &blocks, chunk);
             }
         }
-        let dv = src.value_width();
-        let init: State = (
+        let init = self.empty_state(hkv, r, src.value_width());
+        let end = blocks.visit(init, |j, st, masked| {
+            self.step(st, tile, src.read(j), masked.then_some(&mask))
+        });
+        normalized(end)
+    }
+
+    /// The softmax state before any key, for `hkv × r` rows and values of
+    /// width `dv`: a finite maximum, no weight, no values.
+    pub(crate) fn empty_state(&self, hkv: usize, r: usize, dv: usize) -> State {
+        (
             Tensor::full([hkv, r, 1], MASK_VALUE, self.stat),
             Tensor::zeros([hkv, r, 1], self.stat),
             Tensor::zeros([hkv, r, dv], self.stat),
-        );
-        let (_, l, acc) = blocks.visit(init, |j, st, masked| {
-            self.step(st, tile, src.read(j), masked.then_some(&mask))
-        });
-        l.ne(0.0).select(acc / l, 0.0)
+        )
     }
 
     /// The blocks of `blk` keys some row of a tile at positions `qmin ..=

@@ -21,7 +21,7 @@
 
 use tessel::prelude::*;
 
-use super::engine::{Blocks, Mask, Params, QTile, MASK_VALUE};
+use super::engine::{normalized, Blocks, Mask, Params, QTile, State, MASK_VALUE};
 use super::source::{Part, Source};
 
 impl Params {
@@ -53,21 +53,17 @@ impl Params {
         let (hkv, r) = (s[0], s[1]);
         let blk = src.block();
         let per = (chunk / blk) as i32;
-        let init = (
-            Tensor::full([hkv, r, 1], MASK_VALUE, self.stat),
-            Tensor::zeros([hkv, r, 1], self.stat),
-            Tensor::zeros([hkv, r, src.value_width()], self.stat),
-        );
+        let init = self.empty_state(hkv, r, src.value_width());
         let first = blocks.lo / per;
         let last = (blocks.hi + (per - 1)) / per;
-        let (_, l, acc) = fori_loop(first, last, init, |c, (m, l, acc)| {
+        let end = fori_loop(first, last, init, |c, (m, l, acc)| {
             let part = blocks.within(c * per, (c + 1) * per);
             let (mc, lc, accc) = self.chunk(src, tile, mask, &part, c * per, chunk);
             let mn = m.maximum(mc);
             let (a, b) = ((m - mn).exp(), (mc - mn).exp());
             (mn, l * a + lc * b, acc * a + accc * b)
         });
-        l.ne(0.0).select(acc / l, 0.0)
+        normalized(end)
     }
 
     /// One chunk, the blocks `part` (within `c0 .. c0 + chunk / blk`):
@@ -81,7 +77,7 @@ impl Params {
         part: &Blocks,
         c0: Tensor,
         chunk: usize,
-    ) -> (Tensor, Tensor, Tensor) {
+    ) -> State {
         let zero = Tensor::scalar(0.0, S32);
         let s = tile.q.shape();
         let (hkv, r, keys) = (s[0], s[1], src.block());
