@@ -9,6 +9,13 @@ use tessel_dsl::{DType, TensorSpec};
 use super::generate::{Gen, DTYPES, EXTENTS, MAX_ELEMENTS};
 use super::inexact::widening;
 use super::program::{Binary, Cmp, Op, Reduce, Unary, V};
+
+/// Lengths of the rows [`Gen::long_rows`] reduces: multiples of 8 from 64
+/// on, the rows the CPU compile splits.
+const LONG_ROWS: [usize; 3] = [64, 72, 128];
+/// The dtypes [`Gen::long_rows`] takes: floats whose iota up to 127 is
+/// exact.
+const LONG_ROW_DTYPES: [DType; 4] = [DType::F32, DType::F64, DType::BF16, DType::F16];
 use super::types::broadcast_shapes;
 
 impl Gen {
@@ -302,6 +309,9 @@ impl Gen {
         let s = self.spec(x);
         let d = s.dtype;
         let rank = s.rank();
+        if LONG_ROW_DTYPES.contains(&d) && s.num_elements() <= 8 && self.one_in(2) {
+            return self.long_rows(x);
+        }
         let mut axes = vec![self.int(0, rank as i64 - 1) as usize];
         if rank > 1 && self.one_in(3) {
             let other = (axes[0] + 1) % rank;
@@ -331,6 +341,41 @@ impl Gen {
                 max,
             });
             self.keep(a);
+        }
+    }
+
+    /// Rows long enough for the CPU compile's row-reduction split
+    /// (`tessel_dsl::lower::split_row_reductions`): `x` broadcast along a
+    /// new last axis of 64 or more elements and combined with an iota
+    /// there (one elementwise op that nothing else reads), then its max or
+    /// min over that axis (exact) and, at the top level, the sum of its
+    /// magnitudes (an output).
+    fn long_rows(&mut self, x: V) {
+        let s = self.spec(x);
+        let (d, rank) = (s.dtype, s.rank());
+        let len = self.pick(&LONG_ROWS);
+        let mut shape = s.shape.clone();
+        shape.push(len);
+        let spec = TensorSpec::new(shape.clone(), d);
+        let dims: Vec<usize> = (0..rank).collect();
+        let row = |g: &mut Gen| {
+            let b = g.emit(Op::BroadcastInDim(x, shape.clone(), dims.clone()));
+            let i = g.emit(Op::Iota {
+                spec: spec.clone(),
+                dim: rank,
+            });
+            let op = g.pick(&[Binary::Add, Binary::Sub, Binary::Mul, Binary::Max]);
+            g.emit(Op::Binary(op, b, i))
+        };
+        let t = row(self);
+        let kind = self.pick(&[Reduce::Max, Reduce::Min]);
+        let r = self.emit(Op::Reduce(kind, t, vec![rank]));
+        self.keep(r);
+        if self.depth() == 0 && self.one_in(2) {
+            let t = row(self);
+            let a = self.emit(Op::Unary(Unary::Abs, t));
+            let sum = self.emit(Op::Reduce(Reduce::Sum, a, vec![rank]));
+            self.output_inexact(sum, len);
         }
     }
 

@@ -101,3 +101,29 @@ fn tolerances_count_ulps_per_term() {
     assert!(compare::agrees(DType::S32, 3.0, 3.0, 0));
     assert!(compare::agrees(DType::BF16, f64::NAN, -f64::NAN, 0));
 }
+
+#[test]
+fn some_programs_reduce_rows_the_cpu_compile_splits() {
+    // Rows of 64 or more along the last axis of a rank-2-or-more value,
+    // which only `long_rows` makes (parameters have at most 7 elements
+    // per axis).
+    fn splits(p: &Program, insts: &[Inst]) -> bool {
+        insts.iter().any(|i| {
+            let long = match &i.op {
+                Op::Reduce(_, x, axes) => {
+                    let s = p.spec(*x);
+                    s.rank() >= 2 && axes == &[s.rank() - 1] && s.shape[s.rank() - 1] >= 64
+                }
+                _ => false,
+            };
+            long || i.op.blocks().iter().any(|b| splits(p, &b.insts))
+        })
+    }
+    let hits = (0..2000)
+        .filter(|&seed| {
+            let c = generate(seed);
+            splits(&c.program, &c.program.insts)
+        })
+        .count();
+    assert!(hits >= 30, "{hits} of 2000 programs reduce long rows");
+}
