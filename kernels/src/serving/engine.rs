@@ -40,6 +40,14 @@ pub(crate) struct QTile {
     pub(crate) pos: Tensor,
 }
 
+impl QTile {
+    /// The tile's key/value heads, rows per head and query width:
+    /// `(Hkv, R, D)`.
+    pub(crate) fn dims(&self) -> (usize, usize, usize) {
+        (self.q.dim(0), self.q.dim(1), self.q.dim(2))
+    }
+}
+
 /// The static parameters of one call.
 pub(crate) struct Params {
     pub(crate) window: Option<usize>,
@@ -153,8 +161,7 @@ impl Params {
         qmin: Tensor,
         qmax: Tensor,
     ) -> Tensor {
-        let s = tile.q.shape();
-        let (hkv, r) = (s[0], s[1]);
+        let (hkv, r, _) = tile.dims();
         let blocks = self.blocks(src.block(), kv_len, qmin, qmax);
         let mask = Mask {
             pos: tile.pos,
@@ -227,7 +234,7 @@ impl Params {
     ) -> (Tensor, Option<Tensor>) {
         let keys = k.dim(1);
         let kb = k.cast(self.io);
-        let (hkv, r, d) = (tile.q.dim(0), tile.q.dim(1), tile.q.dim(2));
+        let (hkv, r, d) = tile.dims();
         let mut s = if r <= GEMV_ROWS {
             let row = |i: usize| {
                 let qi = tile

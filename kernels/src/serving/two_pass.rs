@@ -49,8 +49,7 @@ impl Params {
         blocks: &Blocks,
         chunk: usize,
     ) -> Tensor {
-        let s = tile.q.shape();
-        let (hkv, r) = (s[0], s[1]);
+        let (hkv, r, _) = tile.dims();
         let blk = src.block();
         let per = (chunk / blk) as i32;
         let init = self.empty_state(hkv, r, src.value_width());
@@ -79,8 +78,8 @@ impl Params {
         chunk: usize,
     ) -> State {
         let zero = Tensor::scalar(0.0, S32);
-        let s = tile.q.shape();
-        let (hkv, r, keys) = (s[0], s[1], src.block());
+        let (hkv, r, _) = tile.dims();
+        let keys = src.block();
         // A block read shifted back starts before its own block (and so
         // possibly before the chunk): the buffer keeps room for it.
         let room = src.room();
