@@ -98,23 +98,24 @@ fn float_ops_with_rust_scalars_on_both_sides() {
                     a + 2.0,
                     2.0 + a,
                     a - 1.5f32,
-                    1.5f32 - a,
+                    1.5 - a,
                     a * 3,
-                    3i64 * a,
+                    3 * a,
                     a / 2.0,
                     2.0 / b,
                     a % 2.0,
                     7.0 % b,
                     a + 2u32,
-                    4usize - a,
+                    4 - a,
                     a.maximum(0.5),
                     a.minimum(-0.5),
+                    (-0.5 * a).abs(),
                 ]
             },
             &[&a, &b],
         );
         let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
-        let fs: [NamedOp; 14] = [
+        let fs: [NamedOp; 15] = [
             ("a+2", |a, _| a + 2.0),
             ("2+a", |a, _| 2.0 + a),
             ("a-1.5", |a, _| a - 1.5),
@@ -126,9 +127,10 @@ fn float_ops_with_rust_scalars_on_both_sides() {
             ("a%2", |a, _| a % 2.0),
             ("7%b", |_, b| 7.0 % b),
             ("a+2u32", |a, _| a + 2.0),
-            ("4usize-a", |a, _| 4.0 - a),
+            ("4-a", |a, _| 4.0 - a),
             ("max(a,0.5)", |a, _| a.max(0.5)),
             ("min(a,-0.5)", |a, _| a.min(-0.5)),
+            ("(-0.5*a).abs()", |a, _| (-0.5 * a).abs()),
         ];
         for (o, (name, f)) in out.iter().zip(fs) {
             let want: Vec<f64> = av.iter().zip(&bv).map(|(&x, &y)| f(x, y)).collect();
@@ -267,16 +269,17 @@ fn integer_ops_with_rust_scalars() {
                     3 + a,
                     100 - a,
                     a * 2u32,
-                    2i64 * a,
+                    2 * a,
                     a / 3,
-                    100usize / a,
+                    100 / a,
                     a % 3,
                     a.maximum(5),
+                    (3 * a).maximum(7),
                 ]
             },
             &[&a],
         );
-        let fs: [IntOp; 9] = [
+        let fs: [IntOp; 10] = [
             ("a+3", |a| a + 3),
             ("3+a", |a| 3 + a),
             ("100-a", |a| 100 - a),
@@ -286,6 +289,7 @@ fn integer_ops_with_rust_scalars() {
             ("100/a", |a| 100 / a),
             ("a%3", |a| a % 3),
             ("max(a,5)", |a| a.max(5)),
+            ("(3*a).max(7)", |a| (3 * a).max(7)),
         ];
         let av = a.to_f64_vec();
         for (o, (name, f)) in out.iter().zip(fs) {

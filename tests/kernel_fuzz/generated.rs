@@ -71,7 +71,7 @@ fn k000(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor) {
         }
         v2 = (((((x1 + (4 % 3)) + (v2 * (1.5f32 * 2.0))) * -2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     }
-    v2 = (x1.sort(0, false).cast(PRED).select(Tensor::full([3], 0.125, F32), 0.5f32 * v1.clamp(-0.5, 4.0)) * 8.0).floor() * 0.125;
+    v2 = (x1.sort(0, false).cast(PRED).select(Tensor::full([3], 0.125, F32), 0.5 * v1.clamp(-0.5, 4.0)) * 8.0).floor() * 0.125;
     v2 = if ((0 + 3) % 2 == 0) && b0 {
         #[unroll]
         for k6 in 0..2usize {
@@ -110,7 +110,7 @@ fn k000(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor) {
                 v2 = (v1 + v2).clamp(-64.0, 64.0);
                 c16 = c16 + 1;
             }
-            ((((0.5f32 - Tensor::full([3], 0.125, F32)) * 0.5) + v1.sort(0, true).cast(S32).clamp(-3, 7).cast(F32)) * 8.0).floor() * 0.125
+            ((((0.5 - Tensor::full([3], 0.125, F32)) * 0.5) + v1.sort(0, true).cast(S32).clamp(-3, 7).cast(F32)) * 8.0).floor() * 0.125
         };
         v1.floor()
     } else if (2 + 4) <= 3 {
@@ -305,7 +305,7 @@ fn k004(x0: Tensor, x2: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor, Tensor
             if ((x2.sum(&[0, 1]).cast(S32) >= -1) || (x1.any(&[0, 1]) || Tensor::scalar(0.0, PRED))).select((x2[(3, 0)].cast(S32) == 0) || (v1.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED) | Tensor::scalar(1.0, PRED)), !x0.sum(&[0, 1]).cast(PRED)) {
                 v1 = x2.cast(PRED).select(x2.cast(S32).minimum(v1), x0.cast(S32).clamp(0, 2));
             } else if b0 {
-                v1 = i2.broadcast_to([5, 1]) - (3.0f32 - Tensor::full([5, 1], -1.5, F32)).cast(S32);
+                v1 = i2.broadcast_to([5, 1]) - (3.0 - Tensor::full([5, 1], -1.5, F32)).cast(S32);
             } else if x0[(0, 0)].cast(PRED) || (x1[(1, 0)].cast(S32) != 1) {
                 let mut v3 = (v1 > i2.broadcast_to([5, 1])).select(x2 <= v1.argmax(0).cast(F32), !x1).cast(S32);
                 let mut v4 = i2.broadcast_to([5, 1]).cast(F32);
@@ -365,7 +365,7 @@ fn k005(x0: Tensor, x2: Tensor, n0: usize, x1: Tensor, s0: f32, t0: Tensor) -> (
     let v1 = x0 + x2.cast(F32);
     let mut v2 = t0.broadcast_to([5]);
     if (3 / 3) % 2 == 0 {
-        let mut v3 = 1.0f32 - x1;
+        let mut v3 = 1.0 - x1;
         'l5: for (k4, &w6) in [0.5f32, -1.0f32].iter().enumerate() {
             let mut r7: bool = k4 % 2 == 0;
             let mut c8 = Tensor::scalar(0.0, S32);
@@ -548,7 +548,7 @@ fn k007(x0: Tensor, n0: usize, b0: bool) -> Vec<Tensor> {
                 v1 = ((v32.min(&[1]) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
             } else {
                 v1[i31] = x0.sum(&[0, 1]).cast(S32) - i31.abs();
-                let mut v33 = (1.0f32 - (-0.25f32 - v1[3].cast(F32))).clamp(-64.0, 64.0);
+                let mut v33 = (1.0 - (-0.25 - v1[3].cast(F32))).clamp(-64.0, 64.0);
             }
             v1 = -(Tensor::iota([5], 0, S32) - v1).clamp(0, 4);
         }
@@ -850,7 +850,7 @@ fn k011(b0: bool, x1: Tensor, x0: Tensor, x2: Tensor) -> Tensor {
             return c18;
         }
         v1 = x0.min(&[0]).cast(PRED).cast(S32);
-        let mut v23 = (2.0f32 * (x0 + (1 + 1))).clamp(0.0, 0.5);
+        let mut v23 = (2.0 * (x0 + (1 + 1))).clamp(0.0, 0.5);
         for i24 in 1..=3 {
             let mut v25 = !(v23[i24] > Tensor::scalar(0.125, F32)).select(v1.broadcast_to([3]).cast(F32) != x1, i24.broadcast_to([3]).cast(PRED));
             let mut r26: usize = 1 + (x0.dim(0) / 3);
@@ -906,9 +906,9 @@ fn k013(b0: bool, x0: Tensor) -> Vec<Tensor> {
         return vec![x0, x0];
     }
     let mut v1 = x0.cast(S32);
-    let f2 = move |a3: Tensor| (2.0f32 - x0) * 0.25;
+    let f2 = move |a3: Tensor| (2.0 - x0) * 0.25;
     v1[0] = -(v1.argmin(0) + 2);
-    let mut v4 = (((0.25f32 * x0.maximum(x0[-1])) / 2.0) * 8.0).floor() * 0.125;
+    let mut v4 = (((0.25 * x0.maximum(x0[-1])) / 2.0) * 8.0).floor() * 0.125;
     v4[2] = v1.max(&[0]).cast(PRED).select(Tensor::scalar(-1.5, F32), v4.argmax(0).cast(F32)).floor();
     let v5 = x0.argmin(0).cast(F32);
     vec![v4, v4]
@@ -958,7 +958,7 @@ fn k015(b0: bool, x0: Tensor) -> (Tensor, Tensor) {
     for (k2, &w3) in [0.5f32].iter().enumerate() {
         for i4 in 0..1 {
             let v5 = v1.broadcast_to([2]);
-            v1 = -0.25f32 - i4.cast(F32).clamp(-1.0, 0.5);
+            v1 = -0.25 - i4.cast(F32).clamp(-1.0, 0.5);
         }
         let v6 = v1.broadcast_to([2]);
         let mut v7 = (v6.cast(S32) + 1).abs().abs();
@@ -1095,7 +1095,7 @@ fn k016(x1: Tensor, t0: Tensor, x0: Tensor) -> Vec<Tensor> {
             v29.cast(S32) >= v29.max(&[0]).cast(S32)
         };
         let mut r41: f32 = 2.0f32 * 2.0;
-        (-1.0f32 * (Tensor::full([2, 3], 0.0, F32) - x1[c30])) + (v29[1..2].cast(F32) + 2)
+        (-1.0 * (Tensor::full([2, 3], 0.0, F32) - x1[c30])) + (v29[1..2].cast(F32) + 2)
     } else {
         let mut v42 = ((v29.cast(S32) * 3) + c30.broadcast_to([2, 3])).clamp(-1024, 1024);
         v29.clamp(0.0, 1.0).maximum((v29[(.., ds(t0, 1))].cast(S32) != c30).select(c30.broadcast_to([2, 3]).cast(F32), v29)).clamp(-64.0, 64.0)
@@ -1110,10 +1110,10 @@ fn run_k016(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 #[tpu_kernel]
 fn k017(s0: f32, x0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
     let f1 = move |a2: Tensor| {
-        let mut v3 = (1.0f32 - x1.broadcast_to([1, 1]).cast(F32).clamp(-0.5, 1.0)).floor();
+        let mut v3 = (1.0 - x1.broadcast_to([1, 1]).cast(F32).clamp(-0.5, 1.0)).floor();
         for i4 in 0..=2 {
             for i5 in 0..4 {
-                v3 = ((-1.0f32 * ((i4.broadcast_to([1, 1]).cast(F32) - v3).clamp(-64.0, 64.0) * (0.25f32 * 0.5))) * 8.0).floor() * 0.125;
+                v3 = ((-1.0 * ((i4.broadcast_to([1, 1]).cast(F32) - v3).clamp(-64.0, 64.0) * (0.25f32 * 0.5))) * 8.0).floor() * 0.125;
                 let mut r6: f32 = s0;
                 let v7 = (x0 - x1.cast(F32)).relu() + (4 + 0);
                 v3 = ((((a2.broadcast_to([1, 1]).cast(F32).clamp(-64.0, 64.0) * (3 as f32)) + (x0.broadcast_to([1, 3]).matmul(v7.broadcast_to([3, 1]).clamp(-8.0, 8.0)) / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
@@ -1138,7 +1138,7 @@ fn k017(s0: f32, x0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
                 let mut v18 = x0.broadcast_to([1, 1]);
                 v18.cast(S32)
             } else {
-                let v19 = (x1.broadcast_to([1, 1]).cast(F32).maximum(Tensor::full([1, 1], 0.125, F32)) % (x1.broadcast_to([1, 1]).cast(F32).floor().abs() + 0.5)) + (1.5f32 * (x1.broadcast_to([1, 1]).cast(F32) * x1.broadcast_to([1, 1]).cast(F32)));
+                let v19 = (x1.broadcast_to([1, 1]).cast(F32).maximum(Tensor::full([1, 1], 0.125, F32)) % (x1.broadcast_to([1, 1]).cast(F32).floor().abs() + 0.5)) + (1.5 * (x1.broadcast_to([1, 1]).cast(F32) * x1.broadcast_to([1, 1]).cast(F32)));
                 let mut v20 = v19.transpose(&[1, 0]).cast(S32);
                 v20 = (x1.broadcast_to([1, 1]).cast(PRED).select(v20, v20) % 2).clamp(1, 2);
                 v20.transpose(&[1, 0]).cast(PRED).cast(S32)
@@ -1178,7 +1178,7 @@ fn k017(s0: f32, x0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
         'l35: for k34 in 0..3usize {
             let mut v36 = (((Tensor::scalar(2.0, F32) - f1(x0.cast(S32) + x1)) * (x0 * x1.cast(F32))).clamp(-0.5, 0.5) * 8.0).floor() * 0.125;
             for i37 in 0..3 {
-                let v38 = (3.0f32 - i37.broadcast_to([1, 1]).cast(F32)) * v36.broadcast_to([1]);
+                let v38 = (3.0 - i37.broadcast_to([1, 1]).cast(F32)) * v36.broadcast_to([1]);
                 v36 = i37.cast(F32);
             }
             v36 = x1.cast(F32);
@@ -1199,7 +1199,7 @@ fn k017(s0: f32, x0: Tensor, x1: Tensor) -> (Tensor, Tensor, Tensor) {
         }
         #[unroll]
         for k45 in 0..0 {
-            let mut v46 = ((0.25f32 * x0) * 8.0).floor() * 0.125;
+            let mut v46 = ((0.25 * x0) * 8.0).floor() * 0.125;
             for i47 in 0..0 {
                 let mut v48 = x0.broadcast_to([1, 1]).cast(PRED).cast(S32);
                 let mut r49: f32 = -s0;
@@ -1307,7 +1307,7 @@ fn k018(x2: Tensor, x1: Tensor, n0: usize, x0: Tensor) -> (Tensor, Tensor) {
     let mut v1 = x2;
     let mut c2 = Tensor::scalar(0.0, S32);
     while ((v1.cast(S32) < 0).select(x2.cast(S32) + 3, x2.cast(S32)) <= ((x0.cast(S32) + x1.max(&[0]).cast(S32)) + 1)) && (c2 < 1) {
-        v1 = (3.0f32 * v1.cast(PRED).select(x1[1], x1[2])) + x1.sum(&[0]);
+        v1 = (3.0 * v1.cast(PRED).select(x1[1], x1[2])) + x1.sum(&[0]);
         v1 = x2;
         c2 = c2 + 1;
     }
@@ -1340,11 +1340,11 @@ fn run_k018(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 
 #[cpu_kernel]
 fn k019(b0: bool, n0: usize, t0: Tensor, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
-    let mut v1 = 2.0f32 - (x1 + (0.5f32 - t0.broadcast_to([2]).cast(F32)));
+    let mut v1 = 2.0 - (x1 + (0.5 - t0.broadcast_to([2]).cast(F32)));
     for i2 in 1..t0 {
         if !((2.0f32 * 0.5) > 0.5) {
             let v3 = t0.broadcast_to([3]).cast(F32);
-            let mut v4 = 1.0f32 - (t0.broadcast_to([3]).cast(F32) * v3.min(&[0]).cast(PRED).select(v3, v3));
+            let mut v4 = 1.0 - (t0.broadcast_to([3]).cast(F32) * v3.min(&[0]).cast(PRED).select(v3, v3));
             let mut v5 = t0.broadcast_to([3]).cast(PRED).select(t0.broadcast_to([3]).cast(F32), v3.argmin(0).cast(F32)) + n0;
         }
         if x1.dim(0) % 2 == 0 {
@@ -1566,12 +1566,12 @@ fn k022(x2: Tensor, x1: Tensor, x0: Tensor) -> (Tensor, Tensor, Tensor) {
         let v10 = concat(&parts8, 0);
         v4 = (-(-v4).ceil()).clamp(-64.0, 64.0);
     }
-    let mut v11 = (x1.cast(F32) - ((2.0f32 - v4) + v1[1..3].cast(PRED).cast(F32))).clamp(-64.0, 64.0);
+    let mut v11 = (x1.cast(F32) - ((2.0 - v4) + v1[1..3].cast(PRED).cast(F32))).clamp(-64.0, 64.0);
     let mut v12 = (v1.cast(S32).maximum(x2) <= (x2 + 1)).select((x1[0..1] + v1.cast(S32)) % 3, v1.cast(S32));
     for _ in 0..=1 {
         let mut c13 = Tensor::scalar(0.0, S32);
         while (x2.argmax(0) <= (x1.min(&[0]) - v11[-2].cast(S32))).select(v1[2] > v4[1].cast(PRED).cast(F32), (-x2[4]) != (x0.min(&[0]) / 2)) && (!(c13 >= 1)) {
-            v4[1..2] = ((1.5f32 * v11[0].clamp(-0.5, 0.5)) * 8.0).floor() * 0.125;
+            v4[1..2] = ((1.5 * v11[0].clamp(-0.5, 0.5)) * 8.0).floor() * 0.125;
             let mut c14 = Tensor::scalar(0.0, S32);
             while !(c14 >= v4.dim(0)) {
                 let mut v15 = ((v12[ds(c13, 3)].cast(F32).clamp(-64.0, 64.0).square() + c13.broadcast_to([3]).cast(F32).abs()) - 2.0).clamp(-64.0, 64.0);
@@ -1633,7 +1633,7 @@ fn k024(b0: bool, x0: Tensor) -> (Tensor, Tensor, Tensor) {
         }
         c4 = c4 + 1;
     }
-    let mut v7 = (((((2.0f32 - v2) + (v2 - c4.broadcast_to([5, 3]).cast(F32))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+    let mut v7 = (((((2.0 - v2) + (v2 - c4.broadcast_to([5, 3]).cast(F32))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     for _ in 1..x0 {
         v3 = v3.clamp(-0.5, 4.0) + x0.cast(F32);
     }
@@ -1664,7 +1664,7 @@ fn k025(x0: Tensor, t0: Tensor, s0: f32, n0: usize) -> (Tensor, Tensor) {
         }
         let mut v6 = v1;
     } else {
-        let v7 = 2.0f32 - (t0.broadcast_to([3, 1]).cast(F32) - t0.broadcast_to([1]).cast(F32)).abs();
+        let v7 = 2.0 - (t0.broadcast_to([3, 1]).cast(F32) - t0.broadcast_to([1]).cast(F32)).abs();
     }
     let mut v8 = (x0.cast(S32) + (t0.broadcast_to([3, 1]) / 5)).cast(F32);
     let v9 = (Tensor::full([2, 5], -2.0, S32) + 2) - (t0.broadcast_to([2, 5]) - (t0.broadcast_to([2, 5]) / 2));
@@ -1758,7 +1758,7 @@ fn k026(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor, Tensor) {
                 Tensor::full([3], 0.5, F32) * 1.5f32
             } else {
                 let v41 = v23;
-                ((((2.0f32 * x1) + (m16 + v23.dim(1))) / 2.0) * 8.0).floor() * 0.125
+                ((((2.0 * x1) + (m16 + v23.dim(1))) / 2.0) * 8.0).floor() * 0.125
             };
         }
         (x0.relu() != (v23.sum(&[0, 1]) + v9)).select(Tensor::iota([3], 0, S32).abs(), (x0.cast(S32) + v23[1].cast(S32)) + -1)
@@ -1784,7 +1784,7 @@ fn k026(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor, Tensor) {
                 let f48 = move |a49: Tensor| v47;
                 v43 = x1[0];
             } else {
-                v43 = (((1.5f32 * ((v9[2].cast(F32) * x1.argmin(0).cast(F32)) + v9[0].cast(PRED).select(c44.cast(F32), v43))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v43 = (((1.5 * ((v9[2].cast(F32) * x1.argmin(0).cast(F32)) + v9[0].cast(PRED).select(c44.cast(F32), v43))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
                 let mut v50 = ((c44.broadcast_to([2, 1]).cast(F32).clamp(-8.0, 8.0).matmul((x0.reshape(&[1, 3]).ceil() * v43.broadcast_to([1, 3])).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             }
             v43 = x1[0] + 1.0;
@@ -1797,7 +1797,7 @@ fn k026(x0: Tensor, b0: bool, x1: Tensor) -> (Tensor, Tensor, Tensor) {
                 c51 = c51 + 1;
             }
             let v9 = Tensor::full([2, 3], 0.5, F32);
-            (1.0f32 - (v43 * v42.any(&[0]).cast(F32))).clamp(-1.0, 1.0)
+            (1.0 - (v43 * v42.any(&[0]).cast(F32))).clamp(-1.0, 1.0)
         };
         c44 = c44 + 1;
     }
@@ -1832,7 +1832,7 @@ fn k028(x0: Tensor, n0: usize, t0: Tensor) -> (Tensor, Tensor) {
     if (x0[0].cast(PRED) ^ x0.min(&[0]).cast(PRED)) & x0.sum(&[0]).cast(PRED) {
         let v1 = t0.broadcast_to([3]).cast(PRED);
     } else if ((x0.max(&[0]) * x0[0]) == t0.cast(F32)).select((t0 < Tensor::scalar(0.0, S32)).select(x0.min(&[0]) <= -1.0, x0.sum(&[0]).cast(PRED)), (t0 > -1) ^ (x0.max(&[0]).cast(PRED) ^ x0[t0].cast(PRED))) {
-        let mut v2 = ((((1.5f32 * (x0[1] * 2.0)) * (1.5f32 * x0[1].maximum(x0.argmax(0).cast(F32)))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        let mut v2 = ((((1.5 * (x0[1] * 2.0)) * (1.5 * x0[1].maximum(x0.argmax(0).cast(F32)))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     }
     let mut v3 = x0;
     let mut v4 = (v3.cast(PRED).select(v3.cast(S32), t0.broadcast_to([3])) + (-v3.sort(0, true).cast(S32))) + 1;
@@ -1883,7 +1883,7 @@ fn k029(x1: Tensor, s0: f32, t0: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Ten
             }
             if (v6.sum(&[0]).cast(S32).abs() * 3) <= 1 {
                 v7 = v7;
-                let mut v13 = x2 - (-1.0f32 * (v6.sum(&[0]) - x1.sum(&[0])));
+                let mut v13 = x2 - (-1.0 * (v6.sum(&[0]) - x1.sum(&[0])));
             } else {
                 let r14: f32 = s0;
                 let v15 = (x1[1].cast(S32).cast(F32) + 0.5) * x1[0];
@@ -1936,7 +1936,7 @@ fn k029(x1: Tensor, s0: f32, t0: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Ten
             while !(c39 >= 2) {
                 let mut v1 = ((c2.cast(F32) / 2.0) - (t0.cast(F32) - c2.cast(F32))).clamp(-64.0, 64.0).cast(S32);
                 let mut v40 = x0.cast(S32);
-                v35 = (-0.25f32 - (v1.broadcast_to([2]).cast(F32) * t0.cast(PRED).select(x1[i36], x2))).clamp(-64.0, 64.0);
+                v35 = (-0.25 - (v1.broadcast_to([2]).cast(F32) * t0.cast(PRED).select(x1[i36], x2))).clamp(-64.0, 64.0);
                 c39 = c39 + 1;
             }
             v35 = (v35.cast(PRED).select(Tensor::full([2], -1.5, F32), v35) <= (t0.broadcast_to([1]).cast(F32) * x1.sort(0, false))).select((x0 + c39.broadcast_to([2]).cast(F32)) - (x2 % (Tensor::scalar(-1.5, F32).abs() + 0.5)), (((x0 * v35) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + x1.dim(0)).clamp(-64.0, 64.0);
@@ -1955,7 +1955,7 @@ fn k029(x1: Tensor, s0: f32, t0: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Ten
             for b47 in blocks(x1.dim(0)) {
                 v46 = (v46 + x1.block_or(0, b47, 0.5).sum(&[0])).clamp(-64.0, 64.0);
                 let mut v48 = (v1 * 1).clamp(-1024, 1024);
-                let v1 = -0.25f32 - (Tensor::scalar(0.0, S32).cast(F32) - (v46 * x1[v48]));
+                let v1 = -0.25 - (Tensor::scalar(0.0, S32).cast(F32) - (v46 * x1[v48]));
                 v35 = v35.set_block(0, b47, ((x1.block_or(0, b47, 0.5) * -1.0) * 8.0).floor() * 0.125);
             }
             for i49 in 1..t0 {
@@ -1963,7 +1963,7 @@ fn k029(x1: Tensor, s0: f32, t0: Tensor, x2: Tensor, x0: Tensor) -> (Tensor, Ten
                 v50 = ((v50 % 5) > (i49.broadcast_to([2]) * x2.broadcast_to([2]).cast(S32))).cast(S32);
                 v35 = v50.cast(F32).clamp(-0.5, 4.0);
             }
-            v35 = 2.0f32 - i41.broadcast_to([2]).cast(F32).clamp(-0.5, 0.5);
+            v35 = 2.0 - i41.broadcast_to([2]).cast(F32).clamp(-0.5, 0.5);
         }
         let v51 = x0;
         x2.cast(PRED).select(c17, t0) % 2
@@ -1983,7 +1983,7 @@ fn run_k029(dev: &Device, a: &[HostTensor]) -> Result<Vec<HostTensor>> {
 #[tpu_kernel]
 fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> Tensor {
     let v1 = (x0 % (t0.broadcast_to([2]).cast(F32).abs() + 0.5)).round().minimum(x0);
-    if v1.max(&[0]) > (3.0f32 * t0.cast(F32)) {
+    if v1.max(&[0]) > (3.0 * t0.cast(F32)) {
         let v2 = ((t0.broadcast_to([2]) == -1) && (x0.cast(S32) > v1.cast(S32))).select(x0, x0[1] * 2.0f32.abs());
         let mut parts3 = Vec::new();
         for k4 in 0..1usize {
@@ -2009,13 +2009,13 @@ fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> Tensor {
                 let mut v14 = (v1.clamp(-0.5, 0.5) - x0.clamp(-1.0, 1.0)) * x0.cast(S32).cast(F32);
             } else if (v1.dim(0) + x0.dim(0)) < 1 {
                 let mut v15 = x0;
-                let mut v16 = 1.5f32 * t0.broadcast_to([2, 5]).cast(F32);
+                let mut v16 = 1.5 * t0.broadcast_to([2, 5]).cast(F32);
                 v16 = (((((t0.broadcast_to([2, 2]).cast(F32).matmul(v16[(.., ds(t0, 3))].clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-8.0, 8.0).matmul(Tensor::full([3, 5], 0.125, F32)) + (t0.broadcast_to([2, 5]).cast(F32).clamp(-2.0, 4.0) * (s0 - s0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             } else {
                 let mut v17 = (t0.broadcast_to([2, 5]).cast(F32).cast(S32) * t0.broadcast_to([2, 5]).cast(F32).cast(S32)).clamp(-3, 2);
                 let v18 = Tensor::full([2], 0.0, PRED).cast(S32).cast(F32);
             }
-            let mut v19 = ((0.5f32 - (x0 * v1).relu()) * 8.0).floor() * 0.125;
+            let mut v19 = ((0.5 - (x0 * v1).relu()) * 8.0).floor() * 0.125;
             #[unroll]
             'l21: for k20 in 0..0 {
                 let mut v22 = Tensor::full([2, 5], 2.0, F32);
@@ -2046,7 +2046,7 @@ fn k030(n0: usize, x0: Tensor, b0: bool, s0: f32, t0: Tensor) -> Tensor {
     }
     let mut v35 = (t0.broadcast_to([1]) + x0.cast(S32)).clamp(0, 2).cast(F32);
     let mut v36 = t0.broadcast_to([2, 5]).cast(F32) + t0.broadcast_to([2, 5]).cast(F32);
-    v36 = if (0.5f32 - v36[(0, 1)]) != 0.5 {
+    v36 = if (0.5 - v36[(0, 1)]) != 0.5 {
         let mut v38 = ((v1[0..1] + Tensor::full([1], 2.0, F32)) * x0.cast(PRED).select(v36.sum(&[1]), v35)).ceil().clamp(-64.0, 64.0);
         v36[0] = t0.broadcast_to([5]).cast(F32);
         (t0.broadcast_to([2, 1]) + v35.reshape(&[2, 1]).cast(S32)).cast(F32).clamp(-8.0, 8.0).matmul(t0.broadcast_to([1, 5]).cast(F32))
@@ -2152,7 +2152,7 @@ fn k031(n0: usize, t0: Tensor, x0: Tensor) -> (Tensor, Tensor) {
             };
             (((v6 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32).cast(F32)
         } else if n0 % 2 == 0 {
-            v6[t0] = (0.5f32 - v6[t0]).clamp(-64.0, 64.0);
+            v6[t0] = (0.5 - v6[t0]).clamp(-64.0, 64.0);
             (-v6.cast(S32)).cast(F32).round().clamp(-64.0, 64.0)
         } else {
             let f30 = move |a31: Tensor| v6;
@@ -2165,7 +2165,7 @@ fn k031(n0: usize, t0: Tensor, x0: Tensor) -> (Tensor, Tensor) {
         };
         if t0.cast(PRED) | ((t0 - x0[t0].cast(S32)) <= 1) {
             v6 = (((((v6 - x0) - v6.sort(0, false).cast(S32).cast(F32)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-            let mut v35 = (((v6.maximum(v6) - (1.5f32 * v6)).minimum(v6.cast(PRED).cast(S32).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+            let mut v35 = (((v6.maximum(v6) - (1.5 * v6)).minimum(v6.cast(PRED).cast(S32).cast(F32)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             v6 = v35;
         } else {
             let v6 = if x0.argmin(0).cast(F32).clamp(-2.0, 4.0) != x0[t0] {
@@ -2208,7 +2208,7 @@ fn k031(n0: usize, t0: Tensor, x0: Tensor) -> (Tensor, Tensor) {
         }
         let mut parts49 = Vec::new();
         for k50 in 0..3usize {
-            parts49.push((1.5f32 * x0) / 4.0);
+            parts49.push((1.5 * x0) / 4.0);
         }
         let v51 = concat(&parts49, 0);
     }
@@ -2295,7 +2295,7 @@ fn k032(x0: Tensor, n0: usize, b0: bool, s0: f32) -> (Tensor, Tensor) {
                 v23
             };
         }
-        let v31 = ((-0.25f32 - x0[(.., 1..3)]) / 2.0) * -2.0;
+        let v31 = ((-0.25 - x0[(.., 1..3)]) / 2.0) * -2.0;
         m22 += 1;
     }
     v4 = (v15[(0, 4)].cast(F32) - (c10.broadcast_to([2]).cast(F32) / 2.0).sign()).clamp(-64.0, 64.0);
@@ -2324,7 +2324,7 @@ fn k033(x1: Tensor, n0: usize, s0: f32, b0: bool, x0: Tensor) -> Tensor {
             m2 += 1;
         }
     }
-    let mut v6 = -0.25f32 - x1.sort(0, false);
+    let mut v6 = -0.25 - x1.sort(0, false);
     let mut v7 = v1.argmax(0).cast(PRED).cast(F32);
     v6[0..1] = x1[0..1] * x1[0..1].cast(PRED).cast(F32);
     v6.sigmoid()
@@ -2418,7 +2418,7 @@ fn k035(x0: Tensor) -> (Tensor, Tensor) {
             for i9 in 0..i8 {
                 let v10 = v7.cast(PRED);
                 let v11 = v6.cast(S32);
-                let v12 = (v6.select(x0.broadcast_to([1]), x0) * (v7 + v7)) % ((2.0f32 * i9.broadcast_to([1]).cast(PRED).select(Tensor::iota([1], 0, F32), i8.broadcast_to([1]).cast(F32))).abs() + 0.5);
+                let v12 = (v6.select(x0.broadcast_to([1]), x0) * (v7 + v7)) % ((2.0 * i9.broadcast_to([1]).cast(PRED).select(Tensor::iota([1], 0, F32), i8.broadcast_to([1]).cast(F32))).abs() + 0.5);
                 let v13 = i8.clamp(1, 2).maximum(i8.clamp(-3, 4)).cast(F32);
                 v7 = ((((v12 * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32) - v11) - v10.select(v11, v11)).cast(F32).clamp(-64.0, 64.0);
             }
@@ -2446,20 +2446,20 @@ fn k035(x0: Tensor) -> (Tensor, Tensor) {
     }
     let mut c21 = Tensor::scalar(0.0, S32);
     while !(c21 >= 1) {
-        v7 = (((v7 * (-0.25f32 - (c21.broadcast_to([1]).cast(F32) - 1.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+        v7 = (((v7 * (-0.25 - (c21.broadcast_to([1]).cast(F32) - 1.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
         let mut c22 = Tensor::scalar(0.0, S32);
         while ((x0.cast(PRED) & (x0.cast(S32) > 1)) || (x0 > v7[c21].cast(PRED).select(v6[c21].cast(F32), v7.argmin(0).cast(F32)))) && (!(c22 >= (v7.dim(0) + 1))) {
             let mut v23 = (v7.cast(S32).minimum(c22.broadcast_to([1])) * x0.cast(PRED).select(x0.broadcast_to([1]).cast(S32) * c21.broadcast_to([1]), v7.max(&[0]).cast(PRED).cast(S32)).clamp(-1024, 1024)).clamp(-1024, 1024);
             for i24 in -1..3 {
                 let mut v25 = ((((((c22.broadcast_to([1]).cast(F32) * -1.0) + (v7.sort(0, false) / 2.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).square() * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
-                v25 = -0.25f32 - (i24.broadcast_to([1]).cast(F32) * (0.5f32 + 1.5f32));
+                v25 = -0.25 - (i24.broadcast_to([1]).cast(F32) * (0.5f32 + 1.5f32));
                 v23 = v23.clamp(-3, 2);
             }
             v7 = v7;
             v23 = c21.broadcast_to([1]);
             c22 = c22 + 1;
         }
-        let mut v6 = (3.0f32 * v7).clamp(-64.0, 64.0);
+        let mut v6 = (3.0 * v7).clamp(-64.0, 64.0);
         for _ in 2..=4 {
             v6 = x0.broadcast_to([1]).sign();
             let v26 = v6.max(&[0]) - x0;
@@ -2472,7 +2472,7 @@ fn k035(x0: Tensor) -> (Tensor, Tensor) {
         match 1 + r28 {
             0 => {
                 for (k30, &w31) in [0.5f32, -1.0f32, 2.0f32].iter().enumerate() {
-                    v7[i27] = (1.0f32 - x0.cast(PRED).select(x0, v7[i27])).clamp(-64.0, 64.0);
+                    v7[i27] = (1.0 - x0.cast(PRED).select(x0, v7[i27])).clamp(-64.0, 64.0);
                 }
             }
             1 | 2 => {
@@ -2574,7 +2574,7 @@ fn k036(s0: f32, t0: Tensor, n0: usize, b0: bool, x1: Tensor, x2: Tensor, x0: Te
             let mut v23 = (x0.max(&[0]).cast(PRED).cast(S32).maximum(x0.argmax(0)) - v3).clamp(-1024, 1024);
             let mut c24 = Tensor::scalar(0.0, S32);
             while !(c24 >= m20) && (x0[-1] >= (v3.cast(F32).clamp(-64.0, 64.0) * (-0.5f32))) {
-                v23 = (((1.5f32 * (x1.sum(&[0]) + c4.cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
+                v23 = (((1.5 * (x1.sum(&[0]) + c4.cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0).cast(S32);
                 let v25 = c6.broadcast_to([2, 2]).cast(F32);
                 c24 = c24 + 1;
             }
@@ -2769,7 +2769,7 @@ fn k038(b0: bool, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
             let mut v10 = v3.cast(F32);
             for i11 in 0..3 {
                 let v12 = x1;
-                v10 = (1.0f32 - (v10.round() + (v3.sum(&[0, 1]).cast(F32) * 1.5))).clamp(-64.0, 64.0);
+                v10 = (1.0 - (v10.round() + (v3.sum(&[0, 1]).cast(F32) * 1.5))).clamp(-64.0, 64.0);
             }
             v10 = v10;
             v10[1..2] = ((((v10[(2, 1)] * (1.5f32 * 0.5)) + (x0.sum(&[0, 1]) * x1[(1, 0)].cast(F32))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
@@ -2798,7 +2798,7 @@ fn k038(b0: bool, x0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
         c14 = c14 + 1;
     }
     v13 = v13.sort(1, true);
-    let mut v22 = Tensor::full([3, 2], 1.0, PRED).select(1.0f32 - (-1.0f32 * v13.cast(F32)), Tensor::iota([3, 2], 0, F32)).clamp(-64.0, 64.0);
+    let mut v22 = Tensor::full([3, 2], 1.0, PRED).select(1.0 - (-1.0 * v13.cast(F32)), Tensor::iota([3, 2], 0, F32)).clamp(-64.0, 64.0);
     v22 = v13.cast(F32).clamp(-64.0, 64.0);
     if (v22[(2, 0)].cast(PRED) || v13[(2, 1)].cast(PRED)) && (!v13.sum(&[0, 1]).clamp(-1024, 1024).cast(PRED)) {
         let mut v23 = (c14.broadcast_to([3, 2]).cast(F32) <= v22).cast(S32) != 0;
@@ -2871,7 +2871,7 @@ fn k039(x0: Tensor, t0: Tensor, b0: bool) -> Tensor {
             while c22 < t0 {
                 let mut r23: bool = !(b0 || b0);
                 let v24 = t0.cast(F32).round() * (2 as f32);
-                v1 = ((((3.0f32 * v1) * (x0.cast(F32) - v1)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (k17 as f32);
+                v1 = ((((3.0 * v1) * (x0.cast(F32) - v1)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) * (k17 as f32);
                 c22 = c22 + 1;
             }
         }
@@ -2898,7 +2898,7 @@ fn k040(x0: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor) {
             } else if b0 {
                 let r7: f32 = r1;
                 let mut v8 = v4.cast(S32) / 3;
-                -1.0f32 * v4
+                -1.0 * v4
             } else {
                 let v9 = v4.cast(S32).cast(F32).minimum(c3.cast(PRED).select(x0.max(&[0]) - -0.25, x0.max(&[0]).ceil()));
                 let mut r10: bool = ((3 + 3) != 3) && (b0 && (r1 > 0.0));
@@ -2918,7 +2918,7 @@ fn k040(x0: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor) {
         c3 = c3 + 1;
     }
     if (v2[-1].cast(F32) <= v2[0].cast(F32)).select(x1.sum(&[0]).cast(PRED) ^ x0.max(&[0]).cast(PRED), x0.argmin(0).cast(PRED)) || x0.max(&[0]).cast(PRED) {
-        let mut v14 = (2.0f32 * v2[0].cast(F32)).clamp(-64.0, 64.0);
+        let mut v14 = (2.0 * v2[0].cast(F32)).clamp(-64.0, 64.0);
     } else {
         v2 = Tensor::full([2], 0.0, S32).clamp(0, 4) - (v2.clamp(-3, 7) * 2);
         let r1 = if (v2[c3].cast(F32) + v2.max(&[0]).cast(F32)).round() == Tensor::scalar(-1.5, F32) {
@@ -2934,7 +2934,7 @@ fn k040(x0: Tensor, x1: Tensor, b0: bool) -> (Tensor, Tensor) {
                 let v18 = x0 + v2.sort(0, false).cast(F32);
             }
             v2 = v2.sort(0, true);
-            (((x0.max(&[0]).cast(PRED).select(Tensor::scalar(-2.0, S32), x1[-2].cast(S32)).cast(F32) * ((0.5f32 - x0[1]) * x1[1])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
+            (((x0.max(&[0]).cast(PRED).select(Tensor::scalar(-2.0, S32), x1[-2].cast(S32)).cast(F32) * ((0.5 - x0[1]) * x1[1])) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
         } else {
             let mut v19 = x1[0];
             (v19 < -1.0).select(v19, (v19 == 2.0).cast(F32))
@@ -2959,13 +2959,13 @@ fn k041(s0: f32, t0: Tensor, x1: Tensor, x0: Tensor) -> Tensor {
         let mut c3 = Tensor::scalar(0.0, S32);
         while ((x1[0] ^ (Tensor::scalar(3.0, S32) == t0)) || (x1.all(&[0]).cast(S32).cast(F32) == (x0.sum(&[0, 1]).cast(F32) * x1[t0].cast(F32)))) && (c3 < (1 + x1.dim(0))) {
             if 4 > 2 {
-                let mut v4 = (v2[c3].cast(PRED).cast(S32) + (t0 + t0)) - (-2.0f32 * v2[1].cast(F32)).clamp(-64.0, 64.0).cast(S32);
+                let mut v4 = (v2[c3].cast(PRED).cast(S32) + (t0 + t0)) - (-2.0 * v2[1].cast(F32)).clamp(-64.0, 64.0).cast(S32);
             } else {
                 let v5 = c3.broadcast_to([1, 1]).cast(F32).sign();
                 v2[ds(t0, 1)] = v5[0].cast(S32).maximum(v5.max(&[1]).cast(PRED).cast(S32));
             }
             v2 = ((c3.broadcast_to([2]) + x1.cast(S32)) - v2).clamp(-1024, 1024);
-            let v6 = 1.0f32 - x0.cast(PRED).cast(F32);
+            let v6 = 1.0 - x0.cast(PRED).cast(F32);
             v2 = (v2.abs().abs() + 2).clamp(-1024, 1024);
             c3 = c3 + 1;
         }
@@ -3016,7 +3016,7 @@ fn k041(s0: f32, t0: Tensor, x1: Tensor, x0: Tensor) -> Tensor {
         Tensor::full([2], 0.5, F32)
     } else {
         let mut v19 = x0.sum(&[0, 1]).cast(F32).maximum(x0[(0, 0)].cast(F32).clamp(-2.0, 0.5)) + 3;
-        2.0f32 - (t0.broadcast_to([2]).cast(F32) * 1.5f32)
+        2.0 - (t0.broadcast_to([2]).cast(F32) * 1.5f32)
     };
     let mut v20 = (((v1[0] * (-s0)).clamp(-1.0, 4.0) - (t0 * t0).cast(F32)) * 8.0).floor() * 0.125;
     let mut c21 = Tensor::scalar(0.0, S32);
@@ -3080,18 +3080,18 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
                 let mut v5 = (((Tensor::scalar(-1.5, F32) - x0) * 2.0) + (v1[4] - x0.cast(PRED).select(x0, v1[1]))).clamp(-64.0, 64.0);
             } else {
                 let v6 = (x0 + x0) * 0.25f32;
-                let mut v7 = ((((2.0f32 * (v1 - x0.broadcast_to([5]))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                let mut v7 = ((((2.0 * (v1 - x0.broadcast_to([5]))) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
                 let mut v8 = v7[-5].cast(S32);
             }
             let mut r9: usize = v1.dim(0);
         } else if (3 >= 2) && ((2 + n0) == 2) {
             v1 = ((v1.maximum(v1).clamp(0.0, 4.0) / 2.0) * 8.0).floor() * 0.125;
             let v10 = if n0 % 2 == 0 {
-                v1 = ((((2.0f32 * x0) * v1) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v1 = ((((2.0 * x0) * v1) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
                 v1 = ((((v1 - v1.square()) % ((v1 - 2.0).abs() + 0.5)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
                 (((((x0 - v1.min(&[0])) + (x0 - Tensor::scalar(2.0, F32))) + ((x0 * 2.0) % ((v1[1] * v1.sum(&[0])).abs() + 0.5))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
             } else {
-                let mut v11 = 1.0f32 - Tensor::full([5], 0.0, F32);
+                let mut v11 = 1.0 - Tensor::full([5], 0.0, F32);
                 let mut v12 = (x0.broadcast_to([5]).cast(S32) - Tensor::iota([5], 0, S32)).clamp(-3, 2);
                 v11 = (x0.broadcast_to([5]).cast(S32) < (Tensor::scalar(0.0, S32) + Tensor::scalar(-2.0, S32))).select((-v11) + (Tensor::full([5], 0.0, F32) + 1), v1).clamp(-64.0, 64.0);
                 ((((v12.min(&[0]).cast(F32).maximum(x0) - (x0 % (v11.argmin(0).cast(F32).abs() + 0.5))) * 0.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
@@ -3127,7 +3127,7 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
         let f25 = move |a26: Tensor| Tensor::full([5], 1.0, PRED);
         let v27 = if n0 % 2 == 0 {
             let mut v28 = ((v22.cast(PRED).cast(F32) + v23.broadcast_to([5]).clamp(0.0, 1.0)) - v1).clamp(-64.0, 64.0);
-            (1.0f32 - v23).clamp(-64.0, 64.0).cast(S32)
+            (1.0 - v23).clamp(-64.0, 64.0).cast(S32)
         } else {
             v22 = -(v21.cast(S32).clamp(0, 2) - v23.broadcast_to([5]).cast(S32));
             let v29 = if (0.5f32 < 1.5) && ((1.5f32 * 2.0) < 0.5) {
@@ -3135,16 +3135,16 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
                 let mut v31 = v30.min(&[0]).cast(F32).clamp(-64.0, 64.0);
                 v1
             } else {
-                v1 = (0.5f32 - v1).clamp(-64.0, 64.0);
+                v1 = (0.5 - v1).clamp(-64.0, 64.0);
                 let mut v32 = (v22.cast(F32) / 2.0).clamp(-64.0, 64.0);
-                (-2.0f32 * v1).clamp(-64.0, 64.0)
+                (-2.0 * v1).clamp(-64.0, 64.0)
             };
             v22 = (v29 - v29).clamp(-64.0, 64.0).cast(S32);
             Tensor::scalar(1.0, S32)
         };
     }
     if (-v1.min(&[0])) >= 0.5 {
-        let mut v33 = (2.0f32 - (x0 - x0)) + v23.minimum(v23).clamp(-1.0, 1.0);
+        let mut v33 = (2.0 - (x0 - x0)) + v23.minimum(v23).clamp(-1.0, 1.0);
         let mut c34 = Tensor::scalar(0.0, S32);
         while c34 < (3 + n0).min(4) {
             let v33 = if !Tensor::scalar(0.0, PRED) {
@@ -3171,7 +3171,7 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
                 v1 = v22.cast(F32).abs().clamp(-64.0, 64.0);
                 (((((v21 - v35) - (v21 * -1.0)) / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0)
             } else {
-                v23 = (((v35[c34].cast(PRED) ^ v23.cast(PRED)) || v35.argmin(0).cast(PRED)).select((0.25f32 * v21[0]) - v33.max(&[0]).cast(F32).clamp(-0.5, 0.5), (x0 >= x0).select(Tensor::scalar(1.0, S32).cast(F32), Tensor::scalar(3.0, S32).cast(F32))) * 8.0).floor() * 0.125;
+                v23 = (((v35[c34].cast(PRED) ^ v23.cast(PRED)) || v35.argmin(0).cast(PRED)).select((0.25 * v21[0]) - v33.max(&[0]).cast(F32).clamp(-0.5, 0.5), (x0 >= x0).select(Tensor::scalar(1.0, S32).cast(F32), Tensor::scalar(3.0, S32).cast(F32))) * 8.0).floor() * 0.125;
                 let mut v45 = c34;
                 (((v21 - (v21[0] - v33.argmin(0).cast(F32))).clamp(-64.0, 64.0) * (0.5f32 - 0.25f32)) * 8.0).floor() * 0.125
             };
@@ -3184,7 +3184,7 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
                 v1 = Tensor::iota([5], 0, F32);
                 v23 = v22.sum(&[0]).clamp(-1024, 1024).cast(F32).clamp(-64.0, 64.0);
                 let v48 = ((v21 - v21) * v21).clamp(0.0, 1.0);
-                ((1.0f32 - v48.sort(0, false)) * 8.0).floor() * 0.125
+                ((1.0 - v48.sort(0, false)) * 8.0).floor() * 0.125
             } else {
                 let v49 = (((v21.clamp(-0.5, 4.0) * v21) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + k46;
                 v22[0] = ((v49.argmax(0) / 5) * (c34 - x0.cast(S32))).clamp(-1024, 1024);
@@ -3212,13 +3212,13 @@ fn k042(x0: Tensor, n0: usize) -> (Tensor, Tensor) {
                 let mut v56 = (v23.broadcast_to([5]).clamp(-2.0, 4.0) + 2.0) < 0.0;
             } else {
                 v22 = (v22.maximum(v22) + 1).clamp(-1024, 1024);
-                let mut v57 = ((((v1 * 0.5) * (1.0f32 - v23.broadcast_to([5]))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 0;
+                let mut v57 = ((((v1 * 0.5) * (1.0 - v23.broadcast_to([5]))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 0;
                 let mut r58: bool = n0 % 2 == 0;
             }
             for i59 in 0..(2 + n0).min(4) {
                 let v60 = v1.sum(&[0]);
                 v1 = v21.cast(S32).cast(F32).clamp(-64.0, 64.0);
-                v23 = ((((i59.cast(PRED).select(v23, v21[-3]) + i59.cast(F32)) * (1.0f32 - x0).maximum(v60.clamp(-64.0, 64.0) + (n0 + 0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v23 = ((((i59.cast(PRED).select(v23, v21[-3]) + i59.cast(F32)) * (1.0 - x0).maximum(v60.clamp(-64.0, 64.0) + (n0 + 0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             }
         }
         #[unroll]
@@ -3321,7 +3321,7 @@ fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
             }
             v5 = (Tensor::full([1, 1], 0.0, PRED).select(t0.broadcast_to([1, 1]).cast(F32), Tensor::iota([1, 1], 0, F32)) - 3.0) / 4.0;
             if 1 <= 1 {
-                let v9 = (-0.25f32 - v1.sort(0, true).cast(PRED).select(v5, v1)).clamp(-64.0, 64.0) + 0;
+                let v9 = (-0.25 - v1.sort(0, true).cast(PRED).select(v5, v1)).clamp(-64.0, 64.0) + 0;
                 let mut v10 = v9[(0, 0)].cast(PRED);
             }
             match v1.dim(1) {
@@ -3346,7 +3346,7 @@ fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
             let mut v16 = (v1.clamp(-1.0, 4.0) + 4).clamp(0.0, 4.0);
             #[unroll]
             for k17 in 0..v1.dim(0) {
-                let v18 = -0.25f32 - x0;
+                let v18 = -0.25 - x0;
             }
             v1 = ((x0.broadcast_to([1, 1]).minimum(v1.transpose(&[1, 0]).square()) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             c14 = c14 + 1;
@@ -3371,7 +3371,7 @@ fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
             let mut r23: usize = (v22.dim(0) % 3) + 1;
         } else {
             if v1[(0, 0)].cast(PRED).select(x0 < 0.5, v1.sum(&[0, 1]).cast(PRED)) && ((v1.sum(&[0, 1]) * Tensor::scalar(2.0, F32)) < (Tensor::scalar(2.0, F32) - x0)) {
-                v1 = ((v1.transpose(&[1, 0]).clamp(-8.0, 8.0).matmul((-0.25f32 - c4.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(Tensor::full([3, 1], 2.0, F32))).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
+                v1 = ((v1.transpose(&[1, 0]).clamp(-8.0, 8.0).matmul((-0.25 - c4.broadcast_to([1, 3]).cast(F32).clamp(-8.0, 8.0).matmul(Tensor::full([3, 1], 2.0, F32))).clamp(-8.0, 8.0)) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
                 let mut v24 = v1;
             } else {
                 let mut v25 = ((Tensor::full([1, 1], 3.0, S32) % 2) * -1) - t0.broadcast_to([1, 1]);
@@ -3399,7 +3399,7 @@ fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
             for _ in 0..=3 {
                 let mut v34 = [Tensor::scalar(0.5, F32), v1.sum(&[0, 1]).clamp(-0.5, 4.0), c4.cast(PRED).cast(F32)];
                 let mut v35 = (Tensor::scalar(0.0, PRED).select(t0, t0) - (t0 % 3)) <= v34[m2].cast(S32);
-                v1 = 3.0f32 - (Tensor::full([1, 1], 0.0, F32) + 2);
+                v1 = 3.0 - (Tensor::full([1, 1], 0.0, F32) + 2);
             }
             v1 = (((v1 / 2.0) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
             c4.broadcast_to([1, 1])
@@ -3424,7 +3424,7 @@ fn k044(t0: Tensor, x0: Tensor, b0: bool) -> (Tensor, Tensor) {
             if (c4.cast(F32) - Tensor::scalar(0.5, F32)) == x0 {
                 let v45 = (v1.sum(&[0, 1]).cast(S32) * -1).clamp(1, 4).cast(F32);
                 let mut v46 = v33 <= v33.transpose(&[1, 0]);
-                let v46 = (t0.broadcast_to([1, 3]).cast(F32).matmul(Tensor::full([3, 1], 0.0, F32)) + (1.0f32 - Tensor::full([1, 1], 2.0, F32))).sign();
+                let v46 = (t0.broadcast_to([1, 3]).cast(F32).matmul(Tensor::full([3, 1], 0.0, F32)) + (1.0 - Tensor::full([1, 1], 2.0, F32))).sign();
             } else {
                 let mut v47 = (v1 + (v1.dim(1) % 2)).clamp(-64.0, 64.0);
                 let mut v48 = v33.abs();
@@ -3471,7 +3471,7 @@ fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
     }
     match x0.dim(1) {
         0 => {
-            let mut v10 = ((2.0f32 - Tensor::full([1, 1], 0.5, F32)) / 4.0).clamp(-0.5, 1.0);
+            let mut v10 = ((2.0 - Tensor::full([1, 1], 0.5, F32)) / 4.0).clamp(-0.5, 1.0);
             let mut c11 = Tensor::scalar(0.0, S32);
             while !(c11 >= 2) && ((Tensor::scalar(0.0, S32).minimum(t0) > 1) && (t0.clamp(0, 2) != -1)) {
                 let mut v12 = ((!x0.transpose(&[1, 0]).cast(PRED)).select(x0.sort(1, true).cast(S32), -c11) - x1.broadcast_to([1, 1]).cast(S32)).clamp(-1024, 1024);
@@ -3489,7 +3489,7 @@ fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
                     let v19 = Tensor::full([1, 1], -1.5, F32) > -1.0;
                     let mut v20 = !c11.cast(PRED);
                 }
-                v10 = x0.abs() - ((2.0f32 - x0) - (x0 - x0));
+                v10 = x0.abs() - ((2.0 - x0) - (x0 - x0));
                 c11 = c11 + 1;
             }
             v10 = x0;
@@ -3534,7 +3534,7 @@ fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
                     let mut r1 = x1 * 3.0;
                     t0.broadcast_to([1, 1]).cast(F32).floor().clamp(-0.5, 0.5) - 1.0
                 } else {
-                    let v38 = (1.0f32 - (t0.cast(F32) / 2.0)) / 4.0;
+                    let v38 = (1.0 - (t0.cast(F32) / 2.0)) / 4.0;
                     let mut v38 = v38;
                     let v39 = ((((-v38) * 1.5) * 8.0).floor() * 0.125).clamp(-64.0, 64.0) + 4;
                     x0
@@ -3574,7 +3574,7 @@ fn k045(n0: usize, x0: Tensor, t0: Tensor, x1: Tensor) -> (Tensor, Tensor) {
                 let mut r56: usize = 0;
                 let v57 = i52 + (v51[(0, 0)] <= 0).cast(S32);
                 v51
-            } else if (x0[(0, 0)].cast(PRED).cast(F32) >= (2.0f32 * x1)) || v51[(0, 0)].cast(PRED) {
+            } else if (x0[(0, 0)].cast(PRED).cast(F32) >= (2.0 * x1)) || v51[(0, 0)].cast(PRED) {
                 v51[i52] = ((v51[(0, 0)] + 1) / 5).clamp(-1024, 1024);
                 let mut r50 = v51;
                 let r58: f32 = 2.0f32.abs() - 2.0f32;
@@ -3686,8 +3686,8 @@ fn k047(t0: Tensor, n0: usize, b0: bool, x1: Tensor, x0: Tensor) -> (Tensor, Ten
         let v5 = concat(&parts3, 0);
         m1 += 1;
     }
-    let v6 = ((x1 * x1.sort(0, false)) != (x1 * (2.0f32 * -1.0))).select(x0.matmul(t0.broadcast_to([5, 5]).cast(F32)).minimum(0.25f32 * x1), (x1.sort(1, false).cast(S32) > -1).cast(F32));
-    let v7 = ((2.0f32 - Tensor::iota([2], 0, F32)) - (t0.broadcast_to([2]).cast(F32) / 4.0)) + t0.broadcast_to([2]).cast(F32).minimum(Tensor::full([2], 2.0, F32));
+    let v6 = ((x1 * x1.sort(0, false)) != (x1 * (2.0f32 * -1.0))).select(x0.matmul(t0.broadcast_to([5, 5]).cast(F32)).minimum(0.25 * x1), (x1.sort(1, false).cast(S32) > -1).cast(F32));
+    let v7 = ((2.0 - Tensor::iota([2], 0, F32)) - (t0.broadcast_to([2]).cast(F32) / 4.0)) + t0.broadcast_to([2]).cast(F32).minimum(Tensor::full([2], 2.0, F32));
     let mut r8: f32 = (-1.0f32).abs() + 0.25f32;
     let mut v6 = (((((v7 * Tensor::iota([2], 0, F32)) + 4) - ((v7 + t0.broadcast_to([2]).cast(F32)) * v7.clamp(-0.5, 4.0))) * 8.0).floor() * 0.125).clamp(-64.0, 64.0);
     for i9 in 0..=0 {

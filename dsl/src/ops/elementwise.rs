@@ -518,7 +518,14 @@ macro_rules! binary_operator {
                 binary_at(self, r, BinaryOp::$op, loc)
             }
         }
-        binary_operator!(@scalar_lhs $trait, $method, $op, f32, f64, i32, i64, u32, usize);
+        // A number on the left: one float type and one integer type, so
+        // that an unsuffixed literal there has one impl to take and the
+        // result's type is known at once (`(2.0 * x).exp()`, `(3 * n).cast(F32)`);
+        // with impls for f32 too, `2.0 * x` left the literal's type open and
+        // a method called on the product failed to compile (E0282). Other
+        // scalar types go on the right (`x * s` for `s: f32`), as any
+        // `Operand` does.
+        binary_operator!(@scalar_lhs $trait, $method, $op, f64, i32);
     };
     (@scalar_lhs $trait:ident, $method:ident, $op:ident, $($s:ty),*) => {$(
         impl $trait<Tensor> for $s {

@@ -159,10 +159,9 @@ impl Body {
                         Dom::new(x.grid + y.grid, x.mag * y.mag)
                     });
                 if self.coin(0.3) {
-                    // A literal on the left is typed: `2.0 * x` leaves the
-                    // literal's type to inference, which a method called on
-                    // the product cannot wait for.
-                    let c = Ex::atom(format!("{}f32", float_lit(c)), Ty::Float, const_dom(c));
+                    // A literal on the left, unsuffixed: a method called on
+                    // the product needs its type at once.
+                    let c = Ex::atom(float_lit(c), Ty::Float, const_dom(c));
                     Body::binary(shape, f, &c, "*", &a, d)
                 } else {
                     let c = Ex::atom(float_lit(c), Ty::Float, const_dom(c));
@@ -176,12 +175,11 @@ impl Body {
                 let (a, _, d) = self.exact_pair(a, Ex::atom("", Ty::Float, cd), |x, y| {
                     Dom::new(x.grid.max(y.grid), x.mag + y.mag)
                 });
-                let lhs = Ex::atom(format!("{}f32", float_lit(c)), Ty::Float, cd);
                 let c = Ex::atom(float_lit(c), Ty::Float, cd);
                 match self.below(3) {
                     0 => Body::binary(shape, f, &a, "+", &c, d),
                     1 => Body::binary(shape, f, &a, "-", &c, d),
-                    _ => Body::binary(shape, f, &lhs, "-", &a, d),
+                    _ => Body::binary(shape, f, &c, "-", &a, d),
                 }
             }
             5 if self.coin(0.3) => {
