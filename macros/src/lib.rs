@@ -113,9 +113,10 @@ fn expand(attribute: Attribute, attr: TokenStream2, item: TokenStream2) -> Token
 
 /// parse options and the function -> analyze -> check the options against
 /// the signature -> rewrite the body -> generate. Every error found on the
-/// way is emitted. Options that fail are left at their defaults, so the
-/// companion is still generated when the signature and body are fine (and
-/// calls to it type-check); otherwise only the original item is.
+/// way is emitted. Options that fail are left at their defaults and a body
+/// with errors is replaced by one that diverges ([`stub_body`]), so the
+/// companion is still generated when the signature is a kernel's (and
+/// calls to it type-check); otherwise only the function is.
 fn pipeline<O>(
     not_a_function: &str,
     attr: TokenStream2,
@@ -147,13 +148,35 @@ fn pipeline<O>(
         errors.push(e.into());
     }
     let errs = errors.finish().err().map(darling::Error::write_errors);
+    let mut out = func.clone();
+    if body_ok {
+        out.block = body;
+    } else {
+        stub_body(&mut out);
+    }
     match sig {
-        Some(sig) if body_ok => {
-            let mut rewritten = func.clone();
-            rewritten.block = body;
-            let out = generate(&rewritten, &opts, &sig);
+        Some(sig) => {
+            let out = generate(&out, &opts, &sig);
             quote! { #errs #out }
         }
-        _ => quote! { #errs #func },
+        None => {
+            if body_ok {
+                // The signature is not a kernel's: the function as written.
+                out.block = func.block.clone();
+            }
+            quote! { #errs #out }
+        }
     }
+}
+
+/// Gives `func`, whose body the macro reported errors in, a body that only
+/// diverges. Its signature stays, so calls to it (and to its companion)
+/// still type-check, and the errors above are the only ones: the written
+/// body is not Rust without the rewrite (`if` on a tensor, a traced loop),
+/// and a half-rewritten one fails in other ways (a `break` moved into the
+/// loop's closure). The crate does not build, so the body never runs.
+fn stub_body(func: &mut syn::ItemFn) {
+    func.attrs
+        .push(syn::parse_quote!(#[allow(unused_variables, unreachable_code)]));
+    *func.block = syn::parse_quote!({ ::core::unreachable!("the kernel body did not compile") });
 }
