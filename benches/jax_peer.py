@@ -9,7 +9,9 @@ Usage: python jax_peer.py WORKLOAD [WORKLOAD ...]
              dynamic_update_slice; inside it a fori_loop over the key blocks
              left of the diagonal, unmasked, then the masked diagonal block),
              256 x 256 blocks; plus the time to trace and compile it
-  norm       layer_norm (scale, bias) and rms_norm (scale) over 4096 x 1024 f32
+  norm       the row-wise kernels over 4096 x 1024 f32: layer_norm (scale,
+             bias), rms_norm (scale), jax.nn.softmax and jax.nn.log_softmax
+             over the last axis
   moe        the routed MoE layer T=4096 d=1024 ff=4096 E=8 top-2, capacity
              factor 1.25: tokens placed by expert into [E, C, d] capacity
              buffers, one batched matmul per FFN layer, GELU (tanh form)
@@ -127,6 +129,10 @@ def norm():
     emit("layer_norm", best(f, (x, g, b), 41), temp_mib(f, (x, g, b)))
     f = jax.jit(rms_norm)
     emit("rms_norm", best(f, (x, g), 41), temp_mib(f, (x, g)))
+    f = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
+    emit("softmax", best(f, (x,), 41), temp_mib(f, (x,)))
+    f = jax.jit(lambda x: jax.nn.log_softmax(x, axis=-1))
+    emit("log_softmax", best(f, (x,), 41), temp_mib(f, (x,)))
 
 
 def moe_layer(x, router, w1, w2, top_k=2, capacity_factor=1.25):

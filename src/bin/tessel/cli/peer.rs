@@ -19,6 +19,7 @@ use tessel::kernels::attention::{flash_attention, FlashOptions};
 use tessel::kernels::gemm::{gemm, GemmOptions};
 use tessel::kernels::moe::moe;
 use tessel::kernels::norm::{layer_norm, rms_norm};
+use tessel::kernels::softmax::{log_softmax, softmax};
 use tessel::prelude::*;
 
 use super::bench::{data, temp_mib};
@@ -33,7 +34,10 @@ pub const WORKLOADS: &[(&str, &str)] = &[
         "attention",
         "causal flash attention B=1 H=8 D=64 f32, S = 2048 and 8192, and its trace + compile time",
     ),
-    ("norm", "layer_norm and rms_norm 4096x1024 f32"),
+    (
+        "norm",
+        "the row-wise kernels over 4096x1024 f32: layer_norm, rms_norm, softmax and log_softmax",
+    ),
     (
         "moe",
         "routed MoE T=4096 d=1024 ff=4096 E=8 top-2, capacity factor 1.25",
@@ -64,6 +68,8 @@ const ROWS: &[(&str, &str, &str)] = &[
     ),
     ("norm", "layer_norm", "layer_norm 4096x1024"),
     ("norm", "rms_norm", "rms_norm 4096x1024"),
+    ("norm", "softmax", "softmax 4096x1024"),
+    ("norm", "log_softmax", "log_softmax 4096x1024"),
     ("moe", "moe", "moe T=4096 E=8 top-2"),
     ("gemm", "gemm_f32", "gemm 2048^3 f32"),
     ("gemm", "gemm_bf16", "gemm 2048^3 bf16 -> f32"),
@@ -140,6 +146,10 @@ fn tessel_side(dev: &Device, workload: &str) -> Result<Figures> {
             out.insert("layer_norm".into(), figure(&p));
             let p = rms_norm::profile(dev, runs(41), &x, &scale, 1e-6)?;
             out.insert("rms_norm".into(), figure(&p));
+            let p = softmax::profile(dev, runs(41), &x, -1)?;
+            out.insert("softmax".into(), figure(&p));
+            let p = log_softmax::profile(dev, runs(41), &x, -1)?;
+            out.insert("log_softmax".into(), figure(&p));
         }
         "moe" => {
             let (t, d, ff, e) = (4096, 1024, 4096, 8);
