@@ -149,21 +149,21 @@ fn pipeline<O>(
     }
     let errs = errors.finish().err().map(darling::Error::write_errors);
     let mut out = func.clone();
-    if body_ok {
-        out.block = body;
-    } else {
-        stub_body(&mut out);
-    }
-    match sig {
-        Some(sig) => {
+    match (sig, body_ok) {
+        (Some(sig), true) => {
+            out.block = body;
             let out = generate(&out, &opts, &sig);
             quote! { #errs #out }
         }
-        None => {
-            if body_ok {
-                // The signature is not a kernel's: the function as written.
-                out.block = func.block.clone();
-            }
+        (Some(sig), false) => {
+            stub_body(&mut out);
+            let out = generate(&out, &opts, &sig);
+            quote! { #errs #out }
+        }
+        // The signature is not a kernel's: the function as written.
+        (None, true) => quote! { #errs #out },
+        (None, false) => {
+            stub_body(&mut out);
             quote! { #errs #out }
         }
     }

@@ -9,6 +9,7 @@ use tessel_dsl::{DType, TensorSpec};
 use super::generate::{Gen, DTYPES, EXTENTS, MAX_ELEMENTS};
 use super::inexact::widening;
 use super::program::{Binary, Cmp, Op, Reduce, Unary, V};
+use super::types::broadcast_shapes;
 
 /// Lengths of the rows [`Gen::long_rows`] reduces: multiples of 8 from 64
 /// on, the rows the CPU compile splits.
@@ -16,7 +17,6 @@ const LONG_ROWS: [usize; 3] = [64, 72, 128];
 /// The dtypes [`Gen::long_rows`] takes: floats whose iota up to 127 is
 /// exact.
 const LONG_ROW_DTYPES: [DType; 4] = [DType::F32, DType::F64, DType::BF16, DType::F16];
-use super::types::broadcast_shapes;
 
 impl Gen {
     /// One random step.
