@@ -27,6 +27,37 @@ fn comparisons_and_logic_on_tensors() {
     assert_eq!(f32s(&y), vec![100.0, 0.0, 0.5, 100.0, 100.0, 0.99]);
 }
 
+/// A number on the left of each comparison (mirrored by the rewrite), a
+/// typed static on the left, and a method called on each result.
+#[cpu_kernel]
+fn literal_on_the_left(x: Tensor, n: usize, eps: f32) -> Tensor {
+    let a = (0.0 < x).select(x, -x);
+    let b = (-0.5 >= x).select(1.0, 0.0);
+    let c = (2 == x.cast(S32)).cast(F32);
+    let d = (eps < x).select(x, 0.0);
+    let e = (1.5 != x).cast(F32) * if 0 < n { 1.0 } else { 2.0 };
+    let f = (1 <= x.cast(S32)).cast(F32) + (3.0 > x).cast(F32);
+    a + b + c + d + e + f * 10.0
+}
+
+#[test]
+fn a_number_on_the_left_of_a_comparison() {
+    let xs = [-1.0f32, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0];
+    let (n, eps) = (3, 1.0f32);
+    let y = literal_on_the_left::run(&dev(), &host(&xs, &[8]), n, eps).unwrap();
+    let want: Vec<f32> = xs
+        .iter()
+        .map(|&v| {
+            let flag = |b: bool| if b { 1.0 } else { 0.0 };
+            let a = if 0.0 < v { v } else { -v };
+            let d = if eps < v { v } else { 0.0 };
+            let f = flag(1 <= v as i32) + flag(3.0 > v);
+            a + flag(-0.5 >= v) + flag(2 == v as i32) + d + flag(1.5 != v) + f * 10.0
+        })
+        .collect();
+    assert_eq!(f32s(&y), want);
+}
+
 #[cpu_kernel]
 fn static_branches(x: Tensor, mode: u32, scale: f32) -> Tensor {
     if mode == 0 {

@@ -113,6 +113,16 @@ fn is_compound_assign(op: &BinOp) -> bool {
     )
 }
 
+/// A number literal, possibly negated (`2`, `0.5`, `-1.0`).
+fn is_number(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)),
+        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)) && is_number(&u.expr),
+        Expr::Paren(p) => is_number(&p.expr),
+        _ => false,
+    }
+}
+
 fn has_attr(attrs: &[syn::Attribute], name: &str) -> bool {
     attrs.iter().any(|a| a.path().is_ident(name))
 }
@@ -148,8 +158,24 @@ impl Rewriter {
             }
             _ => return None,
         };
+        // A number literal on the left goes to the right, the comparison
+        // mirrored (`0.0 < x` is `x > 0.0`): a tensor on the left then finds
+        // `Cmp`'s inherent methods, whose result is a tensor whatever the
+        // literal's type, so a method called on it compiles (with the
+        // literal on the left its type, f32 or f64, was still open there).
+        let (f, l, r) = if is_number(&b.left) && !is_number(&b.right) {
+            let mirrored = match f {
+                "cmp_lt" => "cmp_gt",
+                "cmp_le" => "cmp_ge",
+                "cmp_gt" => "cmp_lt",
+                "cmp_ge" => "cmp_le",
+                same => same,
+            };
+            (mirrored, &b.right, &b.left)
+        } else {
+            (f, &b.left, &b.right)
+        };
         let f = Ident::new(f, b.op.span());
-        let (l, r) = (&b.left, &b.right);
         Some(quote_spanned! {b.op.span()=>
             {
                 #[allow(unused_imports)]

@@ -10,6 +10,10 @@ fn forms(x: Tensor, t: Tensor, n: usize, flag: bool) -> (Tensor, Tensor) {
     let pos = x > 0.0;
     let both = pos && x < 1.0 || !(x >= 2.0);
     let eq = x == t && x != 0.0;
+    // A number on the left, then a method on the result.
+    let t = (0.0 < t).select(t, -t) + (-1.5 >= x).select(1.0, 0.0);
+    let t = t + (2 == x.cast(S32)).cast(F32);
+    let flag = flag && 0 < n;
     let mut y = both.select(x, 0.0) + eq.select(1.0, 0.0);
     if flag && n > 2 {
         y = y * 2.0;
