@@ -149,24 +149,17 @@ fn pipeline<O>(
     }
     let errs = errors.finish().err().map(darling::Error::write_errors);
     let mut out = func.clone();
-    match (sig, body_ok) {
-        (Some(sig), true) => {
-            out.block = body;
-            let out = generate(&out, &opts, &sig);
-            quote! { #errs #out }
-        }
-        (Some(sig), false) => {
-            stub_body(&mut out);
-            let out = generate(&out, &opts, &sig);
-            quote! { #errs #out }
-        }
-        // The signature is not a kernel's: the function as written.
-        (None, true) => quote! { #errs #out },
-        (None, false) => {
-            stub_body(&mut out);
-            quote! { #errs #out }
-        }
+    if !body_ok {
+        stub_body(&mut out);
+    } else if sig.is_some() {
+        out.block = body;
     }
+    let out = match sig {
+        Some(sig) => generate(&out, &opts, &sig),
+        // The signature is not a kernel's: the function as written.
+        None => quote! { #out },
+    };
+    quote! { #errs #out }
 }
 
 /// Gives `func`, whose body the macro reported errors in, a body that only
