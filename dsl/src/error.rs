@@ -109,6 +109,24 @@ pub enum DeviceError {
         /// XLA's message.
         message: String,
     },
+    /// The process holds nearly as many memory mappings as the operating
+    /// system allows ([`REFUSE_PERCENT`](crate::runtime::REFUSE_PERCENT) of
+    /// `vm.max_map_count`), so compiling another program could not map its
+    /// code; see [`mapping_usage`](crate::runtime::mapping_usage).
+    #[error(
+        "cannot compile kernel `{kernel}`: the process holds {in_use} of the {limit} memory mappings the \
+         operating system allows (vm.max_map_count), and each compiled program holds some (about 100 for \
+         flash attention); drop executables you keep, lower the compile cache's capacity \
+         (TESSEL_COMPILE_CACHE_ENTRIES) or raise vm.max_map_count"
+    )]
+    TooManyMappings {
+        /// The kernel.
+        kernel: String,
+        /// Mappings in use.
+        in_use: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The device ran out of memory.
     #[error("out of device memory in {call}: {message}")]
     OutOfMemory {

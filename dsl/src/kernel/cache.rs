@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use super::static_key::StaticKey;
 use crate::config::KernelConfig;
 use crate::error::Result;
-use crate::runtime::{Device, Executable};
+use crate::runtime::{mapping_usage, Device, Executable, EVICT_PERCENT};
 use crate::shape::TensorSpec;
 
 /// What identifies one compiled specialization of a kernel.
@@ -81,7 +81,8 @@ struct Slot {
 /// level down, by the lowered program text (two keys that lower to the same
 /// program share one executable). It holds at most
 /// [`capacity`](CacheStats::capacity) specializations and drops the least
-/// recently used beyond that. Poisoned locks are recovered: slots hold only
+/// recently used beyond that, and fewer when the process nears its limit of
+/// memory mappings (see [`mapping_usage`]). Poisoned locks are recovered: slots hold only
 /// finished executables, so a panic elsewhere cannot leave one half made.
 pub struct CompileCache {
     by_key: Mutex<HashMap<CacheKey, Arc<Slot>>>,
@@ -144,7 +145,35 @@ impl CompileCache {
     /// Drops least recently used filled slots until within capacity, and
     /// program texts no key holds any more.
     fn evict(&self) {
-        let capacity = self.capacity.load(Ordering::Relaxed);
+        self.evict_to(self.capacity.load(Ordering::Relaxed));
+    }
+
+    /// Filled slots held.
+    fn held(&self) -> usize {
+        locked(&self.by_key)
+            .values()
+            .filter(|s| is_filled(s))
+            .count()
+    }
+
+    /// Halves the executables held while the process holds more than
+    /// [`EVICT_PERCENT`] of the memory mappings it may (compiled programs
+    /// hold mappings for their code; see [`mapping_usage`]). An executable
+    /// also held outside the cache frees nothing, so this stops when the
+    /// cache is empty.
+    fn relieve_mapping_pressure(&self) {
+        while mapping_usage().is_some_and(|u| u.above(EVICT_PERCENT)) {
+            let held = self.held();
+            if held == 0 {
+                return;
+            }
+            self.evict_to(held / 2);
+        }
+    }
+
+    /// Drops least recently used filled slots until at most `capacity` are
+    /// held, and program texts no key holds any more.
+    fn evict_to(&self, capacity: usize) {
         let mut by_key = locked(&self.by_key);
         let mut held: Vec<(u64, CacheKey)> = by_key
             .iter()
@@ -190,6 +219,7 @@ impl CompileCache {
         let exe = match cached {
             Some(e) => e,
             None => {
+                self.relieve_mapping_pressure();
                 let e = Arc::new(compile()?);
                 self.compiles.fetch_add(1, Ordering::Relaxed);
                 locked(&self.by_text).insert(text, Arc::downgrade(&e));
@@ -224,10 +254,7 @@ impl CompileCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             compiles: self.compiles.load(Ordering::Relaxed),
-            entries: locked(&self.by_key)
-                .values()
-                .filter(|s| is_filled(s))
-                .count(),
+            entries: self.held(),
             evictions: self.evictions.load(Ordering::Relaxed),
             capacity: self.capacity.load(Ordering::Relaxed),
         }

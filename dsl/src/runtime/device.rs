@@ -12,6 +12,7 @@ use super::buffer::DeviceBuffer;
 use super::client::{Client, CreateOption};
 use super::executable::{self, Executable, Program};
 use super::interpreter::{Interpreter, InterpreterOptions};
+use super::mappings;
 use super::plugin;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
@@ -342,6 +343,10 @@ impl Device {
     /// deep as the program needs); a deeply nested kernel then compiles
     /// instead of overflowing the caller's stack.
     ///
+    /// When the process holds more than [`REFUSE_PERCENT`](super::REFUSE_PERCENT)
+    /// of the memory mappings the operating system allows, nothing is
+    /// compiled: [`DeviceError::TooManyMappings`].
+    ///
     /// On the [interpreter](Self::interpreter) nothing is compiled: the
     /// program's traced [`graph`](Program::graph) is kept for evaluation,
     /// and a program without one is a [`DeviceError::Compile`] error.
@@ -353,6 +358,18 @@ impl Device {
                 return executable::for_interpreter(interpreter, program)
             }
         };
+        // Past the mapping limit neither XLA nor a new thread can map
+        // memory (see `mappings.rs`).
+        if let Some(usage) = mappings::mapping_usage() {
+            if usage.above(mappings::REFUSE_PERCENT) {
+                return Err(DeviceError::TooManyMappings {
+                    kernel: program.name.clone(),
+                    in_use: usage.in_use,
+                    limit: usage.limit,
+                }
+                .into());
+            }
+        }
         std::thread::scope(|scope| {
             match std::thread::Builder::new()
                 .name("tessel-compile".into())

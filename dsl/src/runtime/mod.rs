@@ -44,6 +44,7 @@ mod execute;
 mod ffi;
 mod interpreter;
 mod kv_store;
+mod mappings;
 mod nvidia;
 mod options;
 mod plugin;
@@ -64,6 +65,7 @@ pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
 pub use kv_store::{Coordinator, KvStore};
+pub use mappings::{mapping_usage, set_mapping_limit, MappingUsage, EVICT_PERCENT, REFUSE_PERCENT};
 pub use nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
