@@ -140,6 +140,16 @@ fn adding_a_zero_constant_makes_minus_zero_plus() {
     );
 }
 
+/// Seed 434459: `expm1` of f16 0.1875 is 0.20623 (0.2061768 rounded to
+/// f16); the plugin gives 0.2064209, 2 ulps away.
+#[test]
+fn expm1_of_f16_is_two_ulps_off_on_the_plugin() {
+    let args = [tensor(&[0.0, 0.1875], &[2], DType::F16)];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| vec![a[0].expm1()]);
+    assert_eq!(interp, [0.0, 1689.0 / 8192.0]);
+    assert_eq!(xla, [0.0, 1691.0 / 8192.0], "the plugin's f16 expm1");
+}
+
 /// Seed 12698: `atan2(0, 0)` is 0; XLA's fusion emitters (its default CPU
 /// codegen) give NaN when they see both zeros while compiling, here a
 /// select between equal constants.
