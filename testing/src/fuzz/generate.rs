@@ -12,7 +12,7 @@
 
 use tessel_dsl::{DType, HostTensor, TensorSpec};
 
-use super::program::{Bound, Case, Inst, Op, Output, Program, V};
+use super::program::{Binary, Bound, Case, Inst, Op, Output, Program, V};
 use super::types::infer;
 use crate::Rng;
 
@@ -124,10 +124,19 @@ impl Gen {
         for b in op.blocks() {
             uses.extend(b.free_uses());
         }
-        // An argsort along an axis of one element is zeros whatever it
-        // sorts, and XLA folds it to that constant.
-        let zeros = matches!(&op, Op::Sort { x, axis, indices: true, .. }
-            if self.p.specs[*x].shape[*axis] == 1);
+        // Values XLA may fold to zeros whatever their operand: an argsort
+        // along an axis of one element, and a remainder by a constant
+        // (by 1 it is 0).
+        let zeros = match &op {
+            Op::Sort {
+                x,
+                axis,
+                indices: true,
+                ..
+            } => self.p.specs[*x].shape[*axis] == 1,
+            Op::Binary(Binary::Rem, _, d) => self.facts[*d].konst,
+            _ => false,
+        };
         let konst = zeros || uses.iter().all(|&v| self.facts[v].konst);
         let outs: Vec<V> = specs.into_iter().map(|s| self.fresh(s)).collect();
         for &v in &outs {
