@@ -134,14 +134,20 @@ impl Rewriter {
 
     fn rewrite_compare(&mut self, b: &syn::ExprBinary) -> Option<TokenStream> {
         let dsl = paths::dsl(b.op.span());
-        let f = match b.op {
-            BinOp::Lt(_) => "cmp_lt",
-            BinOp::Le(_) => "cmp_le",
-            BinOp::Gt(_) => "cmp_gt",
-            BinOp::Ge(_) => "cmp_ge",
-            BinOp::Eq(_) => "cmp_eq",
-            BinOp::Ne(_) => "cmp_ne",
-            BinOp::And(_) | BinOp::Or(_) => {
+        // A number literal on the left goes to the right, the comparison
+        // mirrored (`0.0 < x` is `x > 0.0`): a tensor on the left then finds
+        // `Cmp`'s inherent methods, whose result is a tensor whatever the
+        // literal's type, so a method called on it compiles (with the
+        // literal on the left its type, f32 or f64, was still open there).
+        let mirror = is_number(&b.left) && !is_number(&b.right);
+        let f = match (b.op, mirror) {
+            (BinOp::Lt(_), false) | (BinOp::Gt(_), true) => "cmp_lt",
+            (BinOp::Le(_), false) | (BinOp::Ge(_), true) => "cmp_le",
+            (BinOp::Gt(_), false) | (BinOp::Lt(_), true) => "cmp_gt",
+            (BinOp::Ge(_), false) | (BinOp::Le(_), true) => "cmp_ge",
+            (BinOp::Eq(_), _) => "cmp_eq",
+            (BinOp::Ne(_), _) => "cmp_ne",
+            (BinOp::And(_) | BinOp::Or(_), _) => {
                 if early_exit_expr(&b.right).is_some() {
                     return None;
                 }
@@ -158,22 +164,10 @@ impl Rewriter {
             }
             _ => return None,
         };
-        // A number literal on the left goes to the right, the comparison
-        // mirrored (`0.0 < x` is `x > 0.0`): a tensor on the left then finds
-        // `Cmp`'s inherent methods, whose result is a tensor whatever the
-        // literal's type, so a method called on it compiles (with the
-        // literal on the left its type, f32 or f64, was still open there).
-        let (f, l, r) = if is_number(&b.left) && !is_number(&b.right) {
-            let mirrored = match f {
-                "cmp_lt" => "cmp_gt",
-                "cmp_le" => "cmp_ge",
-                "cmp_gt" => "cmp_lt",
-                "cmp_ge" => "cmp_le",
-                same => same,
-            };
-            (mirrored, &b.right, &b.left)
+        let (l, r) = if mirror {
+            (&b.right, &b.left)
         } else {
-            (f, &b.left, &b.right)
+            (&b.left, &b.right)
         };
         let f = Ident::new(f, b.op.span());
         Some(quote_spanned! {b.op.span()=>

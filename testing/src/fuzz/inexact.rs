@@ -96,29 +96,29 @@ impl Gen {
         // The plugin computes some functions of f16, bf16 and f8 in the narrow
         // type: `expm1` of f16 0.1875 is 2 ulps from the rounded result
         // (see the compare module's table).
-        let one = if d.is_float() && d.size_in_bytes() <= 2 {
+        let func_terms = if d.is_float() && d.size_in_bytes() <= 2 {
             2
         } else {
             1
         };
         let (t, terms) = match self.int(0, 10) {
-            0 => (unary(self, Unary::Tanh, f), one),
-            1 => (unary(self, Unary::Sin, f), one),
-            2 => (unary(self, Unary::Cos, f), one),
+            0 => (unary(self, Unary::Tanh, f), func_terms),
+            1 => (unary(self, Unary::Sin, f), func_terms),
+            2 => (unary(self, Unary::Cos, f), func_terms),
             3 | 4 => {
                 let a = unary(self, Unary::Abs, f);
                 let one = self.full(Vec::new(), 1.0, d);
                 let p = self.emit(Op::Binary(Binary::Add, a, one));
                 let u = self.pick(&[Unary::Log, Unary::Log1p]);
-                (unary(self, u, p), one)
+                (unary(self, u, p), func_terms)
             }
             5 => {
                 let half = self.full(Vec::new(), 0.5, d);
                 let h = self.emit(Op::Binary(Binary::Mul, f, half));
                 let u = self.pick(&[Unary::Exp, Unary::Expm1]);
-                (unary(self, u, h), one)
+                (unary(self, u, h), func_terms)
             }
-            6 => (unary(self, Unary::Erf, f), one),
+            6 => (unary(self, Unary::Erf, f), func_terms),
             7 if s.rank() > 0 => {
                 let axis = self.int(0, s.rank() as i64 - 1) as usize;
                 let a = unary(self, Unary::Abs, f);
@@ -132,7 +132,7 @@ impl Gen {
                 let a = unary(self, Unary::Abs, y);
                 let one = self.full(Vec::new(), 1.0, d);
                 let y = self.emit(Op::Binary(Binary::Add, a, one));
-                (self.emit(Op::Binary(Binary::Atan2, f, y)), one)
+                (self.emit(Op::Binary(Binary::Atan2, f, y)), func_terms)
             }
             9 => {
                 let a = unary(self, Unary::Abs, f);
@@ -140,9 +140,9 @@ impl Gen {
                 let base = self.emit(Op::Binary(Binary::Add, a, one));
                 let e = self.pick(&[0.5, 2.0, -1.0, 1.5, 3.0]);
                 let e = self.full(Vec::new(), e, d);
-                (self.emit(Op::Binary(Binary::Pow, base, e)), one)
+                (self.emit(Op::Binary(Binary::Pow, base, e)), func_terms)
             }
-            _ => (unary(self, Unary::Sigmoid, f), one),
+            _ => (unary(self, Unary::Sigmoid, f), func_terms),
         };
         if self.p.specs[t].num_elements() <= MAX_ELEMENTS {
             self.output_inexact(t, terms);
