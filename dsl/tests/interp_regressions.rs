@@ -171,3 +171,68 @@ fn atan2_of_zeros_known_while_compiling() {
         assert!(xla[0].is_nan(), "the plugin's folded atan2: {xla:?}");
     }
 }
+
+/// Seed 5155246: `max(clamp(x, lo, hi), lo)` with `lo > hi`. The clamp is
+/// `min(max(x, lo), hi)` = `hi`, so the maximum is `lo`. XLA folds
+/// `maximum(stablehlo.clamp(lo, x, hi), lo)` to the clamp as if `lo <= hi`
+/// held and gave `hi`; tessel therefore lowers a clamp as the maximum and
+/// the minimum it is defined as, and both sides agree.
+#[test]
+fn a_clamp_whose_bounds_cross_then_a_maximum() {
+    let args = [
+        tensor(&[10.0, -3.0, 5.0], &[3], DType::S8),
+        tensor(&[0.0], &[], DType::S8),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        vec![a[0].clamp(a[0], a[1]).maximum(a[0])]
+    });
+    // lo > hi for 10 and 5 (clamp gives 0, the maximum lo); lo <= hi for -3.
+    assert_eq!(interp, [10.0, -3.0, 5.0]);
+    assert_eq!(xla, interp);
+    // Static bounds that cross: numpy's clip(x, 2, 0) is 0 everywhere.
+    let floats = [tensor(&[-1.0, 1.0, 3.0], &[3], DType::F32)];
+    let (interp, xla) = both_ways(&floats, |a: &[Tensor]| {
+        vec![a[0].clamp(2.0, 0.0).maximum(2.0)]
+    });
+    assert_eq!(interp, [2.0, 2.0, 2.0]);
+    assert_eq!(xla, interp);
+}
+
+/// Seed 5154465: `sign(-0)` is -0 (the sign of a zero is that zero). A sum
+/// over an empty axis is known while compiling, and XLA's constant folding
+/// gives +0 for `sign(-cast(sum))`; with the zero unknown it gives -0.
+#[test]
+fn sign_of_minus_zero_known_while_compiling() {
+    let args = [
+        tensor(&[], &[0, 1], DType::S32),
+        tensor(&[0.0], &[1], DType::S32),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        vec![(-a[0].sum(&[0]).cast(DType::F64)).sign()]
+    });
+    assert_eq!(signed(&interp), [(true, 0.0)]);
+    assert_eq!(signed(&xla), [(false, 0.0)], "the plugin's folded sign");
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| vec![(-a[1].cast(DType::F64)).sign()]);
+    assert_eq!(signed(&interp), [(true, 0.0)]);
+    assert_eq!(signed(&xla), signed(&interp));
+}
+
+/// Seed 5164490: a take at one index of a dynamic slice. The slice's start 2
+/// is clamped to 1 (3 columns, a window of 2), so column 0 of the window is
+/// column 1; XLA makes the take a dynamic slice, folds the two into one at
+/// the sum of the starts (2) and clamps once, reading column 2.
+#[test]
+fn take_of_a_dynamic_slice_clamps_both_starts() {
+    let args = [
+        tensor(&[0.0, 1.0, 2.0], &[1, 3], DType::U64),
+        tensor(&[2.0], &[], DType::S32),
+        tensor(&[0.0], &[], DType::S32),
+    ];
+    let (interp, xla) = both_ways(&args, |a: &[Tensor]| {
+        let zero = Tensor::full(Vec::<usize>::new(), 0.0, DType::S32);
+        let window = a[0].dynamic_slice(&[zero, a[1]], &[1, 2]);
+        vec![window.take(a[2], 1)]
+    });
+    assert_eq!(interp, [1.0]);
+    assert_eq!(xla, [2.0], "the plugin's folded slices");
+}

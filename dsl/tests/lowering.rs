@@ -205,7 +205,7 @@ fn a_kernel_with_every_family_runs() {
         "stablehlo.exponential",
         "chlo.erf",
         "stablehlo.select",
-        "stablehlo.clamp",
+        "stablehlo.minimum",
         "stablehlo.convert",
         "stablehlo.shift_left",
         "stablehlo.popcnt",

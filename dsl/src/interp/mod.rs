@@ -122,13 +122,22 @@
 //!   1])`) may be fused and run in place, reading elements it has already
 //!   overwritten;
 //! * a `dynamic_slice` of a `dynamic_slice` is folded into one slice at the
-//!   sum of the starts, clamped once instead of twice;
+//!   sum of the starts, clamped once instead of twice, and so is a take or
+//!   a scatter at one index into a `dynamic_slice` (XLA makes them dynamic
+//!   slices and updates first);
 //! * a product with a pred converted to a float (`x * p.cast(F32)`) becomes
 //!   a select, so it is +0 where IEEE gives -0 (`x < 0`, `p` false), and
 //!   `x + 0` is dropped, so it is -0 where IEEE gives +0 (`x = -0`);
 //! * `sqrt(a) * sqrt(a)` becomes `a`, without the square roots' rounding;
 //! * `atan2(0, 0)` is NaN (IEEE and the interpreter: 0) when XLA's fusion
-//!   emitters (its default CPU codegen) see both zeros while compiling.
+//!   emitters (its default CPU codegen) see both zeros while compiling;
+//! * `sign(-0)` is +0 (IEEE and the interpreter: -0) when XLA knows the
+//!   zero while compiling (a sum over an empty axis, negated).
+//!
+//! One departure is avoided in lowering instead: XLA folds
+//! `maximum(clamp(lo, x, hi), lo)` to the clamp as if `lo <= hi` held, so a
+//! clamp is lowered as the `maximum` and `minimum` it is defined as, and
+//! bounds that cross give `hi` on both sides.
 //!
 //! # Checks
 //!

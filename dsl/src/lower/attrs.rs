@@ -157,6 +157,7 @@ pub(crate) fn op_parts(
             (s("stablehlo.compare"), compare_attrs(*dir, ct), vec![])
         }
         Op::Select => (s("stablehlo.select"), String::new(), vec![]),
+        // Printed as a maximum and a minimum (`Printer::clamp`), never as this op.
         Op::Clamp => (s("stablehlo.clamp"), String::new(), vec![]),
         Op::Convert => (s("stablehlo.convert"), String::new(), vec![]),
         Op::BroadcastInDim { dims } => (

@@ -19,7 +19,8 @@ pub(crate) use attrs::{binary_name, unary_name};
 
 use std::fmt::Write;
 
-use crate::ir::{Def, Graph, NodeId, RegionId, ValueId};
+use crate::error::Location;
+use crate::ir::{Def, Graph, NodeId, Op, RegionId, ValueId};
 use crate::shape::TensorSpec;
 
 /// Lowers a graph to a StableHLO module whose entry point is `@main`.
@@ -250,6 +251,10 @@ impl<'g> Printer<'g> {
     fn node(&mut self, id: NodeId, indent: usize) {
         let g = self.g;
         let node = &g.nodes[id];
+        if let Op::Clamp = node.op {
+            self.clamp(id, indent);
+            return;
+        }
         let (name, attrs, regions) = attrs::op_parts(self, id, indent);
         let operands: Vec<&str> = node.operands.iter().map(|&v| self.name(v)).collect();
         let in_tys: Vec<String> = node.operands.iter().map(|&v| self.ty(v)).collect();
@@ -284,20 +289,50 @@ impl<'g> Printer<'g> {
         if !attrs.is_empty() {
             let _ = write!(text, " {{{attrs}}}");
         }
-        let loc = &node.location;
         let op_name = name.rsplit('.').next().unwrap_or(&name);
         let _ = write!(
             text,
-            " : ({}) -> {outs} loc({}({}:{}:{}))",
+            " : ({}) -> {outs} {}",
             in_tys.join(", "),
-            quote(op_name),
-            quote(&loc.file),
-            loc.line,
-            loc.column
+            location(op_name, &node.location)
         );
         self.out.push_str(&text);
         self.out.push('\n');
     }
+
+    /// `clamp(lo, x, hi)` as `minimum(maximum(x, lo), hi)`, the op's
+    /// definition. XLA's simplifier treats `stablehlo.clamp` as if
+    /// `lo <= hi` always held (it folds `maximum(clamp(lo, x, hi), lo)` to
+    /// the clamp, which is `hi` when `lo > hi`), so the op itself is never
+    /// emitted: the pair gives the defined result for every bound.
+    fn clamp(&mut self, id: NodeId, indent: usize) {
+        let node = &self.g.nodes[id];
+        let [lo, x, hi] = [0, 1, 2].map(|i| self.name(node.operands[i]).to_string());
+        let ty = self.ty(node.results[0]);
+        let loc = location("clamp", &node.location);
+        let raised = self.fresh();
+        let out = self.name(node.results[0]).to_string();
+        let ops = [
+            (&raised, "maximum", &x, &lo),
+            (&out, "minimum", &raised, &hi),
+        ];
+        for (result, op, a, b) in ops {
+            let text =
+                format!("{result} = \"stablehlo.{op}\"({a}, {b}) : ({ty}, {ty}) -> {ty} {loc}");
+            self.line(indent, &text);
+        }
+    }
+}
+
+/// The MLIR location of an op from the user's source: `loc("op"(file:line:col))`.
+fn location(op: &str, loc: &Location) -> String {
+    format!(
+        "loc({}({}:{}:{}))",
+        quote(op),
+        quote(&loc.file),
+        loc.line,
+        loc.column
+    )
 }
 
 /// A region of an op as lowering prints it: small fixed regions (reduction

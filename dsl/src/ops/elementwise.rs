@@ -472,7 +472,8 @@ impl Tensor {
         })[0]
     }
 
-    /// Limits every element to `[min, max]`.
+    /// Limits every element to `[min, max]`: `minimum(maximum(self, min), max)`,
+    /// so where `min > max` the result is `max` (as numpy's `clip`).
     #[track_caller]
     pub fn clamp(self, min: impl Operand, max: impl Operand) -> Tensor {
         let loc = Location::caller();

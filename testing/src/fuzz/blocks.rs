@@ -98,11 +98,13 @@ impl Gen {
     }
 
     /// The body of a loop over `init`: counter and carries in, new carries
-    /// out.
-    fn loop_body(&mut self, init: &[V]) -> Block {
+    /// out. `one_trip`: the loop runs once, so XLA may replace it with its
+    /// body and the counter with its one value.
+    fn loop_body(&mut self, init: &[V], one_trip: bool) -> Block {
         let mut specs = vec![TensorSpec::scalar(DType::S32)];
         specs.extend(init.iter().map(|&v| self.spec(v)));
         let params = self.open(&specs);
+        self.facts[params[0]].konst = one_trip;
         self.steps(1, 2);
         let results = params[1..]
             .iter()
@@ -123,7 +125,8 @@ impl Gen {
         } else {
             Bound::Static(lo + self.int(0, 3) as i32)
         };
-        let body = self.loop_body(&init);
+        let one_trip = matches!(hi, Bound::Static(hi) if hi == lo + 1);
+        let body = self.loop_body(&init, one_trip);
         let outs = self.emit_all(Op::Fori { lo, hi, init, body });
         for v in outs {
             self.keep(v);
@@ -152,7 +155,7 @@ impl Gen {
             self.fit(&TensorSpec::scalar(DType::Pred), None)
         };
         let cond = self.close(params, vec![r]);
-        let body = self.loop_body(&init);
+        let body = self.loop_body(&init, false);
         let outs = self.emit_all(Op::While {
             limit,
             init,

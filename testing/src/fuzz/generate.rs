@@ -124,9 +124,9 @@ impl Gen {
         for b in op.blocks() {
             uses.extend(b.free_uses());
         }
-        // Values XLA may fold to zeros whatever their operand: an argsort
-        // along an axis of one element, and a remainder by a constant
-        // (by 1 it is 0).
+        // Values XLA may fold whatever their operand: an argsort along an
+        // axis of one element (zeros), a remainder by a constant (by 1 it
+        // is 0), and a reduction over no elements (its initial value).
         let zeros = match &op {
             Op::Sort {
                 x,
@@ -135,6 +135,7 @@ impl Gen {
                 ..
             } => self.p.specs[*x].shape[*axis] == 1,
             Op::Binary(Binary::Rem, _, d) => self.facts[*d].konst,
+            Op::Reduce(_, x, axes) => axes.iter().any(|&a| self.p.specs[*x].shape[a] == 0),
             _ => false,
         };
         let konst = zeros || uses.iter().all(|&v| self.facts[v].konst);

@@ -202,7 +202,8 @@ impl Gen {
                     let c = self.emit(Op::Unary(Unary::Ceil, x));
                     bin(self, Binary::Sub, f, c)
                 }
-                10 => {
+                // XLA folds the sign of a known -0 to +0.
+                10 if !fx.konst => {
                     let n = self.emit(Op::Unary(Unary::Neg, x));
                     self.emit(Op::Unary(Unary::Sign, n))
                 }
@@ -464,7 +465,10 @@ impl Gen {
         let axis = self.int(0, s.rank() as i64 - 1) as usize;
         let ints = self
             .visible_where(|t| t.dtype == DType::S32 && t.rank() <= 2 && t.num_elements() <= 16);
-        if s.shape[axis] == 0 || ints.is_empty() {
+        if s.shape[axis] == 0 || ints.is_empty() || self.facts[x].dyn_slice {
+            // Nothing to take; or `x` is a dynamic slice: XLA turns a take or
+            // scatter at one index into a dynamic slice (and update), which
+            // it folds with `x`'s into one start, the sum, clamped once.
             return;
         }
         let idx = self.pick(&ints);
