@@ -18,6 +18,7 @@
 
 mod backward;
 mod block_sparse;
+mod checks;
 mod core;
 mod extras;
 mod flash;
