@@ -7,27 +7,36 @@
 //! cargo run --release --example fuzz -- --seconds 30 [--seed S]
 //! ```
 //!
+//! With `--grad`, it fuzzes reverse-mode autodiff instead: each seed's
+//! program, made all-f64, has its pullback compared with central
+//! differences on the plugin (`tessel_testing::fuzz::grad`); the last line
+//! is `N programs checked, K skipped, M mismatches`, with the reasons for
+//! skipping above it.
+//!
 //! Exits with 1 when there is a mismatch, 2 on a bad argument.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tessel_testing::fuzz::{self, Config};
+use tessel_testing::fuzz::{self, grad, Config};
 
-const USAGE: &str = "usage: fuzz [--seconds N] [--seed S]
+const USAGE: &str = "usage: fuzz [--seconds N] [--seed S] [--grad]
   --seconds N  how long to run (default 10; batches already started finish)
-  --seed S     the first graph's seed (default: from the clock); graphs S, S+1, ... run";
+  --seed S     the first graph's seed (default: from the clock); graphs S, S+1, ... run
+  --grad       check gradients against central differences instead";
 
 /// What the command line asks for.
 struct Args {
     seconds: u64,
     seed: Option<u64>,
+    grad: bool,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut args = Args {
         seconds: 10,
         seed: None,
+        grad: false,
     };
     while let Some(a) = it.next() {
         let mut number = |name: &str| -> Result<u64, String> {
@@ -38,6 +47,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         match a.as_str() {
             "--seconds" => args.seconds = number("--seconds")?,
             "--seed" => args.seed = Some(number("--seed")?),
+            "--grad" => args.grad = true,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument `{other}` (try --help)")),
         }
@@ -69,6 +79,9 @@ fn main() -> ExitCode {
         ..Config::default()
     };
     let seeds = (0u64..).map(move |i| seed.wrapping_add(i));
+    if args.grad {
+        return grads(seeds, deadline);
+    }
     let report = fuzz::run(seeds, &config, Some(deadline), &|f| {
         println!("\n// seed {}: {}\n{}", f.seed, f.message, f.rust);
     });
@@ -81,5 +94,28 @@ fn main() -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The gradient fuzzer's run.
+fn grads(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
+    let report = grad::run_grads(seeds, Some(deadline), &|case, message| {
+        let note = format!("Gradient fuzzer, seed {}: the function", case.seed);
+        let rust = fuzz::to_rust(case, &format!("grad_fuzz_{}", case.seed), &note);
+        println!("\n// seed {}: {message}\n{rust}", case.seed);
+    });
+    let skipped: usize = report.skipped.values().sum();
+    for (why, n) in &report.skipped {
+        println!("skipped {n}: {why}");
+    }
+    println!(
+        "{} programs checked, {skipped} skipped, {} mismatches",
+        report.checked,
+        report.mismatches.len()
+    );
+    if report.mismatches.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }

@@ -45,12 +45,17 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
             Ok(vec![None, Some(p.select(g, z)), Some(p.select(z, g))])
         }
         Op::Clamp => {
+            // JAX's rule: the operand's gradient strictly inside the bounds,
+            // a bound's strictly outside, none at a tie. Where the bounds
+            // cross (`hi < lo`) the result is `hi` (the op is
+            // `min(max(x, lo), hi)`), so `hi` takes the gradient there too,
+            // where JAX's rule, which assumes `lo <= hi`, gives none.
             let (lo, v, hi, g) = (x(0), x(1), x(2), g(0));
             let z = g.zeros_like();
             Ok(vec![
                 Some((lo.gt(v) & lo.lt(hi)).select(g, z)),
                 Some((v.gt(lo) & v.lt(hi)).select(g, z)),
-                Some(hi.lt(v).select(g, z)),
+                Some((hi.lt(v) | hi.lt(lo)).select(g, z)),
             ])
         }
         Op::Convert => {

@@ -116,7 +116,16 @@ fn select_clamp_and_where() {
     check(
         "clamp_scalars",
         |a| vec![a[0].clamp(-0.3, 0.4) * a[0]],
-        &[x],
+        &[x.clone()],
+    );
+    // Bounds that cross: the result is the upper bound wherever it is below
+    // the lower one, whatever the operand.
+    let lo = data(6, &[4, 5], 0.5, 1.5);
+    let hi = data(7, &[4, 5], -1.5, 0.4);
+    check(
+        "clamp_crossed_bounds",
+        |a| vec![a[0].clamp(a[1], a[2])],
+        &[x, lo, hi],
     );
 }
 

@@ -126,7 +126,8 @@ impl Gen {
         }
         // Values XLA may fold whatever their operand: an argsort along an
         // axis of one element (zeros), a remainder by a constant (by 1 it
-        // is 0), and a reduction over no elements (its initial value).
+        // is 0), a reduction over no elements (its initial value) and an
+        // argmax or argmin along an empty axis (zeros).
         let zeros = match &op {
             Op::Sort {
                 x,
@@ -136,6 +137,7 @@ impl Gen {
             } => self.p.specs[*x].shape[*axis] == 1,
             Op::Binary(Binary::Rem, _, d) => self.facts[*d].konst,
             Op::Reduce(_, x, axes) => axes.iter().any(|&a| self.p.specs[*x].shape[a] == 0),
+            Op::Arg { x, axis, .. } => self.p.specs[*x].shape[*axis] == 0,
             _ => false,
         };
         let konst = zeros || uses.iter().all(|&v| self.facts[v].konst);

@@ -28,6 +28,7 @@ mod build;
 mod check;
 pub mod compare;
 mod generate;
+pub mod grad;
 mod inexact;
 mod program;
 mod rust;

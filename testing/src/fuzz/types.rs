@@ -368,10 +368,6 @@ pub fn retype(p: &mut Program) -> Result<(), String> {
 
 fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), String> {
     for inst in insts {
-        let out = {
-            let view: &Vec<TensorSpec> = specs;
-            infer(&inst.op, &|v| view[v].clone())?
-        };
         let carries: Vec<TensorSpec> = match &inst.op {
             Op::Fori { init, .. } | Op::While { init, .. } => {
                 let mut c = vec![TensorSpec::scalar(DType::S32)];
@@ -386,6 +382,11 @@ fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), Strin
             }
             retype_insts(&b.insts, specs)?;
         }
+        // After the blocks: a branch's results are its `then` block's.
+        let out = {
+            let view: &Vec<TensorSpec> = specs;
+            infer(&inst.op, &|v| view[v].clone())?
+        };
         match &inst.op {
             Op::Fori { body, .. } | Op::While { body, .. } => {
                 block_returns(body, &carries[1..], specs)?;

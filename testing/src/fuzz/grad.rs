@@ -1,0 +1,328 @@
+//! A fuzzer of reverse-mode autodiff (`tessel_dsl::autodiff::vjp`)
+//! against central differences.
+//!
+//! Each seed's program ([`generate`]) is made all-f64 ([`widen_floats`]):
+//! every float dtype in it becomes f64, so that a cast to a narrow float
+//! does not quantize what the differences see. Its float arguments are
+//! drawn again from a continuous range ([`grad_case`]), away from the
+//! ties and kinks of the interpreter fuzzer's small dyadic values; its
+//! integer arguments (indices, loop bounds) are kept.
+//!
+//! [`check_grad`] runs, on the CPU plugin, the scalar loss
+//! `L(x) = sum_k <y_k(x), r_k>` over the program's float outputs `y_k`
+//! (random `r_k`) and the pullback of the program for the cotangents
+//! `r_k`, and compares the directional derivative `<grad L, u>` for a
+//! random direction `u` with `(L(x + h u) - L(x - h u)) / 2h`. A
+//! difference at one step `h` may be a kink the step crossed (a
+//! `maximum`, a `floor`, a comparison), so a case is a mismatch only if
+//! the differences at three steps agree with each other and all differ
+//! from the pullback. Programs whose loss or gradient is not finite, or
+//! whose differences disagree among steps, are skipped, with the reason.
+
+use tessel_dsl::autodiff::vjp;
+use tessel_dsl::kernel::Kernel;
+use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
+
+use super::build::build;
+use super::generate::generate;
+use super::program::{Case, Inst, Op, Program};
+use super::types::retype;
+use crate::{device, fresh_name, Rng};
+
+/// How a case came out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GradVerdict {
+    /// The pullback agrees with the differences.
+    Agree,
+    /// Not checked, and why (no float input or output, a value that is
+    /// not finite, differences that depend on the step).
+    Skipped(String),
+    /// The pullback differs from differences that agree among steps, or
+    /// the gradient fails to trace where the program does.
+    Mismatch(String),
+}
+
+/// The steps of the central differences, largest first.
+const STEPS: [f64; 3] = [1e-3, 1e-5, 1e-7];
+/// Relative tolerance of a directional derivative (of the sum of the
+/// magnitudes of its terms).
+const RTOL: f64 = 1e-5;
+
+/// Every float dtype in `p` (parameters, constants, iotas, casts, dot
+/// results) made f64, and the types recomputed.
+pub fn widen_floats(p: &mut Program) -> Result<(), String> {
+    fn wide(d: DType) -> DType {
+        if d.is_float() {
+            DType::F64
+        } else {
+            d
+        }
+    }
+    fn spec(s: &mut TensorSpec) {
+        s.dtype = wide(s.dtype);
+    }
+    fn insts(list: &mut [Inst]) {
+        for inst in list {
+            match &mut inst.op {
+                Op::Full { spec: s, .. } | Op::Iota { spec: s, .. } => spec(s),
+                Op::Cast(_, d) => *d = wide(*d),
+                Op::Dot { out: Some(d), .. } => *d = wide(*d),
+                _ => {}
+            }
+            for b in inst.op.blocks_mut() {
+                insts(&mut b.insts);
+            }
+        }
+    }
+    for &v in &p.params {
+        spec(&mut p.specs[v]);
+    }
+    insts(&mut p.insts);
+    retype(p)
+}
+
+/// The all-f64 program of `seed` with continuous float arguments in
+/// `[-2, 2]` (integer arguments as [`generate`] made them).
+pub fn grad_case(seed: u64) -> Result<Case, String> {
+    let mut case = generate(seed);
+    widen_floats(&mut case.program)?;
+    let mut rng = Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
+    for (arg, &v) in case.args.iter_mut().zip(&case.program.params) {
+        let s = case.program.specs[v].clone();
+        if s.dtype.is_float() {
+            *arg = HostTensor::from_fn(s, |_| rng.uniform(-2.0, 2.0));
+        }
+    }
+    Ok(case)
+}
+
+/// Whether some `clamp` in `p` may have a bound equal to its operand
+/// because both depend on one float parameter (`x.clamp(x, hi)`, or
+/// `x.clamp(lo, y)` with `y` a copy of `x` in places). There a clamp is
+/// differentiable along the differences' direction, but its pullback
+/// follows JAX's convention (the gradient goes to the operand only strictly
+/// inside the bounds, to a bound only strictly outside), which gives the
+/// tied values none.
+fn clamp_may_tie(p: &Program) -> bool {
+    fn walk(list: &[Inst], taint: &mut [u64], tie: &mut bool) {
+        for inst in list {
+            let t = inst.free_uses().iter().fold(0, |acc, &v| acc | taint[v]);
+            if let Op::Clamp(a, b, c) = inst.op {
+                let (a, b, c) = (taint[a], taint[b], taint[c]);
+                *tie |= a & b != 0 || a & c != 0 || b & c != 0;
+            }
+            let mut out = t;
+            for b in inst.op.blocks() {
+                for &v in &b.params {
+                    taint[v] = t;
+                }
+                walk(&b.insts, taint, tie);
+                out |= b.results.iter().fold(0, |acc, &v| acc | taint[v]);
+            }
+            for &v in &inst.outs {
+                taint[v] = out;
+            }
+        }
+    }
+    let mut taint = vec![0u64; p.specs.len()];
+    for (i, &v) in p.params.iter().enumerate() {
+        if p.specs[v].dtype.is_float() {
+            taint[v] = 1 << (i % 64);
+        }
+    }
+    let mut tie = false;
+    walk(&p.insts, &mut taint, &mut tie);
+    tie
+}
+
+/// The program's float outputs (by position).
+fn float_outputs(p: &Program) -> Vec<usize> {
+    (0..p.outputs.len())
+        .filter(|&k| p.specs[p.outputs[k].value].dtype.is_float())
+        .collect()
+}
+
+/// Random data of `spec` in `[-1, 1]`.
+fn random_like(rng: &mut Rng, spec: &TensorSpec) -> HostTensor {
+    HostTensor::from_fn(spec.clone(), |_| rng.uniform(-1.0, 1.0))
+}
+
+/// `sum_i <a_i, b_i>` and `sum_i sum_j |a_ij b_ij|`.
+fn dot_and_scale(a: &[Vec<f64>], b: &[Vec<f64>]) -> (f64, f64) {
+    let mut dot = 0.0;
+    let mut scale = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            dot += p * q;
+            scale += (p * q).abs();
+        }
+    }
+    (dot, scale)
+}
+
+/// Checks the pullback of `case`'s program against central differences.
+pub fn check_grad(case: &Case) -> GradVerdict {
+    let p = &case.program;
+    let outs = float_outputs(p);
+    let floats: Vec<usize> = (0..p.params.len())
+        .filter(|&i| p.specs[p.params[i]].dtype.is_float())
+        .collect();
+    if outs.is_empty() || floats.is_empty() {
+        return GradVerdict::Skipped("no float input or output".into());
+    }
+    if clamp_may_tie(p) {
+        return GradVerdict::Skipped("a clamp's bound may tie its operand".into());
+    }
+    let mut rng = Rng::new(case.seed.wrapping_mul(31).wrapping_add(7));
+    let cts: Vec<HostTensor> = outs
+        .iter()
+        .map(|&k| random_like(&mut rng, &p.specs[p.outputs[k].value]))
+        .collect();
+    let dirs: Vec<Vec<f64>> = floats
+        .iter()
+        .map(|&i| random_like(&mut rng, &p.specs[p.params[i]]).to_f64_vec())
+        .collect();
+    let n = p.params.len();
+
+    let (pl, outs_l) = (p.clone(), outs.clone());
+    let loss = Kernel::new(fresh_name("grad_fuzz_loss"), move |a: &[Tensor]| {
+        let ys = build(&pl, &a[..n]);
+        let mut total = Tensor::scalar(0.0, DType::F64);
+        for (j, &k) in outs_l.iter().enumerate() {
+            let y = ys[k];
+            let axes: Vec<isize> = (0..y.rank() as isize).collect();
+            total = total + (y * a[n + j]).sum(&axes);
+        }
+        vec![total]
+    });
+    let (pg, outs_g) = (p.clone(), outs.clone());
+    let grads = Kernel::new(fresh_name("grad_fuzz_grad"), move |a: &[Tensor]| {
+        let xs: Vec<Tensor> = a[..n].to_vec();
+        let (ys, pb) = vjp(|xs: Vec<Tensor>| build(&pg, &xs), xs);
+        let cts: Vec<Tensor> = ys
+            .iter()
+            .enumerate()
+            .map(|(k, y)| match outs_g.iter().position(|&o| o == k) {
+                Some(j) => a[n + j],
+                None => y.zeros_like(),
+            })
+            .collect();
+        pb.call(cts)
+    });
+
+    let dev = device();
+    let mut args: Vec<HostTensor> = case.args.clone();
+    args.extend(cts);
+    let run_loss = |args: &[HostTensor]| -> Result<f64, String> {
+        let refs: Vec<&HostTensor> = args.iter().collect();
+        let out = loss.run(&dev, &refs).map_err(|e| e.to_string())?;
+        Ok(out[0].to_f64_vec()[0])
+    };
+    let l0 = match run_loss(&args) {
+        Ok(l) if l.is_finite() => l,
+        Ok(_) => return GradVerdict::Skipped("the loss is not finite".into()),
+        Err(e) => return GradVerdict::Skipped(format!("the loss does not run: {e}")),
+    };
+    let refs: Vec<&HostTensor> = args.iter().collect();
+    let g = match grads.run(&dev, &refs) {
+        Ok(g) => g,
+        // JAX defines no gradient there either; the error says so.
+        Err(e) if e.to_string().contains("is not defined") => {
+            return GradVerdict::Skipped(format!("no gradient is defined: {e}"))
+        }
+        Err(e) => return GradVerdict::Mismatch(format!("the gradient does not run: {e}")),
+    };
+    let g: Vec<Vec<f64>> = floats.iter().map(|&i| g[i].to_f64_vec()).collect();
+    if g.iter().flatten().any(|x| !x.is_finite()) {
+        return GradVerdict::Skipped("the gradient is not finite".into());
+    }
+    let (along, scale) = dot_and_scale(&g, &dirs);
+
+    let moved = |h: f64| -> Result<f64, String> {
+        let mut a = args.clone();
+        for (&i, u) in floats.iter().zip(&dirs) {
+            let x = case.args[i].to_f64_vec();
+            let v: Vec<f64> = x.iter().zip(u).map(|(x, u)| x + h * u).collect();
+            a[i] = HostTensor::from_fn(case.args[i].spec().clone(), |j| v[j]);
+        }
+        run_loss(&a)
+    };
+    let mut fds = Vec::new();
+    for h in STEPS {
+        let fd = match (moved(h), moved(-h)) {
+            (Ok(up), Ok(down)) => (up - down) / (2.0 * h),
+            (Err(e), _) | (_, Err(e)) => return GradVerdict::Skipped(e),
+        };
+        if !fd.is_finite() {
+            return GradVerdict::Skipped("a moved loss is not finite".into());
+        }
+        fds.push((h, fd));
+    }
+    // What a step may add: truncation (relative) and rounding of L.
+    let tol = |h: f64, fd: f64| RTOL * (scale + fd.abs()) + 1e-14 * (1.0 + l0.abs()) / h + 1e-12;
+    if fds.iter().any(|&(h, fd)| (along - fd).abs() <= tol(h, fd)) {
+        return GradVerdict::Agree;
+    }
+    let (_, mid) = fds[1];
+    let steady = fds.iter().all(|&(h, fd)| (fd - mid).abs() <= tol(h, fd));
+    if !steady {
+        return GradVerdict::Skipped("the differences depend on the step (a kink)".into());
+    }
+    GradVerdict::Mismatch(format!(
+        "<grad, u> = {along:e} but central differences give {} (loss {l0:e}, sum of |terms| {scale:e})",
+        fds.iter()
+            .map(|(h, fd)| format!("{fd:e} at h = {h:e}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// What [`run_grads`] did.
+#[derive(Clone, Debug, Default)]
+pub struct GradReport {
+    /// Programs whose pullback was compared.
+    pub checked: usize,
+    /// Programs skipped, counted by reason.
+    pub skipped: std::collections::BTreeMap<String, usize>,
+    /// Mismatches: seed and message.
+    pub mismatches: Vec<(u64, String)>,
+}
+
+/// Checks the programs of `seeds` one after the other until they run out
+/// or `deadline` passes; `found` sees each mismatching case and its
+/// message as it is found.
+pub fn run_grads(
+    seeds: impl IntoIterator<Item = u64>,
+    deadline: Option<std::time::Instant>,
+    found: &dyn Fn(&Case, &str),
+) -> GradReport {
+    let mut report = GradReport::default();
+    for seed in seeds {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break;
+        }
+        let verdict = match grad_case(seed) {
+            Ok(case) => {
+                let v = check_grad(&case);
+                if let GradVerdict::Mismatch(m) = &v {
+                    found(&case, m);
+                }
+                v
+            }
+            Err(e) => GradVerdict::Skipped(format!("the f64 program is ill-typed: {e}")),
+        };
+        match verdict {
+            GradVerdict::Agree => report.checked += 1,
+            GradVerdict::Skipped(why) => {
+                // The reason's first clause: messages that name values differ.
+                let key = why.split(':').next().unwrap_or(&why).to_string();
+                *report.skipped.entry(key).or_default() += 1;
+            }
+            GradVerdict::Mismatch(m) => {
+                report.checked += 1;
+                report.mismatches.push((seed, m));
+            }
+        }
+    }
+    report
+}
