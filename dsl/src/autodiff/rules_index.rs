@@ -105,7 +105,17 @@ pub(crate) fn scatter_vjp(
         start_index_map: dims.scatter_dims_to_operand_dims.clone(),
         index_vector_dim: ivd,
     };
-    let back = |t: Tensor| t.gather(indices, gd.clone(), &window);
+    // A window larger than its axis (one element of an empty axis) fits
+    // nowhere: no update lands, so none reads a cotangent back (and such a
+    // gather does not trace).
+    let fits = window.iter().zip(&shape).all(|(w, s)| w <= s);
+    let back = |t: Tensor| {
+        if fits {
+            t.gather(indices, gd.clone(), &window)
+        } else {
+            Tensor::zeros(ushape.clone(), t.dtype())
+        }
+    };
     let zu = upd.zeros_like();
     let want_upd = want.get(2).copied().unwrap_or(false);
     let (dx, du) = match combine {

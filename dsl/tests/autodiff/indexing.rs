@@ -103,3 +103,32 @@ fn sort_and_top_k() {
         &[x],
     );
 }
+
+/// A scatter into an empty axis lands no update: the updates' gradient is
+/// zero, and so is its own derivative (the tangents of a sort of nothing
+/// differentiate a scatter's pullback; it used to gather windows of one
+/// element from the empty cotangent, which does not trace).
+#[test]
+fn scatter_into_an_empty_axis_and_its_second_derivative() {
+    let empty = data(8, &[0], -1.0, 1.0);
+    let u = data(9, &[], -1.0, 1.0);
+    check(
+        "scatter_into_empty",
+        |a| {
+            let at = Tensor::scalar(0.0, S32);
+            vec![
+                a[0].index_update(0, at, a[1], ScatterCombine::Set),
+                a[1].exp(),
+            ]
+        },
+        &[empty.clone(), u],
+    );
+    let y = crate::fd::eval(
+        |a| {
+            let (y, t) = tessel_dsl::autodiff::jvp(|x: Tensor| x.sort(0, true), a[0], a[0]);
+            vec![y, t]
+        },
+        &[empty],
+    );
+    assert_eq!(y[1].shape(), [0]);
+}

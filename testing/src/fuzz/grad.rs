@@ -12,14 +12,16 @@
 //! `L(x) = sum_k <y_k(x), r_k>` over the program's float outputs `y_k`
 //! (random `r_k`) and the pullback of the program for the cotangents
 //! `r_k`, and compares the directional derivative `<grad L, u>` for a
-//! random direction `u` with `(L(x + h u) - L(x - h u)) / 2h`. A
+//! random direction `u` with `(L(x + h u) - L(x - h u)) / 2h`; so too
+//! `sum_k <t_k, r_k>` for the tangents `t_k` of `autodiff::jvp` along `u`
+//! (the pullback's transpose: the pullback's own rules differentiated). A
 //! difference at one step `h` may be a kink the step crossed (a
 //! `maximum`, a `floor`, a comparison), so a case is a mismatch only if
 //! the differences at three steps agree with each other and all differ
 //! from the pullback. Programs whose loss or gradient is not finite, or
 //! whose differences disagree among steps, are skipped, with the reason.
 
-use tessel_dsl::autodiff::vjp;
+use tessel_dsl::autodiff::{jvp, vjp};
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
 
@@ -160,7 +162,69 @@ fn dot_and_scale(a: &[Vec<f64>], b: &[Vec<f64>]) -> (f64, f64) {
     (dot, scale)
 }
 
-/// Checks the pullback of `case`'s program against central differences.
+/// The loss `sum_k <y_k, r_k>` over the outputs `outs`: arguments, then
+/// one `r_k` per output.
+fn loss_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
+    let (p, outs, n) = (p.clone(), outs.to_vec(), p.params.len());
+    Kernel::new(fresh_name("grad_fuzz_loss"), move |a: &[Tensor]| {
+        let ys = build(&p, &a[..n]);
+        let mut total = Tensor::scalar(0.0, DType::F64);
+        for (j, &k) in outs.iter().enumerate() {
+            let y = ys[k];
+            let axes: Vec<isize> = (0..y.rank() as isize).collect();
+            total = total + (y * a[n + j]).sum(&axes);
+        }
+        vec![total]
+    })
+}
+
+/// The pullback of the program for the cotangents `r_k` of the outputs
+/// `outs` (zeros for the others): arguments, then the `r_k`.
+fn pullback_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
+    let (p, outs, n) = (p.clone(), outs.to_vec(), p.params.len());
+    Kernel::new(fresh_name("grad_fuzz_grad"), move |a: &[Tensor]| {
+        let (ys, pb) = vjp(|xs: Vec<Tensor>| build(&p, &xs), a[..n].to_vec());
+        let cts: Vec<Tensor> = ys
+            .iter()
+            .enumerate()
+            .map(|(k, y)| match outs.iter().position(|&o| o == k) {
+                Some(j) => a[n + j],
+                None => y.zeros_like(),
+            })
+            .collect();
+        pb.call(cts)
+    })
+}
+
+/// The tangents of the outputs `outs` (`autodiff::jvp`, the transpose of
+/// the pullback) along the direction of the float parameters `floats`:
+/// arguments, then one direction per float parameter.
+fn tangent_kernel(
+    p: &Program,
+    outs: &[usize],
+    floats: &[usize],
+) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
+    let (p, outs, floats, n) = (p.clone(), outs.to_vec(), floats.to_vec(), p.params.len());
+    Kernel::new(fresh_name("grad_fuzz_jvp"), move |a: &[Tensor]| {
+        let dirs: Vec<Tensor> = (0..n)
+            .map(|i| match floats.iter().position(|&f| f == i) {
+                Some(j) => a[n + j],
+                None => a[i].zeros_like(),
+            })
+            .collect();
+        let (_, ts) = jvp(|xs: Vec<Tensor>| build(&p, &xs), a[..n].to_vec(), dirs);
+        outs.iter().map(|&k| ts[k]).collect::<Vec<_>>()
+    })
+}
+
+/// Whether a kernel's failure is JAX's too: no gradient is defined there.
+fn undefined(e: &tessel_dsl::Error) -> bool {
+    e.to_string().contains("is not defined")
+}
+
+/// Checks the pullback of `case`'s program, and its tangents (the
+/// pullback's transpose, so the pullback's own rules are exercised), against
+/// central differences.
 pub fn check_grad(case: &Case) -> GradVerdict {
     let p = &case.program;
     let outs = float_outputs(p);
@@ -178,41 +242,16 @@ pub fn check_grad(case: &Case) -> GradVerdict {
         .iter()
         .map(|&k| random_like(&mut rng, &p.specs[p.outputs[k].value]))
         .collect();
-    let dirs: Vec<Vec<f64>> = floats
+    let dirs: Vec<HostTensor> = floats
         .iter()
-        .map(|&i| random_like(&mut rng, &p.specs[p.params[i]]).to_f64_vec())
+        .map(|&i| random_like(&mut rng, &p.specs[p.params[i]]))
         .collect();
-    let n = p.params.len();
-
-    let (pl, outs_l) = (p.clone(), outs.clone());
-    let loss = Kernel::new(fresh_name("grad_fuzz_loss"), move |a: &[Tensor]| {
-        let ys = build(&pl, &a[..n]);
-        let mut total = Tensor::scalar(0.0, DType::F64);
-        for (j, &k) in outs_l.iter().enumerate() {
-            let y = ys[k];
-            let axes: Vec<isize> = (0..y.rank() as isize).collect();
-            total = total + (y * a[n + j]).sum(&axes);
-        }
-        vec![total]
-    });
-    let (pg, outs_g) = (p.clone(), outs.clone());
-    let grads = Kernel::new(fresh_name("grad_fuzz_grad"), move |a: &[Tensor]| {
-        let xs: Vec<Tensor> = a[..n].to_vec();
-        let (ys, pb) = vjp(|xs: Vec<Tensor>| build(&pg, &xs), xs);
-        let cts: Vec<Tensor> = ys
-            .iter()
-            .enumerate()
-            .map(|(k, y)| match outs_g.iter().position(|&o| o == k) {
-                Some(j) => a[n + j],
-                None => y.zeros_like(),
-            })
-            .collect();
-        pb.call(cts)
-    });
+    let dirs_f64: Vec<Vec<f64>> = dirs.iter().map(HostTensor::to_f64_vec).collect();
 
     let dev = device();
+    let loss = loss_kernel(p, &outs);
     let mut args: Vec<HostTensor> = case.args.clone();
-    args.extend(cts);
+    args.extend(cts.iter().cloned());
     let run_loss = |args: &[HostTensor]| -> Result<f64, String> {
         let refs: Vec<&HostTensor> = args.iter().collect();
         let out = loss.run(&dev, &refs).map_err(|e| e.to_string())?;
@@ -223,24 +262,38 @@ pub fn check_grad(case: &Case) -> GradVerdict {
         Ok(_) => return GradVerdict::Skipped("the loss is not finite".into()),
         Err(e) => return GradVerdict::Skipped(format!("the loss does not run: {e}")),
     };
+
     let refs: Vec<&HostTensor> = args.iter().collect();
-    let g = match grads.run(&dev, &refs) {
+    let g = match pullback_kernel(p, &outs).run(&dev, &refs) {
         Ok(g) => g,
-        // JAX defines no gradient there either; the error says so.
-        Err(e) if e.to_string().contains("is not defined") => {
+        Err(e) if undefined(&e) => {
             return GradVerdict::Skipped(format!("no gradient is defined: {e}"))
         }
         Err(e) => return GradVerdict::Mismatch(format!("the gradient does not run: {e}")),
     };
     let g: Vec<Vec<f64>> = floats.iter().map(|&i| g[i].to_f64_vec()).collect();
-    if g.iter().flatten().any(|x| !x.is_finite()) {
+    let mut tangent_args: Vec<HostTensor> = case.args.clone();
+    tangent_args.extend(dirs.iter().cloned());
+    let refs: Vec<&HostTensor> = tangent_args.iter().collect();
+    let t = match tangent_kernel(p, &outs, &floats).run(&dev, &refs) {
+        Ok(t) => t,
+        Err(e) if undefined(&e) => {
+            return GradVerdict::Skipped(format!("no gradient is defined: {e}"))
+        }
+        Err(e) => return GradVerdict::Mismatch(format!("the tangents do not run: {e}")),
+    };
+    let t: Vec<Vec<f64>> = t.iter().map(HostTensor::to_f64_vec).collect();
+    let r: Vec<Vec<f64>> = cts.iter().map(HostTensor::to_f64_vec).collect();
+    if g.iter().chain(&t).flatten().any(|x| !x.is_finite()) {
         return GradVerdict::Skipped("the gradient is not finite".into());
     }
-    let (along, scale) = dot_and_scale(&g, &dirs);
+    let (along, scale) = dot_and_scale(&g, &dirs_f64);
+    let (tangent, tangent_scale) = dot_and_scale(&t, &r);
+    let scale = scale.max(tangent_scale);
 
     let moved = |h: f64| -> Result<f64, String> {
         let mut a = args.clone();
-        for (&i, u) in floats.iter().zip(&dirs) {
+        for (&i, u) in floats.iter().zip(&dirs_f64) {
             let x = case.args[i].to_f64_vec();
             let v: Vec<f64> = x.iter().zip(u).map(|(x, u)| x + h * u).collect();
             a[i] = HostTensor::from_fn(case.args[i].spec().clone(), |j| v[j]);
@@ -260,7 +313,8 @@ pub fn check_grad(case: &Case) -> GradVerdict {
     }
     // What a step may add: truncation (relative) and rounding of L.
     let tol = |h: f64, fd: f64| RTOL * (scale + fd.abs()) + 1e-14 * (1.0 + l0.abs()) / h + 1e-12;
-    if fds.iter().any(|&(h, fd)| (along - fd).abs() <= tol(h, fd)) {
+    let agrees = |x: f64| fds.iter().any(|&(h, fd)| (x - fd).abs() <= tol(h, fd));
+    if agrees(along) && agrees(tangent) {
         return GradVerdict::Agree;
     }
     let (_, mid) = fds[1];
@@ -269,7 +323,8 @@ pub fn check_grad(case: &Case) -> GradVerdict {
         return GradVerdict::Skipped("the differences depend on the step (a kink)".into());
     }
     GradVerdict::Mismatch(format!(
-        "<grad, u> = {along:e} but central differences give {} (loss {l0:e}, sum of |terms| {scale:e})",
+        "<grad, u> = {along:e} and <jvp(u), r> = {tangent:e}, but central differences give {} (loss \
+         {l0:e}, sum of |terms| {scale:e})",
         fds.iter()
             .map(|(h, fd)| format!("{fd:e} at h = {h:e}"))
             .collect::<Vec<_>>()
