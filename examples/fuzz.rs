@@ -100,8 +100,12 @@ fn main() -> ExitCode {
 /// The gradient fuzzer's run.
 fn grads(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
     let report = grad::run_grads(seeds, Some(deadline), &|case, message| {
-        let note = format!("Gradient fuzzer, seed {}: the function", case.seed);
-        let rust = fuzz::to_rust(case, &format!("grad_fuzz_{}", case.seed), &note);
+        let note = format!(
+            "Gradient fuzzer, seed {}: {}",
+            case.seed,
+            first_line(message)
+        );
+        let rust = fuzz::to_rust_grad(case, &format!("grad_fuzz_{}", case.seed), &note);
         println!("\n// seed {}: {message}\n{rust}", case.seed);
     });
     let skipped: usize = report.skipped.values().sum();
@@ -118,4 +122,9 @@ fn grads(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// The first line of `s`.
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
 }

@@ -18,7 +18,7 @@ const PROGRAMS: u64 = 400;
 fn pullbacks_of_random_programs_match_central_differences() {
     fuzz::use_fast_compile();
     let print = |case: &fuzz::Case, message: &str| {
-        let rust = fuzz::to_rust(case, &format!("grad_fuzz_{}", case.seed), "The function.");
+        let rust = fuzz::to_rust_grad(case, &format!("grad_fuzz_{}", case.seed), message);
         eprintln!("seed {}: {message}\n{rust}", case.seed);
     };
     if let Some(seed) = std::env::var("GRAD_FUZZ_SEED")

@@ -21,6 +21,8 @@
 //! from the pullback. Programs whose loss or gradient is not finite, or
 //! whose differences disagree among steps, are skipped, with the reason.
 
+use std::rc::Rc;
+
 use tessel_dsl::autodiff::{jvp, vjp};
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
@@ -28,6 +30,7 @@ use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
 use super::build::build;
 use super::generate::generate;
 use super::program::{Case, Inst, Op, Program};
+use super::shrink::{shrink_with, Budget};
 use super::types::retype;
 use crate::{device, fresh_name, Rng};
 
@@ -43,6 +46,9 @@ pub enum GradVerdict {
     /// the gradient fails to trace where the program does.
     Mismatch(String),
 }
+
+/// A function under test: inputs to outputs.
+pub type Func = Rc<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
 
 /// The steps of the central differences, largest first.
 const STEPS: [f64; 3] = [1e-3, 1e-5, 1e-7];
@@ -137,13 +143,6 @@ fn clamp_may_tie(p: &Program) -> bool {
     tie
 }
 
-/// The program's float outputs (by position).
-fn float_outputs(p: &Program) -> Vec<usize> {
-    (0..p.outputs.len())
-        .filter(|&k| p.specs[p.outputs[k].value].dtype.is_float())
-        .collect()
-}
-
 /// Random data of `spec` in `[-1, 1]`.
 fn random_like(rng: &mut Rng, spec: &TensorSpec) -> HostTensor {
     HostTensor::from_fn(spec.clone(), |_| rng.uniform(-1.0, 1.0))
@@ -164,10 +163,10 @@ fn dot_and_scale(a: &[Vec<f64>], b: &[Vec<f64>]) -> (f64, f64) {
 
 /// The loss `sum_k <y_k, r_k>` over the outputs `outs`: arguments, then
 /// one `r_k` per output.
-fn loss_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (p, outs, n) = (p.clone(), outs.to_vec(), p.params.len());
+fn loss_kernel(f: &Func, n: usize, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
+    let (f, outs) = (f.clone(), outs.to_vec());
     Kernel::new(fresh_name("grad_fuzz_loss"), move |a: &[Tensor]| {
-        let ys = build(&p, &a[..n]);
+        let ys = f(&a[..n]);
         let mut total = Tensor::scalar(0.0, DType::F64);
         for (j, &k) in outs.iter().enumerate() {
             let y = ys[k];
@@ -180,10 +179,14 @@ fn loss_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<
 
 /// The pullback of the program for the cotangents `r_k` of the outputs
 /// `outs` (zeros for the others): arguments, then the `r_k`.
-fn pullback_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (p, outs, n) = (p.clone(), outs.to_vec(), p.params.len());
+fn pullback_kernel(
+    f: &Func,
+    n: usize,
+    outs: &[usize],
+) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
+    let (f, outs) = (f.clone(), outs.to_vec());
     Kernel::new(fresh_name("grad_fuzz_grad"), move |a: &[Tensor]| {
-        let (ys, pb) = vjp(|xs: Vec<Tensor>| build(&p, &xs), a[..n].to_vec());
+        let (ys, pb) = vjp(|xs: Vec<Tensor>| f(&xs), a[..n].to_vec());
         let cts: Vec<Tensor> = ys
             .iter()
             .enumerate()
@@ -200,11 +203,12 @@ fn pullback_kernel(p: &Program, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> 
 /// the pullback) along the direction of the float parameters `floats`:
 /// arguments, then one direction per float parameter.
 fn tangent_kernel(
-    p: &Program,
+    f: &Func,
+    n: usize,
     outs: &[usize],
     floats: &[usize],
 ) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (p, outs, floats, n) = (p.clone(), outs.to_vec(), floats.to_vec(), p.params.len());
+    let (f, outs, floats) = (f.clone(), outs.to_vec(), floats.to_vec());
     Kernel::new(fresh_name("grad_fuzz_jvp"), move |a: &[Tensor]| {
         let dirs: Vec<Tensor> = (0..n)
             .map(|i| match floats.iter().position(|&f| f == i) {
@@ -212,7 +216,7 @@ fn tangent_kernel(
                 None => a[i].zeros_like(),
             })
             .collect();
-        let (_, ts) = jvp(|xs: Vec<Tensor>| build(&p, &xs), a[..n].to_vec(), dirs);
+        let (_, ts) = jvp(|xs: Vec<Tensor>| f(&xs), a[..n].to_vec(), dirs);
         outs.iter().map(|&k| ts[k]).collect::<Vec<_>>()
     })
 }
@@ -226,31 +230,54 @@ fn undefined(e: &tessel_dsl::Error) -> bool {
 /// pullback's transpose, so the pullback's own rules are exercised), against
 /// central differences.
 pub fn check_grad(case: &Case) -> GradVerdict {
-    let p = &case.program;
-    let outs = float_outputs(p);
-    let floats: Vec<usize> = (0..p.params.len())
-        .filter(|&i| p.specs[p.params[i]].dtype.is_float())
+    if clamp_may_tie(&case.program) {
+        return GradVerdict::Skipped("a clamp's bound may tie its operand".into());
+    }
+    let p = case.program.clone();
+    check_fn(
+        case.seed,
+        &case.args,
+        Rc::new(move |a: &[Tensor]| build(&p, a)),
+    )
+}
+
+/// The function `f` at `args`, checked as [`check_grad`] checks a
+/// program; `seed` chooses the cotangents and the direction.
+pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
+    let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+    let traced = {
+        let f = f.clone();
+        Kernel::new(fresh_name("grad_fuzz_specs"), move |a: &[Tensor]| f(a)).trace(&specs)
+    };
+    let out_specs = match traced {
+        Ok(g) => g.output_specs(),
+        Err(e) => return GradVerdict::Skipped(format!("the function does not trace: {e}")),
+    };
+    let outs: Vec<usize> = (0..out_specs.len())
+        .filter(|&k| out_specs[k].dtype.is_float())
+        .collect();
+    let floats: Vec<usize> = (0..specs.len())
+        .filter(|&i| specs[i].dtype.is_float())
         .collect();
     if outs.is_empty() || floats.is_empty() {
         return GradVerdict::Skipped("no float input or output".into());
     }
-    if clamp_may_tie(p) {
-        return GradVerdict::Skipped("a clamp's bound may tie its operand".into());
-    }
-    let mut rng = Rng::new(case.seed.wrapping_mul(31).wrapping_add(7));
+    let n = args.len();
+    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let cts: Vec<HostTensor> = outs
         .iter()
-        .map(|&k| random_like(&mut rng, &p.specs[p.outputs[k].value]))
+        .map(|&k| random_like(&mut rng, &out_specs[k]))
         .collect();
     let dirs: Vec<HostTensor> = floats
         .iter()
-        .map(|&i| random_like(&mut rng, &p.specs[p.params[i]]))
+        .map(|&i| random_like(&mut rng, &specs[i]))
         .collect();
     let dirs_f64: Vec<Vec<f64>> = dirs.iter().map(HostTensor::to_f64_vec).collect();
 
     let dev = device();
-    let loss = loss_kernel(p, &outs);
-    let mut args: Vec<HostTensor> = case.args.clone();
+    let loss = loss_kernel(&f, n, &outs);
+    let inputs = args;
+    let mut args: Vec<HostTensor> = inputs.to_vec();
     args.extend(cts.iter().cloned());
     let run_loss = |args: &[HostTensor]| -> Result<f64, String> {
         let refs: Vec<&HostTensor> = args.iter().collect();
@@ -264,7 +291,7 @@ pub fn check_grad(case: &Case) -> GradVerdict {
     };
 
     let refs: Vec<&HostTensor> = args.iter().collect();
-    let g = match pullback_kernel(p, &outs).run(&dev, &refs) {
+    let g = match pullback_kernel(&f, n, &outs).run(&dev, &refs) {
         Ok(g) => g,
         Err(e) if undefined(&e) => {
             return GradVerdict::Skipped(format!("no gradient is defined: {e}"))
@@ -272,10 +299,10 @@ pub fn check_grad(case: &Case) -> GradVerdict {
         Err(e) => return GradVerdict::Mismatch(format!("the gradient does not run: {e}")),
     };
     let g: Vec<Vec<f64>> = floats.iter().map(|&i| g[i].to_f64_vec()).collect();
-    let mut tangent_args: Vec<HostTensor> = case.args.clone();
+    let mut tangent_args: Vec<HostTensor> = inputs.to_vec();
     tangent_args.extend(dirs.iter().cloned());
     let refs: Vec<&HostTensor> = tangent_args.iter().collect();
-    let t = match tangent_kernel(p, &outs, &floats).run(&dev, &refs) {
+    let t = match tangent_kernel(&f, n, &outs, &floats).run(&dev, &refs) {
         Ok(t) => t,
         Err(e) if undefined(&e) => {
             return GradVerdict::Skipped(format!("no gradient is defined: {e}"))
@@ -294,9 +321,9 @@ pub fn check_grad(case: &Case) -> GradVerdict {
     let moved = |h: f64| -> Result<f64, String> {
         let mut a = args.clone();
         for (&i, u) in floats.iter().zip(&dirs_f64) {
-            let x = case.args[i].to_f64_vec();
+            let x = inputs[i].to_f64_vec();
             let v: Vec<f64> = x.iter().zip(u).map(|(x, u)| x + h * u).collect();
-            a[i] = HostTensor::from_fn(case.args[i].spec().clone(), |j| v[j]);
+            a[i] = HostTensor::from_fn(inputs[i].spec().clone(), |j| v[j]);
         }
         run_loss(&a)
     };
@@ -344,8 +371,8 @@ pub struct GradReport {
 }
 
 /// Checks the programs of `seeds` one after the other until they run out
-/// or `deadline` passes; `found` sees each mismatching case and its
-/// message as it is found.
+/// or `deadline` passes; `found` sees each mismatching case, shrunk, and
+/// its message as it is found.
 pub fn run_grads(
     seeds: impl IntoIterator<Item = u64>,
     deadline: Option<std::time::Instant>,
@@ -360,7 +387,12 @@ pub fn run_grads(
             Ok(case) => {
                 let v = check_grad(&case);
                 if let GradVerdict::Mismatch(m) = &v {
-                    found(&case, m);
+                    let fails = |c: &Case| match check_grad(c) {
+                        GradVerdict::Mismatch(m) => Some(m),
+                        _ => None,
+                    };
+                    let s = shrink_with(&case, m, Budget::default(), &fails);
+                    found(&s.case, &s.message);
                 }
                 v
             }
@@ -380,4 +412,22 @@ pub fn run_grads(
         }
     }
     report
+}
+
+/// Panics unless the pullback and the tangents of `body` at `args` agree
+/// with central differences (or the check is skipped, for a reason
+/// printed), as [`check_grad`] decides; `seed` chooses the cotangents and
+/// the direction. The gradient fuzzer prints its findings as tests calling
+/// this.
+#[track_caller]
+pub fn assert_grad(
+    args: &[HostTensor],
+    seed: u64,
+    body: impl Fn(&[Tensor]) -> Vec<Tensor> + 'static,
+) {
+    match check_fn(seed, args, Rc::new(body)) {
+        GradVerdict::Mismatch(m) => panic!("{m}"),
+        GradVerdict::Skipped(why) => eprintln!("not checked: {why}"),
+        GradVerdict::Agree => {}
+    }
 }

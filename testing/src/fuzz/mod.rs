@@ -52,8 +52,8 @@ pub use generate::{all_outputs, generate, random_arg, DTYPES, EXTENTS, MAX_ELEME
 pub use program::{
     Binary, Block, Bound, Case, Cmp, Inst, Op, Output, Program, Reduce, Unary, MAX_TRIPS, V,
 };
-pub use rust::{float, tensor_literal, to_rust};
-pub use shrink::{renumber, shrink, Budget, Shrunk};
+pub use rust::{float, tensor_literal, to_rust, to_rust_grad};
+pub use shrink::{renumber, shrink, shrink_with, Budget, Fails, Shrunk};
 pub use types::{infer, retype};
 
 use crate::{device, fresh_name};

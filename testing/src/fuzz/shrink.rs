@@ -1,4 +1,4 @@
-//! Shrinking a failing case: edits that keep the mismatch are kept, until
+//! Shrinking a failing case: edits that keep the failure are kept, until
 //! none helps or the budget is spent. In order: keep the first output that
 //! differs (after making every value an output), replace instructions by
 //! parameters holding their values, inline branches, shorten loops, drop
@@ -47,15 +47,30 @@ pub struct Shrunk {
 /// apply after.
 type Edit = (Vec<Inst>, Vec<(V, V)>);
 
-struct Shrinker {
+/// Whether a candidate still fails, and its message if so.
+pub type Fails<'a> = &'a dyn Fn(&Case) -> Option<String>;
+
+struct Shrinker<'a> {
     best: Case,
     message: String,
     tries: usize,
     budget: Budget,
     start: Instant,
+    fails: Fails<'a>,
 }
 
-impl Shrinker {
+impl<'a> Shrinker<'a> {
+    fn new(case: &Case, message: &str, budget: Budget, fails: Fails<'a>) -> Self {
+        Shrinker {
+            best: case.clone(),
+            message: message.to_string(),
+            tries: 0,
+            budget,
+            start: Instant::now(),
+            fails,
+        }
+    }
+
     fn spent(&self) -> bool {
         self.tries >= self.budget.tries || self.start.elapsed() >= self.budget.time
     }
@@ -70,13 +85,24 @@ impl Shrinker {
             return false;
         }
         self.tries += 1;
-        match check(&c) {
-            Verdict::Mismatch(m) => {
+        match (self.fails)(&c) {
+            Some(m) => {
                 self.best = c;
                 self.message = m;
                 true
             }
-            _ => false,
+            None => false,
+        }
+    }
+
+    /// Keeps only one output, the first that fails alone.
+    fn one_output(&mut self) {
+        for i in 0..self.best.program.outputs.len() {
+            let mut c = self.best.clone();
+            c.program.outputs = vec![c.program.outputs[i]];
+            if self.attempt(c) {
+                return;
+            }
         }
     }
 
@@ -360,16 +386,29 @@ pub fn renumber(p: &Program) -> Program {
     q
 }
 
-/// Shrinks failing `case` within `budget`.
+/// Shrinks `case`, on which the interpreter and the plugin differ, within
+/// `budget`.
 pub fn shrink(case: &Case, message: &str, budget: Budget) -> Shrunk {
-    let mut s = Shrinker {
-        best: case.clone(),
-        message: message.to_string(),
-        tries: 0,
-        budget,
-        start: Instant::now(),
+    let fails = |c: &Case| match check(c) {
+        Verdict::Mismatch(m) => Some(m),
+        _ => None,
     };
+    let mut s = Shrinker::new(case, message, budget, &fails);
     s.first_output();
+    finish(s)
+}
+
+/// Shrinks `case`, which fails as `fails` tells (its message if it does),
+/// within `budget`: the same edits as [`shrink`], keeping one output that
+/// fails alone first.
+pub fn shrink_with(case: &Case, message: &str, budget: Budget, fails: Fails<'_>) -> Shrunk {
+    let mut s = Shrinker::new(case, message, budget, fails);
+    s.one_output();
+    finish(s)
+}
+
+/// The edits after the first output is chosen, until none helps.
+fn finish(mut s: Shrinker<'_>) -> Shrunk {
     loop {
         let mut progress = s.insts_as_params();
         progress |= s.blocks();
