@@ -402,30 +402,27 @@ fn reads(insts: &[Inst], out: &mut BTreeSet<V>) {
 /// ([`assert_agree`](super::assert_agree)).
 pub fn to_rust(case: &Case, name: &str, note: &str) -> String {
     let terms: Vec<usize> = case.program.outputs.iter().map(|o| o.terms).collect();
-    test_source(
-        case,
-        name,
-        note,
-        "assert_agree",
-        &format!("&{}", list(&terms)),
-    )
+    let extra = format!("&{}", list(&terms));
+    test_source(case, name, note, ["assert_agree", "assert_agree"], &extra)
 }
 
 /// `case` as a `#[test]` function named `name`, with `note` as its doc
 /// comment: its gradients must agree with central differences
 /// ([`assert_grad`](super::grad::assert_grad), with the case's seed).
 pub fn to_rust_grad(case: &Case, name: &str, note: &str) -> String {
-    test_source(
-        case,
-        name,
-        note,
-        "grad::assert_grad",
-        &case.seed.to_string(),
-    )
+    let extra = case.seed.to_string();
+    test_source(case, name, note, ["grad", "grad::assert_grad"], &extra)
 }
 
-/// The test: imports, the arguments, then `check(&args, extra, |a| body)`.
-fn test_source(case: &Case, name: &str, note: &str, check: &str, extra: &str) -> String {
+/// The test: imports (`tessel_testing::fuzz::{import}`), the arguments,
+/// then `call(&args, extra, |a| body)`.
+fn test_source(
+    case: &Case,
+    name: &str,
+    note: &str,
+    [import, call]: [&str; 2],
+    extra: &str,
+) -> String {
     let p = &case.program;
     let mut read = BTreeSet::new();
     reads(&p.insts, &mut read);
@@ -455,14 +452,13 @@ fn test_source(case: &Case, name: &str, note: &str, check: &str, extra: &str) ->
         let _ = writeln!(s, "    use tessel_dsl::ops::ScatterCombine;");
     }
     let _ = writeln!(s, "    use tessel_dsl::{{{}}};", names.join(", "));
-    let first = check.split("::").next().unwrap_or(check);
-    let _ = writeln!(s, "    use tessel_testing::{{fuzz::{first}, tensor}};");
+    let _ = writeln!(s, "    use tessel_testing::{{fuzz::{import}, tensor}};");
     let _ = writeln!(s, "    let args = [");
     for a in &case.args {
         let _ = writeln!(s, "        {},", tensor_literal(a));
     }
     let _ = writeln!(s, "    ];");
-    let _ = writeln!(s, "    {check}(&args, {extra}, |a: &[Tensor]| {{");
+    let _ = writeln!(s, "    {call}(&args, {extra}, |a: &[Tensor]| {{");
     s.push_str(&body);
     let _ = writeln!(s, "    }});");
     let _ = writeln!(s, "}}");
