@@ -100,6 +100,33 @@ fn static_if_is_plain_rust() {
         .contains("stablehlo.if"));
 }
 
+/// `if let` on a static argument: a pattern match while tracing, kept as
+/// written (it once was rewritten as a tensor condition and did not compile).
+#[cpu_kernel]
+fn pattern_branches(x: Tensor, shift: Option<usize>) -> Tensor {
+    let mut y = x;
+    if let Some(s) = shift {
+        y = y + s as f32;
+    } else if let Some(first) = x.shape().first() {
+        y = y * *first as f32;
+    }
+    y
+}
+
+#[test]
+fn if_let_is_plain_rust() {
+    let d = dev();
+    let x = host(&[1.0, 2.0], &[2]);
+    assert_eq!(
+        f32s(&pattern_branches::run(&d, &x, Some(3)).unwrap()),
+        vec![4.0, 5.0]
+    );
+    assert_eq!(
+        f32s(&pattern_branches::run(&d, &x, None).unwrap()),
+        vec![2.0, 4.0]
+    );
+}
+
 /// A tensor `if` that assigns two variables and also yields a value.
 #[cpu_kernel]
 fn clip_or_shift(x: Tensor, limit: Tensor) -> (Tensor, Tensor, Tensor) {

@@ -532,3 +532,43 @@ fn more_misuses_each_name_their_op() {
         );
     }
 }
+
+/// Rust code in a body that panics on a poisoned result's (guessed) type
+/// does not hide the error that poisoned it: the trace returns that error.
+#[test]
+fn a_panic_after_an_error_returns_the_error() {
+    let line = line!() + 3;
+    let e = trace_error(
+        |a| {
+            let bad = a[0].matmul(a[1]); // fails: its result is poisoned
+            let n = bad.shape()[1]; // the guessed type is the scalar's: panics
+            a[0] * n as f64
+        },
+        &[f32s(&[2, 3]), f32s(&[4, 5])],
+    );
+    expect(&e, "dot_general", "contracting axes differ", line);
+}
+
+/// A panic in a body that recorded no error is the body's own: it unwinds
+/// to the caller.
+#[test]
+fn a_panic_without_an_error_unwinds() {
+    let caught = std::panic::catch_unwind(|| {
+        let params = [("x".to_string(), f32s(&[2]))];
+        let _ = tessel_dsl::trace("k", &params, Default::default(), |a| {
+            let dims = a[0].shape();
+            assert_eq!(dims.len(), 5, "the body's own check");
+            a[0]
+        });
+    });
+    let payload = caught.expect_err("the body's panic reaches the caller");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("the body's own check"), "{message}");
+    // The trace was popped: new traces work.
+    assert!(trace_error(|a| a[0].reshape(&[3]), &[f32s(&[2])])
+        .message
+        .contains("elements"));
+}

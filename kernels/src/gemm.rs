@@ -3,6 +3,9 @@
 //! per-block scales) with their quantize / dequantize helpers.
 
 use tessel::prelude::*;
+use tessel::tensor::trace_error;
+
+use crate::product_checks::{broadcast, product_shape};
 
 /// The activation applied in a GEMM's epilogue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -163,6 +166,50 @@ fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
     }
 }
 
+/// What is wrong with the arguments of [`gemm`](fn@gemm) or
+/// [`gemm_bias`](fn@gemm_bias), found before any op is built.
+fn problem(
+    a: &TensorSpec,
+    b: &TensorSpec,
+    bias: Option<&TensorSpec>,
+    opts: GemmOptions,
+) -> Option<String> {
+    if a.dtype.is_pred() || compute_dtype(a.dtype) != compute_dtype(b.dtype) {
+        return Some(format!(
+            "a and b must have one numeric dtype (the two fp8 kinds may mix), got {} and {}; cast first",
+            a.dtype, b.dtype
+        ));
+    }
+    let out = match product_shape(a, b, opts.transpose_a, opts.transpose_b) {
+        Ok(out) => out,
+        Err(m) => return Some(m),
+    };
+    if let Some(bk) = opts.block_k {
+        // (0, and too many blocks, are refused with the blocks' count.)
+        let k = a.shape[if opts.transpose_a && a.rank() >= 2 {
+            a.rank() - 2
+        } else {
+            a.rank() - 1
+        }];
+        if a.rank() < 2 || b.rank() < 2 {
+            return Some(format!(
+                "block_k needs matrices (rank 2 or more), got {a} and {b}"
+            ));
+        }
+        if bk > 0 && bk < k && !bk.is_multiple_of(8) {
+            return Some(format!(
+                "block_k must be a multiple of 8 (the tiles' rows) or at least K = {k}, got {bk}"
+            ));
+        }
+    }
+    match bias {
+        Some(bias) if broadcast(&bias.shape, &out).as_deref() != Some(&out[..]) => Some(format!(
+            "the bias {bias} does not broadcast to the product's shape {out:?}"
+        )),
+        _ => None,
+    }
+}
+
 fn out_dtype(input: DType, opts: GemmOptions) -> DType {
     opts.out_dtype.unwrap_or(match input {
         DType::F8E4M3FN | DType::F8E5M2 | DType::S8 | DType::U8 => DType::F32,
@@ -185,7 +232,11 @@ fn out_dtype(input: DType, opts: GemmOptions) -> DType {
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 #[tpu_kernel]
+#[track_caller]
 pub fn gemm(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
+    if let Some(m) = problem(&a.spec(), &b.spec(), None, opts) {
+        return trace_error("gemm", &[a, b], m);
+    }
     let dt = out_dtype(a.dtype(), opts);
     activate(product(a, b, opts), opts.activation).cast(dt)
 }
@@ -193,7 +244,11 @@ pub fn gemm(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
 /// `activation(a · b + bias)`, the bias broadcast over the rows (`[N]` or any
 /// shape that broadcasts to the result), fused into one program.
 #[tpu_kernel]
+#[track_caller]
 pub fn gemm_bias(a: Tensor, b: Tensor, bias: Tensor, opts: GemmOptions) -> Tensor {
+    if let Some(m) = problem(&a.spec(), &b.spec(), Some(&bias.spec()), opts) {
+        return trace_error("gemm_bias", &[a, b, bias], m);
+    }
     let y = product(a, b, opts);
     let dt = out_dtype(a.dtype(), opts);
     activate(y + bias.cast(y.dtype()), opts.activation).cast(dt)

@@ -17,6 +17,7 @@ pub mod mixed;
 pub mod moe;
 pub mod moe_parallel;
 pub mod norm;
+mod product_checks;
 pub mod quantized;
 pub mod rope;
 pub mod serving;

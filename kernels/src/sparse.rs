@@ -40,6 +40,18 @@ use tessel::tile::sparse::MAX_SPARSE_EXTENT;
 #[sparse_kernel(block_size = 128)]
 pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
     let (b0, b1) = a.block_shape();
+    if b.dtype() != a.dtype() {
+        report::fail(
+            "block_sparse_matmul",
+            &[b],
+            format!(
+                "the dense operand must have the block-sparse matrix's dtype {}, got {}",
+                a.dtype(),
+                b.spec()
+            ),
+        );
+        return b;
+    }
     if b.rank() != 2 || b.dim(0) != a.cols() {
         report::fail(
             "block_sparse_matmul",
@@ -91,7 +103,7 @@ pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
 /// Blocks stored twice are added twice on the device.
 #[sparse_kernel(block_size = 128, check_args = check_run_args)]
 pub fn block_sparse(dense: Tensor, sparse_values: Tensor, indices: Tensor) -> Tensor {
-    if !is_matrix(dense) {
+    if !is_matrix(dense) || !same_dtype(dense, sparse_values) {
         return dense;
     }
     let k = dense.dim(0);
@@ -141,6 +153,22 @@ fn is_matrix(dense: Tensor) -> bool {
             dense.spec()
         );
         report::fail("block_sparse", &[dense], m);
+        return false;
+    }
+    true
+}
+
+/// Whether the stored blocks have the dense operand's dtype; records a
+/// kernel error if not.
+#[track_caller]
+fn same_dtype(dense: Tensor, sparse_values: Tensor) -> bool {
+    if sparse_values.dtype() != dense.dtype() {
+        let m = format!(
+            "the sparse values must have the dense operand's dtype {}, got {}",
+            dense.dtype(),
+            sparse_values.spec()
+        );
+        report::fail("block_sparse", &[dense, sparse_values], m);
         return false;
     }
     true

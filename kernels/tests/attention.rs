@@ -12,6 +12,8 @@ use tessel_dsl::tile::{Mask, MultiHeadMask};
 use tessel_dsl::{DType, Error, HostTensor, TensorSpec, BF16, F32, S32};
 use tessel_kernels::attention::*;
 
+#[path = "attention/degenerate.rs"]
+mod degenerate;
 #[path = "attention/nan.rs"]
 mod nan;
 #[path = "attention/program_size.rs"]

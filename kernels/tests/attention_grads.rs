@@ -209,6 +209,21 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 ..Use::default()
             },
         ),
+        (
+            // Two whole query blocks in the traced loop, and no whole key
+            // block: the key loops' bodies once did not fit into dk and dv.
+            "key blocks wider than the keys",
+            Case {
+                b: 1,
+                hq: 2,
+                hkv: 1,
+                sq: 17,
+                skv: 17,
+                d: 4,
+            },
+            FlashOptions::new().block_sizes(8, 64).causal(true),
+            Use::default(),
+        ),
     ];
     for (i, (what, c, opts, u)) in cases.into_iter().enumerate() {
         let hosts = inputs(&c, 100 + i as u64);

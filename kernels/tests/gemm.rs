@@ -8,6 +8,8 @@
 
 mod common;
 
+extern crate tessel_dsl as tessel;
+
 use common::{close, dev, uniform};
 use tessel_dsl::prelude::*;
 use tessel_kernels::gemm::{gemm, gemm_bias, Activation, GemmOptions};
@@ -215,6 +217,68 @@ fn gemm_with_too_many_k_blocks_is_an_error_before_any_work() {
             "{err}"
         );
         assert!(t.elapsed().as_secs() < 10);
+    }
+}
+
+/// User kernels that misuse the products: each error names the kernel and
+/// the line below that called it.
+#[cpu_kernel]
+fn misuse_gemm(a: Tensor, b: Tensor) -> Tensor {
+    gemm(a, b, GemmOptions::default())
+}
+
+#[cpu_kernel]
+fn misuse_gemm_bias(a: Tensor, b: Tensor, bias: Tensor) -> Tensor {
+    gemm_bias(a, b, bias, GemmOptions::default())
+}
+
+#[cpu_kernel]
+fn misuse_quantized(x: Tensor, w_q: Tensor, w_scales: Tensor) -> Tensor {
+    quantized_matmul(x, w_q, w_scales, Some(4))
+}
+
+#[test]
+fn misused_products_name_the_kernel_and_the_callers_line() {
+    let spec = |s: &[usize], dt: DType| TensorSpec::new(s.to_vec(), dt);
+    let f = |s: &[usize]| spec(s, F32);
+    let cases = [
+        (
+            misuse_gemm::lower(&f(&[2, 3]), &f(&[4, 5])),
+            "gemm",
+            "K = 3",
+        ),
+        (
+            misuse_gemm::lower(&f(&[2, 3]), &spec(&[3, 5], F64)),
+            "gemm",
+            "one numeric dtype",
+        ),
+        (
+            misuse_gemm::lower(&f(&[2, 2, 3]), &f(&[3, 3, 5])),
+            "gemm",
+            "do not broadcast",
+        ),
+        (
+            misuse_gemm_bias::lower(&f(&[2, 3]), &f(&[3, 5]), &f(&[4])),
+            "gemm_bias",
+            "does not broadcast to the product's shape [2, 5]",
+        ),
+        (
+            misuse_quantized::lower(&f(&[2, 8]), &spec(&[8, 3], S8), &f(&[3])),
+            "quantized_matmul",
+            "`scales` must be [2, 3]",
+        ),
+        (
+            misuse_quantized::lower(&f(&[2, 8]), &spec(&[7, 3], S8), &f(&[2, 3])),
+            "quantized_matmul",
+            "`w_q` must be [8, 3]",
+        ),
+    ];
+    for (result, op, needle) in cases {
+        let err = result.expect_err(op);
+        let e = err.as_kernel_error().expect("a kernel error");
+        assert_eq!(e.op, op, "{e}");
+        assert!(e.message.contains(needle), "{e}");
+        assert!(e.location.file.ends_with("tests/gemm.rs"), "{e}");
     }
 }
 

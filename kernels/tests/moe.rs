@@ -277,3 +277,29 @@ fn grouped_gradients_match_dense_dispatch_gradients() {
         close(g, &want, 1e-4);
     }
 }
+
+/// A user kernel calling the routed layer with a router of the wrong width.
+#[cpu_kernel]
+fn misuse_layer(x: Tensor, router: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
+    tessel_kernels::moe::moe_moe(x, router, w1, w2).0
+}
+
+/// An expert whose output drops the expert axis.
+#[expert_kernel(num_experts = 2, top_k = 1)]
+fn flattening_expert(x: Tensor) -> Tensor {
+    x.sum(&[0])
+}
+
+#[test]
+fn misused_layers_name_the_layer_and_the_callers_line() {
+    let f = |s: &[usize]| TensorSpec::new(s.to_vec(), F32);
+    let err = misuse_layer::lower(&f(&[16, 8]), &f(&[8, 7]), &f(&[8, 8, 16]), &f(&[8, 16, 8]))
+        .expect_err("the router is [8, 7], not [8, 8]");
+    let e = err.as_kernel_error().expect("a kernel error");
+    assert_eq!(e.op, "expert_kernel", "{e}");
+    assert!(e.message.contains("[d, num_experts] = [8, 8]"), "{e}");
+    assert!(e.location.file.ends_with("tests/moe.rs"), "{e}");
+    let err = flattening_expert::lower(&f(&[6, 4]), &f(&[4, 2])).expect_err("rank-2 expert output");
+    let e = err.as_kernel_error().expect("a kernel error");
+    assert!(e.message.contains("to [E, C, d_out], got f32[4,4]"), "{e}");
+}

@@ -159,6 +159,7 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
         quote! {
             #[doc = #doc]
             #[allow(clippy::too_many_arguments)]
+            #[track_caller]
             #vis fn #f(#x: #x_ty, router: #dsl::Tensor, #(#rest_ids: #rest_tys),*)
                 -> (#dsl::Tensor, #dsl::Tensor, #dsl::Tensor, #dsl::Tensor)
             {

@@ -180,6 +180,16 @@ impl Rewriter {
     }
 
     fn rewrite_if(&mut self, e: &mut syn::ExprIf) -> TokenStream {
+        if binds_pattern(&e.cond) {
+            // `if let` matches a Rust value against a pattern: a decision
+            // made while tracing, kept as written.
+            self.visit_expr_mut(&mut e.cond);
+            self.visit_block_mut(&mut e.then_branch);
+            if let Some((_, x)) = e.else_branch.as_mut() {
+                self.visit_expr_mut(x);
+            }
+            return quote!(#e);
+        }
         let vars = union(
             assigned_outer(&e.then_branch),
             e.else_branch
@@ -490,5 +500,17 @@ impl Rewriter {
             Expr::Paren(p) => self.visit_place_mut(&mut p.expr),
             _ => self.visit_expr_mut(e),
         }
+    }
+}
+
+/// Whether an `if` condition binds a pattern (`if let`, or a chain with one).
+fn binds_pattern(cond: &Expr) -> bool {
+    match cond {
+        Expr::Let(_) => true,
+        Expr::Binary(b) if matches!(b.op, BinOp::And(_)) => {
+            binds_pattern(&b.left) || binds_pattern(&b.right)
+        }
+        Expr::Paren(p) => binds_pattern(&p.expr),
+        _ => false,
     }
 }

@@ -15,7 +15,7 @@ use tessel::prelude::*;
 use super::tessel;
 
 /// `tessel lower` arguments for every listed kernel.
-const LOWER_CASES: &[(&str, &[&str])] = &[
+pub(super) const LOWER_CASES: &[(&str, &[&str])] = &[
     ("gemm", &["--shape", "a=4x8", "--shape", "b=8x2"]),
     (
         "gemm_bias",

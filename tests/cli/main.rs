@@ -2,6 +2,7 @@
 //! equals the library call), `--help` everywhere, and errors as one line
 //! with exit code 2.
 
+mod bad_input;
 mod cache;
 mod device;
 mod inputs;

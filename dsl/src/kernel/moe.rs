@@ -14,7 +14,8 @@
 
 use crate::dtype::DType;
 use crate::ir::{DotDims, ScatterCombine};
-use crate::trace::tensor::Tensor;
+use crate::shape::TensorSpec;
+use crate::trace::tensor::{trace_error, Tensor};
 
 /// Routing options.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -119,6 +120,58 @@ fn route(tokens: Tensor, router: Tensor, o: &MoeOptions) -> Routing {
     }
 }
 
+/// What is wrong with a routed layer's tokens `[T, d]`, router `[d, E]`
+/// and options, found before any op is built.
+fn layer_problem(tokens: &TensorSpec, router: &TensorSpec, o: &MoeOptions) -> Option<String> {
+    let e = o.num_experts;
+    if e == 0 || o.top_k == 0 || o.top_k > e {
+        return Some(format!(
+            "needs 1 <= top_k <= num_experts, got top_k = {} and num_experts = {e}",
+            o.top_k
+        ));
+    }
+    if !(o.capacity_factor.is_finite() && o.capacity_factor > 0.0) {
+        return Some(format!(
+            "the capacity factor must be positive, got {}",
+            o.capacity_factor
+        ));
+    }
+    let [_, d] = tokens.shape[..] else {
+        return Some(format!("the tokens must be a matrix [T, d], got {tokens}"));
+    };
+    if !tokens.dtype.is_float() || !router.dtype.is_float() {
+        return Some(format!(
+            "the tokens and the router must be float tensors, got {tokens} and {router}"
+        ));
+    }
+    (router.shape != [d, e]).then(|| {
+        format!(
+            "the router must be [d, num_experts] = [{d}, {e}] for tokens {tokens}, got {router}"
+        )
+    })
+}
+
+/// The layer's results, all one poisoned tensor.
+fn poisoned(bad: Tensor) -> MoeOutput {
+    MoeOutput {
+        output: bad,
+        aux_loss: bad,
+        z_loss: bad,
+        dropped: bad,
+    }
+}
+
+/// Whether `ye` is what the expert must return for inputs `[e, c, d]`:
+/// `[e, c, d_out]`.
+fn expert_output_problem(ye: &TensorSpec, e: usize, c: usize) -> Option<String> {
+    match ye.shape[..] {
+        [e2, c2, _] if (e2, c2) == (e, c) => None,
+        _ => Some(format!(
+            "the expert must map its inputs [E, C, d] = [{e}, {c}, ..] to [E, C, d_out], got {ye}"
+        )),
+    }
+}
+
 /// The grouped (megablox-style) routed layer: `expert` maps the expert
 /// inputs `[E, C, d]` to outputs `[E, C, d_out]` in one computation.
 #[track_caller]
@@ -128,6 +181,9 @@ pub fn grouped_layer(
     o: &MoeOptions,
     expert: impl FnOnce(Tensor) -> Tensor,
 ) -> MoeOutput {
+    if let Some(m) = layer_problem(&tokens.spec(), &router.spec(), o) {
+        return poisoned(trace_error("expert_kernel", &[tokens, router], m));
+    }
     let (t, d, e) = (tokens.dim(0), tokens.dim(1), o.num_experts);
     let r = route(tokens, router, o);
     let c = r.capacity;
@@ -137,6 +193,9 @@ pub fn grouped_layer(
     let buffer =
         Tensor::zeros([e * c, d], tokens.dtype()).index_update(0, slot, rows, ScatterCombine::Set);
     let ye = expert(buffer.reshape(&[e as isize, c as isize, d as isize]));
+    if let Some(m) = expert_output_problem(&ye.spec(), e, c) {
+        return poisoned(trace_error("expert_kernel", &[ye], m));
+    }
     let d_out = ye.dim(-1);
     let flat = ye.reshape(&[(e * c) as isize, d_out as isize]);
     let weight = r.kept.select(r.gate, 0.0).cast(ye.dtype());
@@ -161,6 +220,9 @@ pub fn dense_dispatch_layer(
     o: &MoeOptions,
     expert: impl FnOnce(Tensor) -> Tensor,
 ) -> MoeOutput {
+    if let Some(m) = layer_problem(&tokens.spec(), &router.spec(), o) {
+        return poisoned(trace_error("expert_kernel", &[tokens, router], m));
+    }
     let (t, e) = (tokens.dim(0), o.num_experts);
     let r = route(tokens, router, o);
     let c = r.capacity;
@@ -187,6 +249,9 @@ pub fn dense_dispatch_layer(
     };
     let expert_in = dispatch.dot_general(tokens, dims_in, None, None);
     let ye = expert(expert_in);
+    if let Some(m) = expert_output_problem(&ye.spec(), e, c) {
+        return poisoned(trace_error("expert_kernel", &[ye], m));
+    }
     // einsum("tec,ecd->td")
     let dims_out = DotDims {
         lhs_batch: vec![],

@@ -5,8 +5,11 @@
 //! [`Graph`]. Ops never panic and never return `Result` (so that operators
 //! read as plain Rust): the first error is recorded with the op, the operand
 //! types and the user's source line, later ops on its poisoned results are
-//! skipped, and [`trace`] returns the error when the body finishes.
+//! skipped, and [`trace`] returns the error when the body finishes (or
+//! when Rust code in the body panics on a poisoned result's type, see
+//! `after_error`).
 
+mod after_error;
 pub mod tensor;
 
 use std::cell::RefCell;
@@ -441,7 +444,15 @@ fn trace_inner<O: Outputs>(
         })
     });
     let guard = Guard;
-    let outs = body(&args).into_tensors();
+    let Some(outs) = after_error::catching(|| body(&args).into_tensors()) else {
+        // A panic after the trace's first error (see `after_error`).
+        let state = STACK.with(|s| s.borrow_mut().pop());
+        std::mem::forget(guard);
+        let error = state.and_then(|s| s.error);
+        return Err(error
+            .expect("`catching` returns None only after an error")
+            .into());
+    };
     let loc = Location {
         file: "<kernel outputs>".into(),
         line: 0,

@@ -100,13 +100,13 @@ pub(crate) fn check(
             ),
         );
     }
-    if hkv == 0 || hq % hkv != 0 {
+    if hkv == 0 || hq == 0 || hq % hkv != 0 {
         return fail_qkv(
             op,
             [q, k, v],
             format!(
                 "the query heads ({hq}) must be a multiple of the key/value heads ({hkv}) \
-             (grouped-query attention)"
+             (grouped-query attention), and neither may be 0"
             ),
         );
     }

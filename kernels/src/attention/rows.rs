@@ -137,9 +137,15 @@ impl RowPlan {
             let mask = ctx.band_mask(&self.band, q0, bq, key(jt), bk);
             step(st, key(jt), bk, mask)
         };
-        let st = fori_loop(at(0), at(1), st, |jt, st| masked(st, jt));
-        let st = fori_loop(at(1), at(2), st, |jt, st| step(st, key(jt), bk, None));
-        let st = fori_loop(at(2), at(3), st, |jt, st| masked(st, jt));
+        // With no whole key block (`block_kv` above the keys) the loops
+        // would never run, and their bodies' `bk`-wide tiles would not fit.
+        let st = if self.nk == 0 {
+            st
+        } else {
+            let st = fori_loop(at(0), at(1), st, |jt, st| masked(st, jt));
+            let st = fori_loop(at(1), at(2), st, |jt, st| step(st, key(jt), bk, None));
+            fori_loop(at(2), at(3), st, |jt, st| masked(st, jt))
+        };
         if self.tail_c == 0 {
             return st;
         }

@@ -114,8 +114,12 @@ fn pad_axis(t: Tensor, axis: usize, extra: usize, pad: f64) -> Tensor {
 /// otherwise XLA may schedule the independent matmuls of every unrolled
 /// block first and keep all their logits alive at once (slower, and more
 /// memory). Optimization barriers do not survive the CPU plugin's pipeline;
-/// a data dependency does.
+/// a data dependency does. An empty `dep` (values of head dimension 0)
+/// has no element to depend on, and no work to order: the start stays static.
 pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
+    if dep.shape().contains(&0) {
+        return Pos::Static(start);
+    }
     let rank = dep.rank();
     let first = dep.slice(&vec![0; rank], &vec![1; rank], &vec![1; rank]);
     let zero = first.reshape(&[]).gt(f64::INFINITY).cast(S32);
