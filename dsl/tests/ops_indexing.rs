@@ -363,3 +363,24 @@ fn out_of_range_indices_clamp_as_documented() {
     );
     assert!(e.message.contains("do not fit"), "{}", e.message);
 }
+
+/// Taking along an axis with no elements: no indices give an empty result;
+/// any index is a kernel error (there is no element to clamp to).
+#[test]
+fn take_along_an_empty_axis() {
+    let mut rng = Rng::new(61);
+    let x = random(&mut rng, &[0, 3], F32, 0.0, 1.0);
+    let none = tensor(&[], &[0], S32);
+    let some = tensor(&[0.0, 1.0], &[2], S32);
+    let out = run(
+        |t| vec![t[0].take(t[1], 0), t[1].take(t[1], 0)],
+        &[&x, &none],
+    );
+    assert_eq!(out[0].shape(), &[0, 3]);
+    assert_eq!(out[1].shape(), &[0]);
+    let e = trace_error(
+        |a| a[0].take(a[1], 0),
+        &[x.spec().clone(), some.spec().clone()],
+    );
+    assert!(e.message.contains("has no element"), "{}", e.message);
+}

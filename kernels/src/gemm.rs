@@ -137,6 +137,8 @@ fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
         None => dot(a, b),
         Some(bk) => {
             let k = a.dim(-1);
+            // A block longer than K is all of K (not K padded to the block).
+            let bk = if bk > k { k.max(1) } else { bk };
             // The K blocks are unrolled while tracing: bound their count
             // before building anything.
             let count = if bk == 0 { usize::MAX } else { k.div_ceil(bk) };

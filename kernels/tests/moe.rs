@@ -303,3 +303,24 @@ fn misused_layers_name_the_layer_and_the_callers_line() {
     let e = err.as_kernel_error().expect("a kernel error");
     assert!(e.message.contains("to [E, C, d_out], got f32[4,4]"), "{e}");
 }
+
+/// No tokens: an empty output, nothing dropped, and zero gradients (the
+/// backward once took from an empty routing table and did not trace).
+#[test]
+fn a_layer_with_no_tokens() {
+    let d = dev();
+    let x = uniform(&[0, 8], F32, 1, 1.0);
+    let router = uniform(&[8, 8], F32, 2, 1.0);
+    let w1 = uniform(&[8, 8, 16], F32, 3, 0.5);
+    let w2 = uniform(&[8, 16, 8], F32, 4, 0.5);
+    let (out, _, _, dropped) = tessel_kernels::moe::moe::run(&d, &x, &router, &w1, &w2).unwrap();
+    assert_eq!(out.shape(), &[0, 8]);
+    assert_eq!(dropped.to_vec::<i32>().unwrap(), vec![0]);
+    let dout = uniform(&[0, 8], F32, 5, 1.0);
+    let (dx, drouter, dw1, dw2) =
+        tessel_kernels::grads::moe_vjp::run(&d, &x, &router, &w1, &w2, &dout).unwrap();
+    assert_eq!(dx.shape(), &[0, 8]);
+    for g in [drouter, dw1, dw2] {
+        assert!(g.to_f64_vec().iter().all(|&v| v == 0.0), "{:?}", g.spec());
+    }
+}

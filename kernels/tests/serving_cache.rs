@@ -176,7 +176,7 @@ fn quantized_round_trip(dtype: DType) {
         &vs,
         &tables_t,
         &lens_t,
-        o,
+        o.clone(),
     )
     .unwrap()
     .to_f64_vec();
@@ -201,6 +201,27 @@ fn quantized_round_trip(dtype: DType) {
         &want,
         2e-5,
         &format!("paged_attention_quantized {dtype}"),
+    );
+    // f64 queries keep f64 statistics: the f32 scales are widened (they
+    // once met the f64 logits unconverted, which did not trace).
+    let got = paged_attention_quantized::run(
+        &dev(),
+        &host(&q, &[4, hq, d], F64),
+        &kp,
+        &vp,
+        &ks,
+        &vs,
+        &tables_t,
+        &lens_t,
+        o,
+    )
+    .unwrap()
+    .to_f64_vec();
+    assert_close(
+        &got,
+        &want,
+        1e-9,
+        &format!("paged_attention_quantized {dtype}, f64 queries"),
     );
 }
 

@@ -9,8 +9,9 @@
 //! would mean its argument checks let something through.
 //!
 //! `TESSEL_CLI_FUZZ_CASES=n` runs `n` cases instead of the fixed few (and
-//! `TESSEL_CLI_FUZZ_SEED=s` starts elsewhere); a finding prints the command
-//! that reproduces it.
+//! `TESSEL_CLI_FUZZ_SEED=s` starts elsewhere; `TESSEL_DEVICE=interpreter`
+//! runs them on the interpreter). A finding prints its case's seed and the
+//! command that reproduces it.
 
 use std::path::Path;
 
@@ -303,8 +304,11 @@ fn mutated_kernel_calls_fail_with_an_error_line() {
     let mut findings = Vec::new();
     let (mut ok, mut refused) = (0, 0);
     for n in 0..count {
-        let mut rng = Rng::new(seed.wrapping_add(n));
-        let mut case = cases[(n % cases.len() as u64) as usize].clone();
+        // Everything follows from the case's seed, so `TESSEL_CLI_FUZZ_SEED=s
+        // TESSEL_CLI_FUZZ_CASES=1` repeats the case a finding names.
+        let case_seed = seed.wrapping_add(n);
+        let mut rng = Rng::new(case_seed);
+        let mut case = cases[(case_seed % cases.len() as u64) as usize].clone();
         let kernel_options = options
             .iter()
             .find(|(k, _)| *k == case.kernel)
@@ -322,11 +326,9 @@ fn mutated_kernel_calls_fail_with_an_error_line() {
             let refs: Vec<&str> = words.iter().map(String::as_str).collect();
             let (code, _, err) = super::tessel_env(&refs, &[("TESSEL_EXECUTABLE_CACHE", "0")]);
             match verdict(&words, code, &err) {
-                Some(f) => findings.push(format!(
-                    "seed {} ({}):\n{f}",
-                    seed.wrapping_add(n),
-                    changes.join("; ")
-                )),
+                Some(f) => {
+                    findings.push(format!("seed {case_seed} ({}):\n{f}", changes.join("; ")))
+                }
                 None if code == 0 => ok += 1,
                 None => refused += 1,
             }

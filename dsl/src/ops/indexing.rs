@@ -169,7 +169,8 @@ impl Tensor {
     /// [`FindingKind::ClampedIndex`](crate::interp::FindingKind::ClampedIndex)
     /// finding on its `gather`, at the line that called `take`. An
     /// `axis` with no elements (`n = 0`) has nothing to clamp to: taking
-    /// from it is a kernel error.
+    /// from it is a kernel error, unless there are no indices either (the
+    /// result is then empty).
     #[track_caller]
     pub fn take(self, indices: Tensor, axis: isize) -> Tensor {
         let (x, i) = (self.spec(), indices.spec());
@@ -179,6 +180,19 @@ impl Tensor {
                 Err(m)
             })[0];
         };
+        if x.shape[a] == 0 && i.dtype.is_integer() {
+            // No element to gather a window of one from.
+            let mut shape = x.shape[..a].to_vec();
+            shape.extend(&i.shape);
+            shape.extend(&x.shape[a + 1..]);
+            if i.shape.contains(&0) {
+                return Tensor::zeros(shape, x.dtype);
+            }
+            let m = format!("takes along axis {a} of {x}, which has no element, at indices {i}");
+            return build("take", &[self, indices], Location::caller(), 1, move |_| {
+                Err(m)
+            })[0];
+        }
         let mut sizes = x.shape.clone();
         sizes[a] = 1;
         let offset_dims = (0..a)

@@ -250,7 +250,8 @@ impl Params {
             tile.q.dot_general(kb, batched(2, 2), None, Some(self.stat))
         };
         if let Some(ks) = ks {
-            s = s * ks;
+            // f32 scales; f64 queries keep f64 statistics.
+            s = s * ks.cast(s.dtype());
         }
         if let Some(cap) = self.soft_cap {
             s = (s * (1.0 / cap)).tanh() * cap;
@@ -292,7 +293,7 @@ impl Params {
     /// statistics' dtype.
     pub(crate) fn weighted(&self, mut p: Tensor, vs: Option<Tensor>, vb: Tensor) -> Tensor {
         if let Some(vs) = vs {
-            p = p * vs;
+            p = p * vs.cast(p.dtype());
         }
         let p = if self.io == self.stat {
             p
