@@ -502,6 +502,26 @@ fn run_flash_attention_lse_writes_both_outputs() {
     let opts = FlashOptions::new().causal(true).block_sizes(16, 16);
     let (out, lse) = flash_attention_lse::run(&d, &q, &k, &v, opts).unwrap();
     assert_eq!((&got[0], &got[1]), (&out, &lse));
+    // The window, soft-cap and scale options.
+    let got = run_cli(
+        "flash_attention_lse",
+        &[("q", &q), ("k", &k), ("v", &v)],
+        &[
+            "window=5:none",
+            "soft_cap=2.5",
+            "scale=0.3",
+            "block_q=16",
+            "block_kv=16",
+        ],
+        2,
+    );
+    let opts = FlashOptions::new()
+        .window(Some(5), None)
+        .soft_cap(2.5)
+        .sm_scale(0.3)
+        .block_sizes(16, 16);
+    let (out, lse) = flash_attention_lse::run(&d, &q, &k, &v, opts).unwrap();
+    assert_eq!((&got[0], &got[1]), (&out, &lse));
 }
 
 #[test]

@@ -13,10 +13,53 @@ use tessel::tile::Mask;
 use tessel::Result;
 
 fn flash_opts(o: &Opts) -> Result<FlashOptions> {
-    let f = FlashOptions::new().causal(o.bool("causal")?);
+    let mut f = FlashOptions::new().causal(o.bool("causal")?);
     let q = o.usize_opt("block_q")?.unwrap_or(f.block_q);
     let k = o.usize_opt("block_kv")?.unwrap_or(f.block_kv);
+    if let Some((left, right)) = window(o.get("window"))? {
+        f = f.window(left, right);
+    }
+    if let Some(cap) = number_opt(o, "soft_cap")? {
+        f = f.soft_cap(cap);
+    }
+    if let Some(scale) = number_opt(o, "scale")? {
+        f = f.sm_scale(scale);
+    }
     Ok(f.block_sizes(q, k))
+}
+
+/// Option `window`: `none`, or `LEFT:RIGHT` with each side a count of keys
+/// or `none` (unbounded).
+fn window(spec: &str) -> Result<Option<(Option<usize>, Option<usize>)>> {
+    let side = |s: &str| match s.trim() {
+        "none" | "" => Some(None),
+        n => n.parse::<usize>().ok().map(Some),
+    };
+    match spec.split(':').collect::<Vec<_>>()[..] {
+        ["" | "none"] => Ok(None),
+        [l, r] => match (side(l), side(r)) {
+            (Some(l), Some(r)) => Ok(Some((l, r))),
+            _ => Err(bad(
+                "window",
+                format!("takes LEFT:RIGHT (each a count or none), got `{spec}`"),
+            )),
+        },
+        _ => Err(bad(
+            "window",
+            format!("takes LEFT:RIGHT (each a count or none), got `{spec}`"),
+        )),
+    }
+}
+
+/// A number option that may be `none`.
+fn number_opt(o: &Opts, k: &str) -> Result<Option<f64>> {
+    match o.get(k) {
+        "" | "none" => Ok(None),
+        v => v
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(k, format!("takes a number or none, got `{v}`"))),
+    }
 }
 
 const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
@@ -31,6 +74,13 @@ const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
         "none",
         "key/value block size (flash; default the library's)",
     ),
+    (
+        "window",
+        "none",
+        "sliding window LEFT:RIGHT: keys at most LEFT before and RIGHT after each query (each a count or none)",
+    ),
+    ("soft_cap", "none", "soft-cap the logits: cap · tanh(logit / cap)"),
+    ("scale", "none", "the logit scale (default 1 / sqrt(head_dim))"),
 ];
 
 /// [`ATTENTION_OPTIONS`] and the mask.
@@ -38,6 +88,9 @@ const BLOCK_SPARSE_OPTIONS: &[(&str, &str, &str)] = &[
     ATTENTION_OPTIONS[0],
     ATTENTION_OPTIONS[1],
     ATTENTION_OPTIONS[2],
+    ATTENTION_OPTIONS[3],
+    ATTENTION_OPTIONS[4],
+    ATTENTION_OPTIONS[5],
     (
         "mask",
         "full",
