@@ -90,7 +90,7 @@ pub fn quantize_rows(x: Tensor, dtype: DType) -> (Tensor, Tensor) {
 #[track_caller]
 pub fn dequantize(q: Tensor, scales: Tensor, block_k: Option<usize>) -> Tensor {
     let check = matrix("q", &q.spec(), "[K, N]")
-        .and_then(|(k, n)| scales_problem(&scales.spec(), k, n, block_k));
+        .and_then(|(k, n)| scales_problem("scales", &scales.spec(), k, n, block_k));
     if let Err(m) = check {
         return trace_error("dequantize", &[q, scales], m);
     }
@@ -130,7 +130,7 @@ pub fn quantized_matmul(
         .and_then(|(_, k)| {
             let (_, n) = matrix("w_q", &ws, "[K, N]")?;
             shaped("w_q", &ws, &[k, n], "K as x's columns")?;
-            scales_problem(&w_scales.spec(), k, n, block_k)
+            scales_problem("w_scales", &w_scales.spec(), k, n, block_k)
         });
     if let Err(m) = check {
         return trace_error("quantized_matmul", &[x, w_q, w_scales], m);
@@ -217,17 +217,18 @@ fn quantize_problem(x: &TensorSpec, dtype: DType, block_k: Option<usize>) -> Res
 /// What is wrong with the scales of a `[k, n]` quantized matrix:
 /// per-channel `[n]` (`block_k` `None`) or per block `[ceil(k / block_k), n]`.
 fn scales_problem(
+    name: &str,
     s: &TensorSpec,
     k: usize,
     n: usize,
     block_k: Option<usize>,
 ) -> Result<(), String> {
-    float("scales", s)?;
+    float(name, s)?;
     match block_k {
-        None => shaped("scales", s, &[n], "one per column"),
+        None => shaped(name, s, &[n], "one per column"),
         Some(0) => Err("block_k must be at least 1 (None: per-channel scales)".into()),
         Some(bk) => shaped(
-            "scales",
+            name,
             s,
             &[k.div_ceil(bk), n],
             "one per block of K and column",

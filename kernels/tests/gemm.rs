@@ -266,7 +266,7 @@ fn misused_products_name_the_kernel_and_the_callers_line() {
         (
             misuse_quantized::lower(&f(&[2, 8]), &spec(&[8, 3], S8), &f(&[3])),
             "quantized_matmul",
-            "`scales` must be [2, 3]",
+            "`w_scales` must be [2, 3]",
         ),
         (
             misuse_quantized::lower(&f(&[2, 8]), &spec(&[7, 3], S8), &f(&[2, 3])),
