@@ -188,16 +188,12 @@ fn problem(
     };
     if let Some(bk) = opts.block_k {
         // (0, and too many blocks, are refused with the blocks' count.)
-        let k = a.shape[if opts.transpose_a && a.rank() >= 2 {
-            a.rank() - 2
-        } else {
-            a.rank() - 1
-        }];
         if a.rank() < 2 || b.rank() < 2 {
             return Some(format!(
                 "block_k needs matrices (rank 2 or more), got {a} and {b}"
             ));
         }
+        let k = a.shape[a.rank() - if opts.transpose_a { 2 } else { 1 }];
         if bk > 0 && bk < k && !bk.is_multiple_of(8) {
             return Some(format!(
                 "block_k must be a multiple of 8 (the tiles' rows) or at least K = {k}, got {bk}"

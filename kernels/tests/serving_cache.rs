@@ -167,19 +167,6 @@ fn quantized_round_trip(dtype: DType) {
         cap: None,
     };
     let q = values(&mut rng, 4 * hq * d, F32);
-    let got = paged_attention_quantized::run(
-        &dev(),
-        &host(&q, &[4, hq, d], F32),
-        &kp,
-        &vp,
-        &ks,
-        &vs,
-        &tables_t,
-        &lens_t,
-        o.clone(),
-    )
-    .unwrap()
-    .to_f64_vec();
     let mut want = Vec::new();
     for (b, &len) in kv_lens.iter().enumerate() {
         let mut s = Seq::default();
@@ -196,33 +183,29 @@ fn quantized_round_trip(dtype: DType) {
             len,
         ));
     }
-    assert_close(
-        &got,
-        &want,
-        2e-5,
-        &format!("paged_attention_quantized {dtype}"),
-    );
     // f64 queries keep f64 statistics: the f32 scales are widened (they
     // once met the f64 logits unconverted, which did not trace).
-    let got = paged_attention_quantized::run(
-        &dev(),
-        &host(&q, &[4, hq, d], F64),
-        &kp,
-        &vp,
-        &ks,
-        &vs,
-        &tables_t,
-        &lens_t,
-        o,
-    )
-    .unwrap()
-    .to_f64_vec();
-    assert_close(
-        &got,
-        &want,
-        1e-9,
-        &format!("paged_attention_quantized {dtype}, f64 queries"),
-    );
+    for (q_dtype, tol) in [(F32, 2e-5), (F64, 1e-9)] {
+        let got = paged_attention_quantized::run(
+            &dev(),
+            &host(&q, &[4, hq, d], q_dtype),
+            &kp,
+            &vp,
+            &ks,
+            &vs,
+            &tables_t,
+            &lens_t,
+            o.clone(),
+        )
+        .unwrap()
+        .to_f64_vec();
+        assert_close(
+            &got,
+            &want,
+            tol,
+            &format!("paged_attention_quantized {dtype}, {q_dtype} queries"),
+        );
+    }
 }
 
 #[test]

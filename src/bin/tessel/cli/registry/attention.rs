@@ -19,10 +19,10 @@ fn flash_opts(o: &Opts) -> Result<FlashOptions> {
     if let Some((left, right)) = window(o.get("window"))? {
         f = f.window(left, right);
     }
-    if let Some(cap) = number_opt(o, "soft_cap")? {
+    if let Some(cap) = o.f64_opt("soft_cap")? {
         f = f.soft_cap(cap);
     }
-    if let Some(scale) = number_opt(o, "scale")? {
+    if let Some(scale) = o.f64_opt("scale")? {
         f = f.sm_scale(scale);
     }
     Ok(f.block_sizes(q, k))
@@ -31,34 +31,25 @@ fn flash_opts(o: &Opts) -> Result<FlashOptions> {
 /// Option `window`: `none`, or `LEFT:RIGHT` with each side a count of keys
 /// or `none` (unbounded).
 fn window(spec: &str) -> Result<Option<(Option<usize>, Option<usize>)>> {
-    let side = |s: &str| match s.trim() {
-        "none" | "" => Some(None),
-        n => n.parse::<usize>().ok().map(Some),
+    let parsed = match spec.split(':').collect::<Vec<_>>()[..] {
+        ["" | "none"] => return Ok(None),
+        [l, r] => side(l.trim()).zip(side(r.trim())),
+        _ => None,
     };
-    match spec.split(':').collect::<Vec<_>>()[..] {
-        ["" | "none"] => Ok(None),
-        [l, r] => match (side(l), side(r)) {
-            (Some(l), Some(r)) => Ok(Some((l, r))),
-            _ => Err(bad(
-                "window",
-                format!("takes LEFT:RIGHT (each a count or none), got `{spec}`"),
-            )),
-        },
-        _ => Err(bad(
+    parsed.map(Some).ok_or_else(|| {
+        bad(
             "window",
             format!("takes LEFT:RIGHT (each a count or none), got `{spec}`"),
-        )),
-    }
+        )
+    })
 }
 
-/// A number option that may be `none`.
-fn number_opt(o: &Opts, k: &str) -> Result<Option<f64>> {
-    match o.get(k) {
-        "" | "none" => Ok(None),
-        v => v
-            .parse()
-            .map(Some)
-            .map_err(|_| bad(k, format!("takes a number or none, got `{v}`"))),
+/// One side of a window (the `window` option, a `local:LEFT:RIGHT` mask
+/// term): a count of keys, or `none` (unbounded); `None` if neither.
+fn side(s: &str) -> Option<Option<usize>> {
+    match s {
+        "none" | "" => Some(None),
+        n => n.parse::<usize>().ok().map(Some),
     }
 }
 
@@ -103,10 +94,6 @@ const MASK_FORMS: &str = "full, causal, causal:OFFSET, local:LEFT:RIGHT (each a 
 
 /// One mask term (`causal`, `local:4:0`, ...) for a `q_len × kv_len` matrix.
 fn mask_term(term: &str, q_len: usize, kv_len: usize) -> Option<Mask> {
-    let side = |s: &str| match s {
-        "none" | "" => Some(None),
-        n => n.parse::<usize>().ok().map(Some),
-    };
     let parts: Vec<&str> = term.trim().split(':').collect();
     match parts[..] {
         ["full"] => Some(Mask::full(q_len, kv_len)),

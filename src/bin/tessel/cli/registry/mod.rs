@@ -78,6 +78,16 @@ impl Opts {
         }
     }
 
+    fn f64_opt(&self, k: &str) -> Result<Option<f64>> {
+        match self.get(k) {
+            "" | "none" => Ok(None),
+            v => v
+                .parse()
+                .map(Some)
+                .map_err(|_| bad(k, format!("takes a number or none, got `{v}`"))),
+        }
+    }
+
     fn f32(&self, k: &str) -> Result<f32> {
         self.get(k)
             .parse()
