@@ -309,3 +309,78 @@ fn scalars_predicates_and_integers_shard() {
     let m = shard_error(masked_shift::run_sharded(&mesh, &bad, &x, &keep, &shift));
     assert!(m.contains("rank-0"), "{m}");
 }
+
+/// `a · b` for a block-sparse `a`, one traced loop over its stored blocks.
+#[sparse_kernel(block_size = 8)]
+fn sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
+    let (b0, b1) = a.block_shape();
+    let mut out = Tensor::zeros([a.rows(), b.dim(1)], b.dtype());
+    for i in 0..a.block_count() {
+        let blk = a.block_at(i);
+        let rows = out.block_sized(0, blk.row, b0, 0.0);
+        let cols = b.block_sized(0, blk.col, b1, 0.0);
+        out = out.set_block(0, blk.row, rows + blk.values.matmul(cols));
+    }
+    out
+}
+
+#[test]
+fn block_sparse_parameters_call_on_sharded_buffers() {
+    let dev = Device::cpu_with_devices(2).unwrap();
+    let mesh = Mesh::new(&dev, &[("data", 2)]).unwrap();
+    // A 24 × 20 matrix with 8 × 8 blocks (the last block column partial);
+    // four of its nine blocks hold a non-zero.
+    let dense = HostTensor::from_fn(TensorSpec::new([24, 20], F32), |i| {
+        let (r, c) = (i / 20, i % 20);
+        let kept = matches!((r / 8, c / 8), (0, 0) | (1, 2) | (2, 1) | (2, 2));
+        if kept {
+            ((i * 7) % 11) as f64 / 5.0 - 1.0
+        } else {
+            0.0
+        }
+    });
+    let b = data(&[20, 3], 17);
+    let want = matmul_ref(&dense, &b);
+    let a = HostBlockSparse::from_dense(&dense, (8, 8)).unwrap();
+    assert_eq!(a.nnz(), 4);
+    let rows = p(&[Some("data")]);
+    let bb = tessel::shard::ShardedBuffer::from_host(&mesh, &b, &rows).unwrap();
+    for layout in [a.clone(), a.clone().into_dynamic()] {
+        // The stored blocks split over the devices, or on each of them.
+        for values in [rows.clone(), PartitionSpec::replicated()] {
+            let am = layout.to_mesh(&mesh, &values).unwrap();
+            let y = sparse_matmul::call_sharded(&mesh, &[rows.clone()], &am, &bb).unwrap();
+            assert_eq!(y.partition_spec(), &rows);
+            assert_close(&y.to_host().unwrap(), &want, 1e-5);
+        }
+        // Per device (shard_map), with the blocks on every device.
+        let am = layout.to_mesh(&mesh, &PartitionSpec::replicated()).unwrap();
+        let whole = PartitionSpec::replicated();
+        let bw = tessel::shard::ShardedBuffer::from_host(&mesh, &b, &whole).unwrap();
+        let y = sparse_matmul::call_shard_map(&mesh, &[whole.clone()], &am, &bw).unwrap();
+        assert_close(&y.to_host().unwrap(), &want, 1e-5);
+        let split = layout.to_mesh(&mesh, &rows).unwrap();
+        // Split, each device would see half the blocks under all the
+        // coordinates: a kernel error, not a wrong product.
+        match sparse_matmul::call_shard_map(&mesh, &[whole], &split, &bw) {
+            Err(tessel::Error::Kernel(k)) => {
+                assert_eq!(k.op, "block_sparse");
+                assert!(k.message.contains("replicate"), "{}", k.message);
+                assert!(k.location.file.ends_with("sharding.rs"), "{}", k.location);
+            }
+            other => panic!("expected a kernel error, got {other:?}"),
+        }
+    }
+    // Nine stored blocks do not split over two devices: a typed error.
+    let odd = HostTensor::from_fn(TensorSpec::new([24, 20], F32), |i| {
+        (i % 4 == 0) as u8 as f64
+    });
+    let odd = HostBlockSparse::from_dense(&odd, (8, 8)).unwrap();
+    assert_eq!(odd.nnz() % 2, 1, "the case needs an odd block count");
+    match odd.to_mesh(&mesh, &rows) {
+        Err(tessel::Error::Device(tessel::DeviceError::Sharding(m))) => {
+            assert!(m.contains("data"), "{m}")
+        }
+        other => panic!("expected a sharding error, got {other:?}"),
+    }
+}

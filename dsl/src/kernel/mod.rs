@@ -18,7 +18,7 @@ pub use crate::config::{KernelConfig, Platform};
 pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
 pub use calls::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam};
-pub use sparse_param::DeviceBlockSparse;
+pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
 pub use static_key::{StaticArg, StaticKey};
 
 use crate::error::{KernelError, Location, Result};

@@ -2,14 +2,20 @@
 //! for a dynamic layout, its coordinate table) are traced tensors; its shape,
 //! block shape and static layout are part of the compile-cache key.
 
+use crate::error::Location;
 use crate::error::Result;
 use crate::kernel::{ArgCollector, KernelParam};
 use crate::runtime::{Device, DeviceBuffer};
+use crate::shard::{Mesh, PartitionSpec, ShardedBuffer};
 use crate::tile::{BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, HostBlockSparse};
-use crate::trace::tensor::Tensor;
+use crate::trace::tensor::{fail, Tensor};
 
 /// A block-sparse matrix on the device, for `call`.
 pub type DeviceBlockSparse = BlockSparseOf<DeviceBuffer>;
+
+/// A block-sparse matrix on the devices of a mesh, for `call_sharded` and
+/// `call_shard_map` ([`HostBlockSparse::to_mesh`]).
+pub type ShardedBlockSparse = BlockSparseOf<ShardedBuffer>;
 
 impl HostBlockSparse {
     /// Copies the tensors to `device`, for `call`.
@@ -19,6 +25,45 @@ impl HostBlockSparse {
             coords: match &self.coords {
                 Coords::Static(c) => Coords::Static(c.clone()),
                 Coords::Dynamic(t) => Coords::Dynamic(device.to_device(t)?),
+            },
+            shape: self.shape,
+            block: self.block,
+        })
+    }
+
+    /// Puts the matrix on the devices of `mesh`, for `call_sharded`: the
+    /// stored blocks (`[nnz, block.0, block.1]`) laid out as `values` says,
+    /// a dynamic coordinate table replicated. Under `call_sharded` any
+    /// layout computes the same product (the program is partitioned as a
+    /// whole); under `call_shard_map` each device's body sees its own
+    /// blocks, so there the values must be replicated.
+    ///
+    /// Errors ([`DeviceError::Sharding`](crate::DeviceError::Sharding))
+    /// when `values` does not fit the stored blocks or the mesh.
+    ///
+    /// ```
+    /// use tessel_dsl::prelude::*;
+    /// use tessel_dsl::shard::{Mesh, PartitionSpec};
+    /// use tessel_dsl::tile::HostBlockSparse;
+    /// let dev = Device::cpu_with_devices(2)?;
+    /// let mesh = Mesh::new(&dev, &[("data", 2)])?;
+    /// let dense = HostTensor::from_fn(TensorSpec::new([4, 4], F32), |i| (i % 5 == 0) as u8 as f64);
+    /// let a = HostBlockSparse::from_dense(&dense, (2, 2))?;
+    /// assert_eq!(a.nnz(), 2);
+    /// let on_mesh = a.to_mesh(&mesh, &PartitionSpec::new([Some("data")]))?;
+    /// assert_eq!(on_mesh.values().shards()[0].spec().shape, vec![1, 2, 2]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn to_mesh(&self, mesh: &Mesh, values: &PartitionSpec) -> Result<ShardedBlockSparse> {
+        Ok(BlockSparseOf {
+            values: ShardedBuffer::from_host(mesh, &self.values, values)?,
+            coords: match &self.coords {
+                Coords::Static(c) => Coords::Static(c.clone()),
+                Coords::Dynamic(t) => Coords::Dynamic(ShardedBuffer::from_host(
+                    mesh,
+                    t,
+                    &PartitionSpec::replicated(),
+                )?),
             },
             shape: self.shape,
             block: self.block,
@@ -34,6 +79,12 @@ fn record_layout<T>(a: &BlockSparseOf<T>, name: &str, c: &mut ArgCollector<'_>) 
         .push_hash(&unit_coords(&a.coords));
 }
 
+/// The in-trace matrix of a parameter: the next one or two traced tensors
+/// with the argument's static parts. Values or a coordinate table that do
+/// not match the layout are a kernel error (op `block_sparse`): under
+/// `shard_map` each device's body sees its own block of the values, which
+/// holds fewer blocks than the coordinates name.
+#[track_caller]
 fn bind(
     shape: (usize, usize),
     block: (usize, usize),
@@ -45,12 +96,50 @@ fn bind(
         Coords::Static(v) => Coords::Static(v),
         Coords::Dynamic(()) => Coords::Dynamic(next.next().unwrap_or(Tensor::INERT)),
     };
+    if let Some(m) = layout_mismatch(values, &coords, block) {
+        let mut operands = vec![values];
+        if let Coords::Dynamic(t) = &coords {
+            operands.push(*t);
+        }
+        fail("block_sparse", &operands, m, &Location::caller());
+    }
     BlockSparse {
         values,
         coords,
         shape,
         block,
     }
+}
+
+/// Why `values` (and a traced coordinate table) do not fit a layout of
+/// `block`-shaped blocks, if they do not.
+fn layout_mismatch(
+    values: Tensor,
+    coords: &Coords<Tensor>,
+    block: (usize, usize),
+) -> Option<String> {
+    let vs = values.spec();
+    let (count, table) = match coords {
+        Coords::Static(c) => (c.len(), String::new()),
+        Coords::Dynamic(t) => {
+            let cs = t.spec();
+            if cs.rank() != 2 || cs.shape[1] != 2 || !cs.dtype.is_integer() {
+                return Some(format!(
+                    "the coordinate table must be integer [nnz, 2], got {cs}"
+                ));
+            }
+            (cs.shape[0], format!(" (coordinates {cs})"))
+        }
+    };
+    if vs.shape == [count, block.0, block.1] {
+        return None;
+    }
+    Some(format!(
+        "the layout holds {count} blocks of {}x{}{table}, but the values are {vs}; \
+         the values must be [{count}, {}, {}] (under shard_map, replicate them: each \
+         device would see only its own blocks)",
+        block.0, block.1, block.0, block.1
+    ))
 }
 
 fn unit_coords<T>(c: &Coords<T>) -> Coords<()> {
@@ -64,7 +153,7 @@ impl KernelParam for BlockSparse {
     type Host<'a> = &'a HostBlockSparse;
     type Spec<'a> = &'a BlockSparseSpec;
     type Buffer<'a> = &'a DeviceBlockSparse;
-    type Sharded<'a> = crate::shard::NotShardable;
+    type Sharded<'a> = &'a ShardedBlockSparse;
     fn collect_host<'a>(arg: &&'a HostBlockSparse, name: &'static str, c: &mut ArgCollector<'a>) {
         record_layout(*arg, name, c);
         c.names.push(name);
@@ -100,23 +189,35 @@ impl KernelParam for BlockSparse {
             c.specs.push(t.spec().clone());
         }
     }
+    #[track_caller]
     fn bind_host(arg: &&HostBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
     }
+    #[track_caller]
     fn bind_spec(arg: &&BlockSparseSpec, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
     }
+    #[track_caller]
     fn bind_buffer(arg: &&DeviceBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
     }
-    fn collect_sharded(
-        arg: &crate::shard::NotShardable,
-        _: &'static str,
-        _: &mut ArgCollector<'_>,
+    fn collect_sharded<'a>(
+        arg: &&'a ShardedBlockSparse,
+        name: &'static str,
+        c: &mut ArgCollector<'a>,
     ) {
-        match *arg {}
+        record_layout(*arg, name, c);
+        c.names.push(name);
+        c.sharded.push(&arg.values);
+        c.specs.push(arg.values.spec().clone());
+        if let Coords::Dynamic(t) = &arg.coords {
+            c.names.push(name);
+            c.sharded.push(t);
+            c.specs.push(t.spec().clone());
+        }
     }
-    fn bind_sharded(arg: &crate::shard::NotShardable, _: &mut dyn Iterator<Item = Tensor>) -> Self {
-        match *arg {}
+    #[track_caller]
+    fn bind_sharded(arg: &&ShardedBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
     }
 }

@@ -72,10 +72,3 @@ impl Shardings {
         }
     }
 }
-
-/// The `call_sharded` argument type of parameters that cannot be sharded
-/// yet (block-sparse matrices): it has no values, so such a call cannot be
-/// written. `run_sharded` takes their tensors (values, then coordinates)
-/// like any others.
-#[derive(Clone, Copy, Debug)]
-pub enum NotShardable {}

@@ -32,7 +32,9 @@ pub enum Coords<T> {
 /// `block.0 × block.1`: `values` is `[nnz, block.0, block.1]`. `T` is the
 /// representation of the tensors: [`HostTensor`] for `run`, [`TensorSpec`]
 /// for `lower`/`compile`, a device buffer for `call`
-/// ([`DeviceBlockSparse`](crate::kernel::DeviceBlockSparse)).
+/// ([`DeviceBlockSparse`](crate::kernel::DeviceBlockSparse)), a buffer laid
+/// out over a mesh for `call_sharded`
+/// ([`ShardedBlockSparse`](crate::kernel::ShardedBlockSparse)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSparseOf<T> {
     pub(crate) values: T,
