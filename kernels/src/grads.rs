@@ -65,7 +65,7 @@ pub fn layer_norm_vjp(
         |(x, s, b): (Tensor, Tensor, Tensor)| layer_norm(x, s, b, eps),
         (x, scale, bias),
     );
-    pb.call(dout)
+    pb.call_as("layer_norm_vjp", dout)
 }
 
 /// The cotangents of [`rms_norm`](fn@rms_norm)'s `x` and `scale`.
@@ -73,7 +73,7 @@ pub fn layer_norm_vjp(
 #[track_caller]
 pub fn rms_norm_vjp(x: Tensor, scale: Tensor, dout: Tensor, eps: f32) -> (Tensor, Tensor) {
     let (_, pb) = vjp(|(x, s): (Tensor, Tensor)| rms_norm(x, s, eps), (x, scale));
-    pb.call(dout)
+    pb.call_as("rms_norm_vjp", dout)
 }
 
 /// The cotangent of [`rope`](fn@rope)'s `x`: `dout` rotated by −θ.
@@ -88,7 +88,7 @@ pub fn rope_vjp(
     layout: RopeLayout,
 ) -> Tensor {
     let (_, pb) = vjp(|x: Tensor| rope(x, cos, sin, offset, layout), x);
-    pb.call(dout)
+    pb.call_as("rope_vjp", dout)
 }
 
 /// The cotangents of [`gemm`](fn@gemm)'s `a` and `b`.
@@ -96,7 +96,7 @@ pub fn rope_vjp(
 #[track_caller]
 pub fn gemm_vjp(a: Tensor, b: Tensor, dout: Tensor, opts: GemmOptions) -> (Tensor, Tensor) {
     let (_, pb) = vjp(|(a, b): (Tensor, Tensor)| gemm(a, b, opts), (a, b));
-    pb.call(dout)
+    pb.call_as("gemm_vjp", dout)
 }
 
 /// The cotangents of [`swiglu`](fn@swiglu)'s `gate` and `up`.
@@ -104,7 +104,7 @@ pub fn gemm_vjp(a: Tensor, b: Tensor, dout: Tensor, opts: GemmOptions) -> (Tenso
 #[track_caller]
 pub fn swiglu_vjp(gate: Tensor, up: Tensor, dout: Tensor) -> (Tensor, Tensor) {
     let (_, pb) = vjp(|(g, u): (Tensor, Tensor)| swiglu(g, u), (gate, up));
-    pb.call(dout)
+    pb.call_as("swiglu_vjp", dout)
 }
 
 /// The cotangent of [`softmax`](fn@softmax)'s `x`.
@@ -112,7 +112,7 @@ pub fn swiglu_vjp(gate: Tensor, up: Tensor, dout: Tensor) -> (Tensor, Tensor) {
 #[track_caller]
 pub fn softmax_vjp(x: Tensor, dout: Tensor, axis: isize) -> Tensor {
     let (_, pb) = vjp(|x: Tensor| softmax(x, axis), x);
-    pb.call(dout)
+    pb.call_as("softmax_vjp", dout)
 }
 
 /// The cotangent of [`gelu`](fn@gelu)'s `x`.
@@ -120,7 +120,7 @@ pub fn softmax_vjp(x: Tensor, dout: Tensor, axis: isize) -> Tensor {
 #[track_caller]
 pub fn gelu_vjp(x: Tensor, dout: Tensor, approximate: bool) -> Tensor {
     let (_, pb) = vjp(|x: Tensor| gelu(x, approximate), x);
-    pb.call(dout)
+    pb.call_as("gelu_vjp", dout)
 }
 
 /// The cotangent of [`silu`](fn@silu)'s `x`.
@@ -128,7 +128,7 @@ pub fn gelu_vjp(x: Tensor, dout: Tensor, approximate: bool) -> Tensor {
 #[track_caller]
 pub fn silu_vjp(x: Tensor, dout: Tensor) -> Tensor {
     let (_, pb) = vjp(silu, x);
-    pb.call(dout)
+    pb.call_as("silu_vjp", dout)
 }
 
 /// The cotangents `(dq, dk, dv)` of [`flash_attention`](fn@crate::attention::flash_attention)
@@ -162,7 +162,7 @@ pub fn flash_attention_vjp(
         |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts).0,
         (q, k, v),
     );
-    pb.call(dout)
+    pb.call_as("flash_attention_vjp", dout)
 }
 
 /// The cotangents `(dq, dk, dv)` of
@@ -184,7 +184,7 @@ pub fn flash_attention_lse_vjp(
         |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts),
         (q, k, v),
     );
-    pb.call((dout, dlse))
+    pb.call_as("flash_attention_lse_vjp", (dout, dlse))
 }
 
 /// The cotangents `(dq, dk, dv)` of
@@ -207,7 +207,7 @@ pub fn block_sparse_attention_vjp(
         },
         (q, k, v),
     );
-    pb.call(dout)
+    pb.call_as("block_sparse_attention_vjp", dout)
 }
 
 /// The cotangents `(dx, drouter, dw1, dw2)` of the library's MoE layer
@@ -231,7 +231,7 @@ pub fn moe_vjp(
         |(x, r, w1, w2): (Tensor, Tensor, Tensor, Tensor)| crate::moe::moe_moe(x, r, w1, w2).0,
         (x, router, w1, w2),
     );
-    pb.call(dout)
+    pb.call_as("moe_vjp", dout)
 }
 
 /// The cotangent of [`fused_gelu_dropout`](fn@fused_gelu_dropout)'s `x`:
@@ -252,7 +252,7 @@ pub fn fused_gelu_dropout_vjp(
         |x: Tensor| fused_gelu_dropout(x, training, rate, seed, approximate),
         x,
     );
-    pb.call(dout)
+    pb.call_as("fused_gelu_dropout_vjp", dout)
 }
 
 /// The cotangent of [`quantized_matmul`](fn@quantized_matmul)'s input `x`:
@@ -269,7 +269,7 @@ pub fn quantized_matmul_vjp(
     block_k: Option<usize>,
 ) -> Tensor {
     let (_, pb) = vjp(|x: Tensor| quantized_matmul(x, w_q, w_scales, block_k), x);
-    pb.call(dout)
+    pb.call_as("quantized_matmul_vjp", dout)
 }
 
 /// The cotangent of [`softmax_cross_entropy`](fn@crate::train::softmax_cross_entropy)'s
@@ -280,5 +280,5 @@ pub fn quantized_matmul_vjp(
 #[track_caller]
 pub fn softmax_cross_entropy_vjp(logits: Tensor, labels: Tensor, dout: Tensor) -> Tensor {
     let (_, pb) = vjp(|l: Tensor| cross_entropy(l, labels), logits);
-    pb.call(dout)
+    pb.call_as("softmax_cross_entropy_vjp", dout)
 }

@@ -212,3 +212,43 @@ fn cross_entropy_backward_is_softmax_minus_onehot() {
     }
     close("cross_entropy", &dx, &want);
 }
+
+#[test]
+fn a_wrong_cotangent_names_the_backward_kernel() {
+    use tessel_kernels::attention::FlashOptions;
+    use tessel_kernels::grads::{flash_attention_lse_vjp, layer_norm_vjp};
+    let spec = |s: &[usize], dt: DType| TensorSpec::new(s.to_vec(), dt);
+    let x = spec(&[4, 2], F32);
+    let row = spec(&[2], F32);
+    let qkv = spec(&[1, 2, 3, 4], F32);
+    let cases = [
+        (
+            layer_norm_vjp::lower(&x, &row, &row, &spec(&[4, 2], BF16), 1e-5),
+            "layer_norm_vjp",
+            "cotangent 0 is bf16[4,2] but output 0 is f32[4,2]",
+        ),
+        (
+            softmax_vjp::lower(&x, &spec(&[2, 4], F32), -1),
+            "softmax_vjp",
+            "cotangent 0 is f32[2,4]",
+        ),
+        (
+            flash_attention_lse_vjp::lower(
+                &qkv,
+                &qkv,
+                &qkv,
+                &qkv,
+                &spec(&[1, 2, 4], F32),
+                FlashOptions::new(),
+            ),
+            "flash_attention_lse_vjp",
+            "cotangent 1 is f32[1,2,4] but output 1 is f32[1,2,3]",
+        ),
+    ];
+    for (result, op, needle) in cases {
+        let err = result.expect_err(op);
+        let e = err.as_kernel_error().expect("a kernel error");
+        assert_eq!(e.op, op, "{e}");
+        assert!(e.message.contains(needle), "{e}");
+    }
+}

@@ -81,6 +81,28 @@ impl<C: Carry, O: Carry> Pullback<C, O> {
     /// (and the result is zeros).
     #[track_caller]
     pub fn call(&self, cotangents: O) -> C {
+        self.call_as("vjp", cotangents)
+    }
+
+    /// [`call`](Self::call), its errors reported under the op name `op`: a
+    /// backward kernel built on a pullback names itself, so that a wrong
+    /// cotangent is reported as a misuse of that kernel.
+    ///
+    /// ```
+    /// use tessel_dsl::autodiff::vjp;
+    /// use tessel_dsl::{kernel::KernelConfig, trace, Tensor, TensorSpec, BF16, F32};
+    /// let p = [("x".into(), TensorSpec::new([3], F32)), ("dy".into(), TensorSpec::new([3], BF16))];
+    /// let err = trace("tanh_vjp", &p, KernelConfig::default(), |a| {
+    ///     let (_, pullback) = vjp(|x: Tensor| x.tanh(), a[0]);
+    ///     pullback.call_as("tanh_vjp", a[1])
+    /// })
+    /// .unwrap_err();
+    /// let k = err.as_kernel_error().unwrap();
+    /// assert_eq!(k.op, "tanh_vjp");
+    /// assert!(k.message.contains("cotangent 0 is bf16[3] but output 0 is f32[3]"));
+    /// ```
+    #[track_caller]
+    pub fn call_as(&self, op: &str, cotangents: O) -> C {
         let loc = Location::caller();
         let cts = flat(&cotangents);
         let zeros = |this: &Self| -> C {
@@ -95,7 +117,7 @@ impl<C: Carry, O: Carry> Pullback<C, O> {
             Some((t, _)) if t == self.tape.trace => {}
             _ => {
                 let m = "a pullback was called outside the kernel trace that made it".to_string();
-                trace_error("vjp", &cts, m);
+                trace_error(op, &cts, m);
                 return zeros(self);
             }
         }
@@ -105,14 +127,14 @@ impl<C: Carry, O: Carry> Pullback<C, O> {
                 cts.len(),
                 self.out_specs.len()
             );
-            fail_at("vjp", &cts, m, &loc);
+            fail_at(op, &cts, m, &loc);
             return zeros(self);
         }
         let mut map = Cotangents::new();
         for (i, (ct, want)) in cts.iter().zip(&self.out_specs).enumerate() {
             if ct.spec() != *want {
                 let m = format!("cotangent {i} is {} but output {i} is {want}", ct.spec());
-                fail_at("vjp", &cts, m, &loc);
+                fail_at(op, &cts, m, &loc);
                 return zeros(self);
             }
             if let Some(v) = self.outputs[i] {
