@@ -4,6 +4,7 @@
 
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
+use tessel::tile::blocks::block_size_problem;
 
 use crate::product_checks::{broadcast, product_shape};
 
@@ -137,22 +138,9 @@ fn product(a: Tensor, b: Tensor, opts: GemmOptions) -> Tensor {
         None => dot(a, b),
         Some(bk) => {
             let k = a.dim(-1);
-            // A block longer than K is all of K (not K padded to the block).
+            // A block longer than K is all of K (not K padded to the block);
+            // `problem` has bounded the blocks' count.
             let bk = if bk > k { k.max(1) } else { bk };
-            // The K blocks are unrolled while tracing: bound their count
-            // before building anything.
-            let count = if bk == 0 { usize::MAX } else { k.div_ceil(bk) };
-            if count > MAX_K_BLOCKS {
-                return tessel::tensor::trace_error(
-                    "gemm",
-                    &[a, b],
-                    format!(
-                        "block_k = {bk} over K = {k} makes {count} blocks, unrolled while tracing: block_k must \
-                         be at least 1 and K / block_k at most {MAX_K_BLOCKS}; raise block_k or leave it unset \
-                         (one dot over K)"
-                    ),
-                );
-            }
             let mut out_shape = a.shape();
             let last = out_shape.len() - 1;
             out_shape[last] = b.dim(-1);
@@ -194,10 +182,25 @@ fn problem(
             ));
         }
         let k = a.shape[a.rank() - if opts.transpose_a { 2 } else { 1 }];
-        if bk > 0 && bk < k && !bk.is_multiple_of(8) {
+        // The K blocks are unrolled while tracing: bound their count before
+        // anything is built.
+        let count = match bk {
+            0 => usize::MAX,
+            bk => k.div_ceil(bk.min(k).max(1)),
+        };
+        if count > MAX_K_BLOCKS {
             return Some(format!(
-                "block_k must be a multiple of 8 (the tiles' rows) or at least K = {k}, got {bk}"
+                "block_k = {bk} over K = {k} makes {count} blocks, unrolled while tracing: block_k must \
+                 be at least 1 and K / block_k at most {MAX_K_BLOCKS}; raise block_k or leave it unset \
+                 (one dot over K)"
             ));
+        }
+        // The blocks run along a's last axis and b's second-to-last (after
+        // the transposes), under the rules of the platform being traced for
+        // (TPU: a multiple of 128 on a's). A block longer than K is K.
+        let tiles = |rank: usize, axis: usize| block_size_problem(bk.min(k).max(1), axis, rank, k);
+        if let Some(m) = tiles(a.rank(), a.rank() - 1).or_else(|| tiles(b.rank(), b.rank() - 2)) {
+            return Some(format!("block_k = {bk} does not tile K = {k}: {m}"));
         }
     }
     match bias {

@@ -107,6 +107,13 @@ fn gemm_blocked_k_equals_single_dot() {
     };
     let err = gemm::run(&d, &a, &b, opts).unwrap_err();
     assert!(err.to_string().contains("multiple of 128"), "{err}");
+    // Reported by the kernel's own check, before any block is read.
+    let e = err.as_kernel_error().expect("a kernel error");
+    assert_eq!(e.op, "gemm", "{e}");
+    assert!(
+        e.message.contains("block_k = 8 does not tile K = 300"),
+        "{e}"
+    );
     let cpu = KernelConfig {
         platform: Platform::Cpu,
         ..gemm::CONFIG

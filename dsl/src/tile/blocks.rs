@@ -148,6 +148,23 @@ impl IntoIterator for Grid3 {
     }
 }
 
+/// What is wrong with blocks of `bs` elements along `axis` of a rank-`rank`
+/// tensor whose extent there is `n`, under the tiling rules of the trace
+/// being built (its platform and `auto_pad`; the CPU's rules outside a
+/// trace); `None` if they tile it. What a block read or write reports as an
+/// error (op `block`), for a kernel that checks its options before it
+/// builds anything.
+///
+/// ```
+/// use tessel_dsl::tile::blocks::block_size_problem;
+/// assert!(block_size_problem(16, 1, 2, 40).is_none());
+/// assert!(block_size_problem(40, 1, 2, 40).is_none()); // the whole axis
+/// assert!(block_size_problem(12, 1, 2, 40).unwrap().contains("multiple of 8"));
+/// ```
+pub fn block_size_problem(bs: usize, axis: usize, rank: usize, n: usize) -> Option<String> {
+    check_block(bs, axis, rank, n).err()
+}
+
 /// Checks a block size against the platform's tiling rules for `axis` of a
 /// rank-`rank` tensor of extent `n`.
 fn check_block(bs: usize, axis: usize, rank: usize, n: usize) -> Result<(), String> {
