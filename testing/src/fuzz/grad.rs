@@ -40,12 +40,88 @@ use crate::{device, fresh_name, Rng};
 pub enum GradVerdict {
     /// The pullback agrees with the differences.
     Agree,
-    /// Not checked, and why (no float input or output, a value that is
-    /// not finite, differences that depend on the step).
-    Skipped(String),
+    /// Not checked, and why.
+    Skipped(Skip),
     /// The pullback differs from differences that agree among steps, or
     /// the gradient fails to trace where the program does.
     Mismatch(String),
+}
+
+/// Why a case is not checked (what [`GradReport::skipped`] counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipKind {
+    /// The f64 program does not type (a fault of [`widen_floats`]).
+    IllTyped,
+    /// The function does not trace.
+    DoesNotTrace,
+    /// No float input or no float output: nothing to differentiate.
+    NoFloat,
+    /// A clamp's bound may tie its operand, where JAX's convention gives
+    /// the tied values no gradient and differences do not see it.
+    TiedClamp,
+    /// A multiplying scatter's updates depend on a parameter (JAX defines
+    /// no gradient there).
+    MultiplyingScatter,
+    /// The loss, at the point or a moved one, does not run.
+    LossFails,
+    /// The loss is not finite at the point.
+    LossNotFinite,
+    /// The gradient or the tangents are not finite.
+    GradientNotFinite,
+    /// The loss is not finite at a moved point.
+    MovedLossNotFinite,
+    /// The differences change with the step: it crossed a kink.
+    Kink,
+}
+
+impl std::fmt::Display for SkipKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkipKind::IllTyped => "the f64 program is ill-typed",
+            SkipKind::DoesNotTrace => "the function does not trace",
+            SkipKind::NoFloat => "no float input or output",
+            SkipKind::TiedClamp => "a clamp's bound may tie its operand",
+            SkipKind::MultiplyingScatter => {
+                "no gradient is defined for a multiplying scatter's updates"
+            }
+            SkipKind::LossFails => "the loss does not run",
+            SkipKind::LossNotFinite => "the loss is not finite",
+            SkipKind::GradientNotFinite => "the gradient is not finite",
+            SkipKind::MovedLossNotFinite => "a moved loss is not finite",
+            SkipKind::Kink => "the differences depend on the step (a kink)",
+        })
+    }
+}
+
+/// A skipped case: the reason, and the error behind it where there is one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skip {
+    /// The reason.
+    pub kind: SkipKind,
+    /// The error met, for the reasons that come from one.
+    pub detail: Option<String>,
+}
+
+/// The verdict of a case skipped for `kind`.
+fn skip(kind: SkipKind) -> GradVerdict {
+    GradVerdict::Skipped(Skip { kind, detail: None })
+}
+
+/// The verdict of a case skipped for `kind`, because of the error `detail`.
+fn skip_because(kind: SkipKind, detail: impl std::fmt::Display) -> GradVerdict {
+    GradVerdict::Skipped(Skip {
+        kind,
+        detail: Some(detail.to_string()),
+    })
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.detail {
+            Some(d) => write!(f, "{}: {d}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
 }
 
 /// A function under test: inputs to outputs.
@@ -114,17 +190,17 @@ pub fn grad_case(seed: u64) -> Result<Case, String> {
 /// strictly outside), which gives the tied values none; or a multiplying
 /// scatter whose updates depend on a parameter, whose gradient JAX does
 /// not define either (the pullback refuses it).
-fn not_comparable(p: &Program) -> Option<&'static str> {
+fn not_comparable(p: &Program) -> Option<SkipKind> {
     /// Each value's dependence on the parameters, one bit per parameter;
     /// `found` collects the reason.
-    fn walk(list: &[Inst], floats: u64, taint: &mut [u64], found: &mut Option<&'static str>) {
+    fn walk(list: &[Inst], floats: u64, taint: &mut [u64], found: &mut Option<SkipKind>) {
         for inst in list {
             let t = inst.free_uses().iter().fold(0, |acc, &v| acc | taint[v]);
             match inst.op {
                 Op::Clamp(a, b, c) => {
                     let [a, b, c] = [a, b, c].map(|v| taint[v] & floats);
                     if a & b != 0 || a & c != 0 || b & c != 0 {
-                        *found = Some("a clamp's bound may tie its operand");
+                        *found = Some(SkipKind::TiedClamp);
                     }
                 }
                 Op::IndexUpdate {
@@ -132,7 +208,7 @@ fn not_comparable(p: &Program) -> Option<&'static str> {
                     combine: ScatterCombine::Mul,
                     ..
                 } if taint[updates] != 0 => {
-                    *found = Some("no gradient is defined for a multiplying scatter's updates");
+                    *found = Some(SkipKind::MultiplyingScatter);
                 }
                 _ => {}
             }
@@ -246,7 +322,7 @@ fn tangent_kernel(
 /// central differences.
 pub fn check_grad(case: &Case) -> GradVerdict {
     if let Some(why) = not_comparable(&case.program) {
-        return GradVerdict::Skipped(why.into());
+        return skip(why);
     }
     let p = case.program.clone();
     check_fn(
@@ -266,7 +342,7 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
     };
     let out_specs = match traced {
         Ok(g) => g.output_specs(),
-        Err(e) => return GradVerdict::Skipped(format!("the function does not trace: {e}")),
+        Err(e) => return skip_because(SkipKind::DoesNotTrace, e),
     };
     let outs: Vec<usize> = (0..out_specs.len())
         .filter(|&k| out_specs[k].dtype.is_float())
@@ -275,7 +351,7 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
         .filter(|&i| specs[i].dtype.is_float())
         .collect();
     if outs.is_empty() || floats.is_empty() {
-        return GradVerdict::Skipped("no float input or output".into());
+        return skip(SkipKind::NoFloat);
     }
     let n = args.len();
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
@@ -301,8 +377,8 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
     };
     let l0 = match run_loss(&args) {
         Ok(l) if l.is_finite() => l,
-        Ok(_) => return GradVerdict::Skipped("the loss is not finite".into()),
-        Err(e) => return GradVerdict::Skipped(format!("the loss does not run: {e}")),
+        Ok(_) => return skip(SkipKind::LossNotFinite),
+        Err(e) => return skip_because(SkipKind::LossFails, e),
     };
 
     let refs: Vec<&HostTensor> = args.iter().collect();
@@ -321,7 +397,7 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
     let t: Vec<Vec<f64>> = t.iter().map(HostTensor::to_f64_vec).collect();
     let r: Vec<Vec<f64>> = cts.iter().map(HostTensor::to_f64_vec).collect();
     if g.iter().chain(&t).flatten().any(|x| !x.is_finite()) {
-        return GradVerdict::Skipped("the gradient is not finite".into());
+        return skip(SkipKind::GradientNotFinite);
     }
     let (along, scale) = dot_and_scale(&g, &dirs_f64);
     let (tangent, tangent_scale) = dot_and_scale(&t, &r);
@@ -340,10 +416,10 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
     for h in STEPS {
         let fd = match (moved(h), moved(-h)) {
             (Ok(up), Ok(down)) => (up - down) / (2.0 * h),
-            (Err(e), _) | (_, Err(e)) => return GradVerdict::Skipped(e),
+            (Err(e), _) | (_, Err(e)) => return skip_because(SkipKind::LossFails, e),
         };
         if !fd.is_finite() {
-            return GradVerdict::Skipped("a moved loss is not finite".into());
+            return skip(SkipKind::MovedLossNotFinite);
         }
         fds.push((h, fd));
     }
@@ -356,7 +432,7 @@ pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
     let (_, mid) = fds[1];
     let steady = fds.iter().all(|&(h, fd)| (fd - mid).abs() <= tol(h, fd));
     if !steady {
-        return GradVerdict::Skipped("the differences depend on the step (a kink)".into());
+        return skip(SkipKind::Kink);
     }
     GradVerdict::Mismatch(format!(
         "<grad, u> = {along:e} and <jvp(u), r> = {tangent:e}, but central differences give {} (loss \
@@ -374,7 +450,7 @@ pub struct GradReport {
     /// Programs whose pullback was compared.
     pub checked: usize,
     /// Programs skipped, counted by reason.
-    pub skipped: std::collections::BTreeMap<String, usize>,
+    pub skipped: std::collections::BTreeMap<SkipKind, usize>,
     /// Mismatches: seed and message.
     pub mismatches: Vec<(u64, String)>,
 }
@@ -405,15 +481,11 @@ pub fn run_grads(
                 }
                 v
             }
-            Err(e) => GradVerdict::Skipped(format!("the f64 program is ill-typed: {e}")),
+            Err(e) => skip_because(SkipKind::IllTyped, e),
         };
         match verdict {
             GradVerdict::Agree => report.checked += 1,
-            GradVerdict::Skipped(why) => {
-                // The reason's first clause: messages that name values differ.
-                let key = why.split(':').next().unwrap_or(&why).to_string();
-                *report.skipped.entry(key).or_default() += 1;
-            }
+            GradVerdict::Skipped(why) => *report.skipped.entry(why.kind).or_default() += 1,
             GradVerdict::Mismatch(m) => {
                 report.checked += 1;
                 report.mismatches.push((seed, m));
