@@ -1,5 +1,5 @@
 //! Compiled programs against the process's limit of memory mappings: the
-//! compile cache evicts when half of it is in use, and `Device::compile`
+//! compile caches evict (across every client) when half of it is in use, and `Device::compile`
 //! refuses with an error near it, instead of XLA failing to map code or a
 //! thread failing to start (a panic). One test in a binary of its own: the
 //! limit it lowers is process-wide.
@@ -62,6 +62,23 @@ fn compiles_stay_within_the_mapping_limit() {
     // Evictions happen before a compile, so the peak exceeds half the limit
     // by at most one program's mappings (and the noise of the allocator).
     assert!(peak <= limit / 2 + 40, "peak {peak} of limit {limit}");
+
+    // The mappings are the process's, whichever client compiled the
+    // program: a compile on another client under pressure evicts this
+    // client's executables too, the least recently used first.
+    set_mapping_limit(None);
+    let other = Device::cpu_with_devices(1).unwrap();
+    let before = cache.stats();
+    assert!(before.entries > 0, "{before:?}");
+    let in_use = mapping_usage().unwrap().in_use;
+    set_mapping_limit(Some(2 * in_use - 2));
+    let out = kernel(100).run(&other, &[&x()]).unwrap();
+    assert!(close(&out[0].to_vec::<f32>().unwrap(), &expected(100)));
+    let after = cache.stats();
+    assert!(
+        after.evictions > before.evictions && after.entries < before.entries,
+        "the other client's compile evicted nothing here: {before:?} then {after:?}"
+    );
 
     // Near the limit nothing more is compiled, even once the cache has let
     // go of everything, but a cached kernel still runs.

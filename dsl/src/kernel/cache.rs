@@ -3,7 +3,7 @@
 //! compiles. One cache per client, attached to its [`Device`]s.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use super::static_key::StaticKey;
@@ -73,22 +73,34 @@ pub enum Lookup {
 #[derive(Default)]
 struct Slot {
     exe: Mutex<Option<Arc<Executable>>>,
-    /// The cache's clock at the last lookup (for least-recently-used eviction).
+    /// The process's clock at the last lookup (for least-recently-used
+    /// eviction, across caches under mapping pressure).
     last_used: AtomicU64,
 }
+
+/// The lookup clock, process-wide, so that the slots of every cache are
+/// ordered by their last use.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
+
+/// The caches attached to devices, so that mapping pressure is relieved
+/// across all of them (the mappings are the process's, whichever client
+/// compiled the program).
+static LIVE: Mutex<Vec<Weak<CompileCache>>> = Mutex::new(Vec::new());
 
 /// A per-device cache of compiled kernels, keyed by [`CacheKey`] and, one
 /// level down, by the lowered program text (two keys that lower to the same
 /// program share one executable). It holds at most
 /// [`capacity`](CacheStats::capacity) specializations and drops the least
 /// recently used beyond that, and fewer when the process nears its limit of
-/// memory mappings (see [`mapping_usage`]). Poisoned locks are recovered: slots hold only
+/// memory mappings (see [`mapping_usage`]): then the least recently used
+/// executables of every device's cache go first. Poisoned locks are recovered: slots hold only
 /// finished executables, so a panic elsewhere cannot leave one half made.
 pub struct CompileCache {
     by_key: Mutex<HashMap<CacheKey, Arc<Slot>>>,
     /// Program text → executable, while some key still holds it.
     by_text: Mutex<HashMap<String, Weak<Executable>>>,
-    clock: AtomicU64,
+    /// Whether [`LIVE`] lists it.
+    registered: AtomicBool,
     capacity: AtomicUsize,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -122,7 +134,7 @@ impl CompileCache {
         CompileCache {
             by_key: Mutex::default(),
             by_text: Mutex::default(),
-            clock: AtomicU64::new(0),
+            registered: AtomicBool::new(false),
             capacity: AtomicUsize::new(capacity.max(1)),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -138,7 +150,7 @@ impl CompileCache {
     }
 
     fn touch(&self, slot: &Slot) {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let now = CLOCK.fetch_add(1, Ordering::Relaxed);
         slot.last_used.store(now, Ordering::Relaxed);
     }
 
@@ -156,38 +168,71 @@ impl CompileCache {
             .count()
     }
 
-    /// Halves the executables held while the process holds more than
+    /// Halves the executables held, across every device's cache and least
+    /// recently used first, while the process holds more than
     /// [`EVICT_PERCENT`] of the memory mappings it may (compiled programs
     /// hold mappings for their code; see [`mapping_usage`]). An executable
-    /// also held outside the cache frees nothing, so this stops when the
-    /// cache is empty.
+    /// also held outside the caches frees nothing, so this stops when they
+    /// are empty.
     fn relieve_mapping_pressure(&self) {
         while mapping_usage().is_some_and(|u| u.above(EVICT_PERCENT)) {
-            let held = self.held();
-            if held == 0 {
+            let live: Vec<Arc<CompileCache>> =
+                locked(&LIVE).iter().filter_map(Weak::upgrade).collect();
+            let mut caches: Vec<&CompileCache> = live.iter().map(|c| &**c).collect();
+            if !caches.iter().any(|c| std::ptr::eq(*c, self)) {
+                caches.push(self);
+            }
+            let mut held: Vec<(u64, usize, CacheKey)> = Vec::new();
+            for (i, c) in caches.iter().enumerate() {
+                held.extend(c.filled().into_iter().map(|(t, k)| (t, i, k)));
+            }
+            if held.is_empty() {
                 return;
             }
-            self.evict_to(held / 2);
+            held.sort_by_key(|(t, _, _)| *t);
+            let mut doomed: Vec<Vec<CacheKey>> = vec![Vec::new(); caches.len()];
+            let count = held.len().div_ceil(2);
+            for (_, i, key) in held.into_iter().take(count) {
+                doomed[i].push(key);
+            }
+            for (c, keys) in caches.iter().zip(doomed) {
+                c.remove(keys);
+            }
         }
+    }
+
+    /// The filled slots' keys, with their last use.
+    fn filled(&self) -> Vec<(u64, CacheKey)> {
+        locked(&self.by_key)
+            .iter()
+            .filter(|(_, s)| is_filled(s))
+            .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), k.clone()))
+            .collect()
     }
 
     /// Drops least recently used filled slots until at most `capacity` are
     /// held, and program texts no key holds any more.
     fn evict_to(&self, capacity: usize) {
-        let mut by_key = locked(&self.by_key);
-        let mut held: Vec<(u64, CacheKey)> = by_key
-            .iter()
-            .filter(|(_, s)| is_filled(s))
-            .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), k.clone()))
-            .collect();
+        let mut held = self.filled();
         if held.len() <= capacity {
             return;
         }
         held.sort_by_key(|(t, _)| *t);
         let excess = held.len() - capacity;
-        for (_, key) in held.into_iter().take(excess) {
-            by_key.remove(&key);
-            self.evictions.fetch_add(1, Ordering::Relaxed);
+        self.remove(held.into_iter().take(excess).map(|(_, k)| k).collect());
+    }
+
+    /// Drops the slots of `keys` (counted as evictions), and program texts
+    /// no key holds any more.
+    fn remove(&self, keys: Vec<CacheKey>) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut by_key = locked(&self.by_key);
+        for key in keys {
+            if by_key.remove(&key).is_some() {
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
         }
         drop(by_key);
         locked(&self.by_text).retain(|_, exe| exe.strong_count() > 0);
@@ -271,6 +316,14 @@ impl Device {
     /// This device's compile cache (shared by every `Device` over the same
     /// client).
     pub fn cache(&self) -> Arc<CompileCache> {
-        self.attachment::<CompileCache>()
+        let cache = self.attachment::<CompileCache>();
+        if !cache.registered.load(Ordering::Relaxed)
+            && !cache.registered.swap(true, Ordering::AcqRel)
+        {
+            let mut live = locked(&LIVE);
+            live.retain(|c| c.strong_count() > 0);
+            live.push(Arc::downgrade(&cache));
+        }
+        cache
     }
 }
