@@ -349,7 +349,8 @@ fn block_sparse_parameters_call_on_sharded_buffers() {
         // The stored blocks split over the devices, or on each of them.
         for values in [rows.clone(), PartitionSpec::replicated()] {
             let am = layout.to_mesh(&mesh, &values).unwrap();
-            let y = sparse_matmul::call_sharded(&mesh, &[rows.clone()], &am, &bb).unwrap();
+            let y =
+                sparse_matmul::call_sharded(&mesh, std::slice::from_ref(&rows), &am, &bb).unwrap();
             assert_eq!(y.partition_spec(), &rows);
             assert_close(&y.to_host().unwrap(), &want, 1e-5);
         }
@@ -357,7 +358,8 @@ fn block_sparse_parameters_call_on_sharded_buffers() {
         let am = layout.to_mesh(&mesh, &PartitionSpec::replicated()).unwrap();
         let whole = PartitionSpec::replicated();
         let bw = tessel::shard::ShardedBuffer::from_host(&mesh, &b, &whole).unwrap();
-        let y = sparse_matmul::call_shard_map(&mesh, &[whole.clone()], &am, &bw).unwrap();
+        let y =
+            sparse_matmul::call_shard_map(&mesh, std::slice::from_ref(&whole), &am, &bw).unwrap();
         assert_close(&y.to_host().unwrap(), &want, 1e-5);
         let split = layout.to_mesh(&mesh, &rows).unwrap();
         // Split, each device would see half the blocks under all the
