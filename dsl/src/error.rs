@@ -38,7 +38,11 @@ impl fmt::Display for Location {
 /// argument, an unsupported op. It names the kernel, the op, the operand
 /// types and the user's source line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("kernel `{kernel}`: {op}({operands}) at {location}: {message}", operands = .operands.join(", "))]
+#[error(
+    "kernel `{kernel}`: {op}({operands}) at {location}{called}: {message}",
+    operands = .operands.join(", "),
+    called = CalledAt(.location, .called_at.as_ref())
+)]
 pub struct KernelError {
     /// The kernel being traced.
     pub kernel: String,
@@ -50,6 +54,27 @@ pub struct KernelError {
     pub message: String,
     /// Where in the user's code the op was called.
     pub location: Location,
+    /// The call that traced the kernel (`name::run`, `call`, `lower`, ...,
+    /// or a [`Kernel`](crate::kernel::Kernel)'s method), when the error
+    /// comes from tracing a kernel a program called. For a kernel of a
+    /// library, `location` is a line of the library and this is the
+    /// caller's; it is shown when it is another line.
+    pub called_at: Option<Location>,
+}
+
+/// `, called at FILE:LINE:COL` when the call is on another line than the
+/// op.
+struct CalledAt<'a>(&'a Location, Option<&'a Location>);
+
+impl fmt::Display for CalledAt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(c) if (&c.file, c.line) != (&self.0.file, self.0.line) => {
+                write!(f, ", called at {c}")
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `"s"` unless `n` is 1, for messages.
@@ -427,6 +452,15 @@ impl Error {
     /// Whether this error came from the plugin or the device.
     pub fn is_device_error(&self) -> bool {
         matches!(self, Error::Device(_))
+    }
+
+    /// A kernel error without a call site gets `call` as its
+    /// [`called_at`](KernelError::called_at); any other error is unchanged.
+    pub(crate) fn called_at(mut self, call: &Location) -> Self {
+        if let Error::Kernel(k) = &mut self {
+            k.called_at.get_or_insert_with(|| call.clone());
+        }
+        self
     }
 }
 

@@ -293,6 +293,7 @@ fn misused_products_name_the_kernel_and_the_callers_line() {
 #[test]
 fn gemm_bad_shapes_are_kernel_errors() {
     let d = dev();
+    let run_line = line!() + 1;
     let err = gemm::run(
         &d,
         &uniform(&[2, 3], F32, 1, 1.0),
@@ -303,6 +304,25 @@ fn gemm_bad_shapes_are_kernel_errors() {
     assert!(
         err.is_kernel_error() && err.to_string().contains("contracting"),
         "{err}"
+    );
+    // The check is a line of the library; the error also names the call
+    // that traced it, the `run` above (and `lower`, the same way).
+    let e = err.as_kernel_error().unwrap();
+    assert!(e.location.file.ends_with("src/gemm.rs"), "{e}");
+    let call = e.called_at.as_ref().expect("the call site");
+    assert!(call.file.ends_with("tests/gemm.rs"), "{e}");
+    assert_eq!(call.line, run_line, "{e}");
+    assert!(
+        err.to_string().contains(&format!(", called at {call}:")),
+        "{err}"
+    );
+    let spec = |s: &[usize]| TensorSpec::new(s.to_vec(), F32);
+    let line = line!() + 1;
+    let err = gemm::lower(&spec(&[2, 3]), &spec(&[4, 5]), GemmOptions::default()).unwrap_err();
+    let call = err.as_kernel_error().unwrap().called_at.clone().unwrap();
+    assert_eq!(
+        (call.line, call.file.ends_with("tests/gemm.rs")),
+        (line, true)
     );
 }
 

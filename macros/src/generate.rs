@@ -137,6 +137,7 @@ pub fn companion(
             }
 
             /// Runs the kernel once on host tensors under `config`, as given.
+            #[track_caller]
             fn __run_host(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<::std::vec::Vec<#dsl::HostTensor>>
             {
@@ -146,6 +147,7 @@ pub fn companion(
             }
 
             /// Runs the kernel once on device buffers under `config`, as given.
+            #[track_caller]
             fn __call_buffers(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
                 -> #dsl::Result<::std::vec::Vec<#dsl::DeviceBuffer>>
             {
@@ -157,6 +159,7 @@ pub fn companion(
             /// Runs the kernel on host tensors under `config` (traced and compiled
             /// once per argument specs, static arguments and config, then cached;
             /// with `config.autotune`, tunable arguments are chosen by measurement first).
+            #[track_caller]
             pub fn run_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<<#ret as #ko>::Host>
             {
@@ -169,6 +172,7 @@ pub fn companion(
             }
 
             /// Runs the kernel on device buffers under `config`, leaving the results on the device.
+            #[track_caller]
             pub fn call_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
                 -> #dsl::Result<<#ret as #ko>::Buffer>
             {
@@ -180,6 +184,7 @@ pub fn companion(
             }
 
             /// The kernel's StableHLO text for arguments of these specs, under `config`.
+            #[track_caller]
             pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
@@ -187,6 +192,7 @@ pub fn companion(
             }
 
             /// Compiles (or fetches from the device's cache) the kernel for these specs, under `config`.
+            #[track_caller]
             pub fn compile_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
                 -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
             {
@@ -197,6 +203,7 @@ pub fn companion(
 
             /// Profiles the kernel on host tensors under `config`: trace, compile
             /// and run times, FLOPs, bytes, throughput and compiled memory.
+            #[track_caller]
             pub fn profile_with(config: &#cfg_ty, device: &#dev_ty, options: #dsl::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<#dsl::Profile>
             {
@@ -212,6 +219,7 @@ pub fn companion(
             }
 
             /// Profiles the kernel on host tensors with [`Self::CONFIG`].
+            #[track_caller]
             pub fn profile(device: &#dev_ty, options: #dsl::ProfileOptions, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<#dsl::Profile>
             {
@@ -219,6 +227,7 @@ pub fn companion(
             }
 
             /// Runs the kernel on host tensors with [`Self::CONFIG`].
+            #[track_caller]
             pub fn run(device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*) -> #dsl::Result<<#ret as #ko>::Host> {
                 Self::run_with(&Self::CONFIG, device, #(#ps),*)
             }
@@ -283,16 +292,19 @@ pub fn companion(
             }
 
             /// Runs the kernel on device buffers with [`Self::CONFIG`].
+            #[track_caller]
             pub fn call(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*) -> #dsl::Result<<#ret as #ko>::Buffer> {
                 Self::call_with(&Self::CONFIG, device, #(#ps),*)
             }
 
             /// The kernel's StableHLO text with [`Self::CONFIG`].
+            #[track_caller]
             pub fn lower(#(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
                 Self::lower_with(&Self::CONFIG, #(#ps),*)
             }
 
             /// Compiles the kernel with [`Self::CONFIG`].
+            #[track_caller]
             pub fn compile(device: &#dev_ty, #(#ps: <#tys as #kp>::Spec<'_>),*)
                 -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
             {
@@ -304,6 +316,7 @@ pub fn companion(
             /// under `config`: returns the loss and one gradient per name, in
             /// the order of `wrt`. A name that is not a tensor parameter is a
             /// kernel error. Compiled once per `wrt`, specs, statics and config.
+            #[track_caller]
             pub fn value_and_grad_with(config: &#cfg_ty, device: &#dev_ty, wrt: &[&str], #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<(#dsl::HostTensor, ::std::vec::Vec<#dsl::HostTensor>)>
             {
@@ -362,6 +375,7 @@ pub fn companion(
             }
 
             /// [`Self::value_and_grad_with`] with [`Self::CONFIG`].
+            #[track_caller]
             pub fn value_and_grad(device: &#dev_ty, wrt: &[&str], #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<(#dsl::HostTensor, ::std::vec::Vec<#dsl::HostTensor>)>
             {

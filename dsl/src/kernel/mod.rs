@@ -131,6 +131,7 @@ where
                     self.params.join(", ")
                 ),
                 location: loc,
+                called_at: None,
             }
             .into());
         }
@@ -170,12 +171,13 @@ where
                 (n, s.clone())
             })
             .collect();
-        let mut graph = match mesh {
-            None => trace(self.name(), &params, self.config, |a| (self.body)(a))?,
+        let traced = match mesh {
+            None => trace(self.name(), &params, self.config, |a| (self.body)(a)),
             Some(mesh) => {
-                trace_on_mesh(self.name(), &params, self.config, mesh, |a| (self.body)(a))?
+                trace_on_mesh(self.name(), &params, self.config, mesh, |a| (self.body)(a))
             }
         };
+        let mut graph = traced.map_err(|e| e.called_at(&loc))?;
         let unmatched = graph.donate(self.config.donate);
         if let Some(name) = unmatched.first() {
             return Err(KernelError {
@@ -187,6 +189,7 @@ where
                      a donated buffer is reused for a result of the same shape and dtype"
                 ),
                 location: loc,
+                called_at: None,
             }
             .into());
         }

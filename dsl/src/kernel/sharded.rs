@@ -232,6 +232,7 @@ where
             operands: specs.iter().map(|s| s.to_string()).collect(),
             message,
             location: loc.clone(),
+            called_at: None,
         }
         .into()
     }

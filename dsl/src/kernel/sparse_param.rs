@@ -47,11 +47,12 @@ impl HostBlockSparse {
     /// use tessel_dsl::tile::HostBlockSparse;
     /// let dev = Device::cpu_with_devices(2)?;
     /// let mesh = Mesh::new(&dev, &[("data", 2)])?;
-    /// let dense = HostTensor::from_fn(TensorSpec::new([4, 4], F32), |i| (i % 5 == 0) as u8 as f64);
-    /// let a = HostBlockSparse::from_dense(&dense, (2, 2))?;
+    /// // The identity, 16 × 16 in 8 × 8 blocks: the two diagonal blocks are stored.
+    /// let dense = HostTensor::from_fn(TensorSpec::new([16, 16], F32), |i| (i % 17 == 0) as u8 as f64);
+    /// let a = HostBlockSparse::from_dense(&dense, (8, 8))?;
     /// assert_eq!(a.nnz(), 2);
     /// let on_mesh = a.to_mesh(&mesh, &PartitionSpec::new([Some("data")]))?;
-    /// assert_eq!(on_mesh.values().shards()[0].spec().shape, vec![1, 2, 2]);
+    /// assert_eq!(on_mesh.values().shards()[0].spec().shape, vec![1, 8, 8]);
     /// # Ok::<(), tessel_dsl::Error>(())
     /// ```
     pub fn to_mesh(&self, mesh: &Mesh, values: &PartitionSpec) -> Result<ShardedBlockSparse> {

@@ -416,7 +416,12 @@ where
     ) -> Result<Profile> {
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
         let loc = Location::caller();
-        self.check_arity(specs.len(), loc)?;
-        profile_graph(&self.target(device), || self.trace(&specs), args, options)
+        self.check_arity(specs.len(), loc.clone())?;
+        profile_graph(
+            &self.target(device),
+            || self.trace_at(&specs, loc),
+            args,
+            options,
+        )
     }
 }

@@ -103,6 +103,7 @@ impl TraceState {
                 operands: describe(self, operands),
                 message,
                 location: loc.clone(),
+                called_at: None,
             });
         }
     }
@@ -277,6 +278,7 @@ pub(crate) fn orphan(op_name: &str, loc: &Location) {
                           call them inside a #[tpu_kernel] function or a Kernel closure"
                     .to_string(),
                 location: loc.clone(),
+                called_at: None,
             });
         }
     });
@@ -363,6 +365,7 @@ fn check_params(name: &str, params: &[(String, TensorSpec)]) -> Result<()> {
                     line: 0,
                     column: 0,
                 },
+                called_at: None,
             }
             .into());
         }

@@ -215,11 +215,24 @@ fn named<T>(
         .collect()
 }
 
+/// A kernel's error as the command reports it: without the line of this
+/// command's source that called the kernel, which means nothing to its
+/// user.
+fn failure(e: tessel::Error) -> String {
+    match e {
+        tessel::Error::Kernel(mut k) => {
+            k.called_at = None;
+            k.to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
 fn lower(kernel: &str, shapes: &[String], opts: &[String]) -> Result<String, String> {
     let entry = find(kernel)?;
     let specs = named(&entry, pairs(shapes, "shape")?, "shape", spec)?;
     let opts = Opts::new(&entry, pairs(opts, "opt")?)?;
-    (entry.lower)(&specs, &opts).map_err(|e| e.to_string())
+    (entry.lower)(&specs, &opts).map_err(failure)
 }
 
 fn run(
@@ -236,7 +249,7 @@ fn run(
     let refs: Vec<_> = inputs.iter().collect();
     let hits = tessel::runtime::executable_cache_stats().hits;
     let t0 = Instant::now();
-    let outs = (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
+    let outs = (entry.run)(&d, &refs, &opts).map_err(failure)?;
     let first = t0.elapsed();
     let compiled = if tessel::runtime::executable_cache_stats().hits > hits {
         "load from the executable cache"
@@ -252,7 +265,7 @@ fn run(
         ));
     }
     let t1 = Instant::now();
-    (entry.run)(&d, &refs, &opts).map_err(|e| e.to_string())?;
+    (entry.run)(&d, &refs, &opts).map_err(failure)?;
     let cached = t1.elapsed();
     let mut s = String::new();
     for (i, o) in outs.iter().enumerate() {
