@@ -2,10 +2,10 @@
 //! for a dynamic layout, its coordinate table) are traced tensors; its shape,
 //! block shape and static layout are part of the compile-cache key.
 
-use crate::error::Location;
-use crate::error::Result;
+use crate::error::{Location, Result};
 use crate::kernel::{ArgCollector, KernelParam};
 use crate::runtime::{Device, DeviceBuffer};
+use crate::shape::TensorSpec;
 use crate::shard::{Mesh, PartitionSpec, ShardedBuffer};
 use crate::tile::{BlockSparse, BlockSparseOf, BlockSparseSpec, Coords, HostBlockSparse};
 use crate::trace::tensor::{fail, Tensor};
@@ -150,45 +150,60 @@ fn unit_coords<T>(c: &Coords<T>) -> Coords<()> {
     }
 }
 
+/// Records the layout of `arg`, and its tensors (values, then a dynamic
+/// coordinate table) with `push`, which files one where its kind of call
+/// keeps it and returns its spec.
+fn collect<'a, T>(
+    arg: &'a BlockSparseOf<T>,
+    name: &'static str,
+    c: &mut ArgCollector<'a>,
+    push: impl Fn(&mut ArgCollector<'a>, &'a T) -> TensorSpec,
+) {
+    record_layout(arg, name, c);
+    let dynamic = match &arg.coords {
+        Coords::Dynamic(t) => Some(t),
+        Coords::Static(_) => None,
+    };
+    for t in std::iter::once(&arg.values).chain(dynamic) {
+        c.names.push(name);
+        let spec = push(c, t);
+        c.specs.push(spec);
+    }
+}
+
 impl KernelParam for BlockSparse {
     type Host<'a> = &'a HostBlockSparse;
     type Spec<'a> = &'a BlockSparseSpec;
     type Buffer<'a> = &'a DeviceBlockSparse;
     type Sharded<'a> = &'a ShardedBlockSparse;
     fn collect_host<'a>(arg: &&'a HostBlockSparse, name: &'static str, c: &mut ArgCollector<'a>) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.hosts.push(&arg.values);
-        c.specs.push(arg.values.spec().clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
+        collect(*arg, name, c, |c, t| {
             c.hosts.push(t);
-            c.specs.push(t.spec().clone());
-        }
+            t.spec().clone()
+        });
     }
     fn collect_spec<'a>(arg: &&'a BlockSparseSpec, name: &'static str, c: &mut ArgCollector<'a>) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.specs.push(arg.values.clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
-            c.specs.push(t.clone());
-        }
+        collect(*arg, name, c, |_, t| t.clone());
     }
     fn collect_buffer<'a>(
         arg: &&'a DeviceBlockSparse,
         name: &'static str,
         c: &mut ArgCollector<'a>,
     ) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.buffers.push(&arg.values);
-        c.specs.push(arg.values.spec().clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
+        collect(*arg, name, c, |c, t| {
             c.buffers.push(t);
-            c.specs.push(t.spec().clone());
-        }
+            t.spec().clone()
+        });
+    }
+    fn collect_sharded<'a>(
+        arg: &&'a ShardedBlockSparse,
+        name: &'static str,
+        c: &mut ArgCollector<'a>,
+    ) {
+        collect(*arg, name, c, |c, t| {
+            c.sharded.push(t);
+            t.spec().clone()
+        });
     }
     #[track_caller]
     fn bind_host(arg: &&HostBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
@@ -201,21 +216,6 @@ impl KernelParam for BlockSparse {
     #[track_caller]
     fn bind_buffer(arg: &&DeviceBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind(arg.shape, arg.block, unit_coords(&arg.coords), next)
-    }
-    fn collect_sharded<'a>(
-        arg: &&'a ShardedBlockSparse,
-        name: &'static str,
-        c: &mut ArgCollector<'a>,
-    ) {
-        record_layout(*arg, name, c);
-        c.names.push(name);
-        c.sharded.push(&arg.values);
-        c.specs.push(arg.values.spec().clone());
-        if let Coords::Dynamic(t) = &arg.coords {
-            c.names.push(name);
-            c.sharded.push(t);
-            c.specs.push(t.spec().clone());
-        }
     }
     #[track_caller]
     fn bind_sharded(arg: &&ShardedBlockSparse, next: &mut dyn Iterator<Item = Tensor>) -> Self {
