@@ -9,16 +9,14 @@ use tessel::prelude::*;
 fn sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
     let (b0, b1) = a.block_shape();
     let mut out = Tensor::zeros([a.rows(), b.dim(1)], b.dtype());
-    if a.block_count() > 0 {
-        for i in 0..a.block_count() {
-            let blk = a.block_at(i);
-            let rows = out.block_sized(0, blk.row, b0, 0.0);
-            out = out.set_block(
-                0,
-                blk.row,
-                rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0)),
-            );
-        }
+    for i in 0..a.block_count() {
+        let blk = a.block_at(i);
+        let rows = out.block_sized(0, blk.row, b0, 0.0);
+        out = out.set_block(
+            0,
+            blk.row,
+            rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0)),
+        );
     }
     out
 }

@@ -373,6 +373,15 @@ fn block_sparse_parameters_call_on_sharded_buffers() {
             other => panic!("expected a kernel error, got {other:?}"),
         }
     }
+    // No stored block at all: a zero product, split or not.
+    let zero = HostTensor::zeros(TensorSpec::new([24, 20], F32));
+    let zero = HostBlockSparse::from_dense(&zero, (8, 8)).unwrap();
+    assert_eq!(zero.nnz(), 0);
+    for layout in [zero.clone(), zero.into_dynamic()] {
+        let am = layout.to_mesh(&mesh, &rows).unwrap();
+        let y = sparse_matmul::call_sharded(&mesh, &[], &am, &bb).unwrap();
+        assert_close(&y.to_host().unwrap(), &[0.0; 24 * 3], 0.0);
+    }
     // Nine stored blocks do not split over two devices: a typed error.
     let odd = HostTensor::from_fn(TensorSpec::new([24, 20], F32), |i| {
         (i % 4 == 0) as u8 as f64

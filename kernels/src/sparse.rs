@@ -68,13 +68,11 @@ pub fn block_sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
         return b;
     }
     let mut out = Tensor::zeros([a.rows(), b.dim(1)], b.dtype());
-    if a.block_count() > 0 {
-        for i in 0..a.block_count() {
-            let blk = a.block_at(i);
-            let rows = out.block_sized(0, blk.row, b0, 0.0);
-            let update = rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0));
-            out = out.set_block(0, blk.row, update);
-        }
+    for i in 0..a.block_count() {
+        let blk = a.block_at(i);
+        let rows = out.block_sized(0, blk.row, b0, 0.0);
+        let update = rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0));
+        out = out.set_block(0, blk.row, update);
     }
     out
 }

@@ -382,12 +382,26 @@ impl BlockSparse {
     /// by NaN (zeros for integer values), so what it is combined with where
     /// XLA clamps it (see [`BlockSparse::from_parts`]) comes out NaN
     /// instead of a plausible wrong number.
+    ///
+    /// A matrix with no stored block reads the same way: block (0, 0), all
+    /// NaN (zeros for integer values). A loop over its blocks runs no
+    /// iteration, but its body is traced, so
+    /// `for i in 0..a.block_count() { a.block_at(i) .. }` needs no guard.
     #[track_caller]
     pub fn block_at(&self, i: impl LoopBound) -> SparseBlock {
         let loc = Location::caller();
         let i = i.to_s32(&loc);
         let zero = Tensor::scalar(0.0, DType::S32);
         let (b0, b1) = self.block;
+        let dtype = self.values.dtype();
+        if self.block_count() == 0 {
+            let missing = if dtype.is_float() { f64::NAN } else { 0.0 };
+            return SparseBlock {
+                row: zero,
+                col: zero,
+                values: Tensor::full([b0, b1], missing, dtype),
+            };
+        }
         let values = self
             .values
             .dynamic_slice(&[i, zero, zero], &[1, b0, b1])
