@@ -184,15 +184,15 @@ fn problem(
         let k = a.shape[a.rank() - if opts.transpose_a { 2 } else { 1 }];
         // The K blocks are unrolled while tracing: bound their count before
         // anything is built.
-        let count = match bk {
-            0 => usize::MAX,
-            bk => k.div_ceil(bk.min(k).max(1)),
-        };
-        if count > MAX_K_BLOCKS {
+        let count = (bk > 0).then(|| k.div_ceil(bk.min(k).max(1)));
+        if count.is_none_or(|c| c > MAX_K_BLOCKS) {
+            let made = match count {
+                Some(c) => format!("makes {c} blocks, unrolled while tracing"),
+                None => "makes no block".to_string(),
+            };
             return Some(format!(
-                "block_k = {bk} over K = {k} makes {count} blocks, unrolled while tracing: block_k must \
-                 be at least 1 and K / block_k at most {MAX_K_BLOCKS}; raise block_k or leave it unset \
-                 (one dot over K)"
+                "block_k = {bk} over K = {k} {made}: block_k must be at least 1 and K / block_k at \
+                 most {MAX_K_BLOCKS}; raise block_k or leave it unset (one dot over K)"
             ));
         }
         // The blocks run along a's last axis and b's second-to-last (after
