@@ -110,6 +110,14 @@ pub(crate) struct Client {
     _store: Option<std::sync::Arc<super::kv_store::KvStore>>,
 }
 
+impl Client {
+    /// Whether this client belongs to a multi-process group (its plugin
+    /// meets the other processes through a key-value store).
+    pub(crate) fn is_multi_process(&self) -> bool {
+        self._store.is_some()
+    }
+}
+
 // SAFETY: a PJRT_Client is thread-safe: the C API allows calling any client,
 // executable and buffer function concurrently from any thread. `devices`
 // holds pointers owned by the client, valid until it is destroyed (in Drop,
