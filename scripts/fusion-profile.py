@@ -22,6 +22,12 @@ micro-kernels it generates. Code inside the plugin's library (YNNPACK's
 reductions, Eigen's thread pool, its packing routines) is named by `perf`
 itself.
 
+Executables that tessel loads from its persistent cache were compiled by another
+process and are not registered with GDB, so their fusions would all read as
+`(JIT code without a symbol)`: COMMAND runs with `TESSEL_EXECUTABLE_CACHE=off`
+(unless it is set already), so that every kernel is compiled, and registered,
+in the process sampled.
+
 Needs `perf` and `gdb` on PATH, permission to profile and to attach to the
 process (`kernel.perf_event_paranoid` at most 1 and `kernel.yama.ptrace_scope`
 0, or root). The process stops for as long as gdb takes to name the addresses.
@@ -136,7 +142,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         perf_data = os.path.join(tmp, "perf.data")
         log = open(os.path.join(tmp, "command.log"), "w")
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        env = dict(os.environ)
+        env.setdefault("TESSEL_EXECUTABLE_CACHE", "off")
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         target = None
         try:
             time.sleep(args.wait)
