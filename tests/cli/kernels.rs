@@ -154,6 +154,10 @@ pub(super) const LOWER_CASES: &[(&str, &[&str])] = &[
             "k=1x1x16x8",
             "--shape",
             "v=1x1x16x8",
+            "--opt",
+            "dropout=0.1",
+            "--opt",
+            "seed=5",
         ],
     ),
     (

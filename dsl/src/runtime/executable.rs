@@ -11,7 +11,7 @@ use super::client::Client;
 use super::disk_cache;
 use super::ffi;
 use super::interpreter::{InterpProgram, Interpreter};
-use super::options::{compile_options, platform_overrides};
+use super::options::{compile_options, platform_overrides, HostCpu};
 use crate::config::Platform;
 use crate::error::{DeviceError, Result};
 use crate::interp::Finding;
@@ -222,7 +222,7 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     let options = compile_options(
         program.num_replicas,
         program.num_partitions,
-        &platform_overrides(client.platform(), &program.hints),
+        &platform_overrides(client.platform(), &program.hints, HostCpu::detect()),
     );
     let key = disk_cache::key(client, &program.mlir, &options);
     let (loaded, from_disk) = match disk_cache::load(client, &key) {

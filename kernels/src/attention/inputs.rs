@@ -125,56 +125,22 @@ impl Attention {
         }
     }
 
-    /// Runs on host tensors (traced and compiled once per argument specs,
-    /// options and present inputs, then cached on `device`), under the
-    /// config of the kernels' attribute ([`flash_attention::CONFIG`](struct@super::flash_attention)).
-    pub fn run(
-        &self,
-        device: &Device,
-        q: &HostTensor,
-        k: &HostTensor,
-        v: &HostTensor,
-        inputs: &AttentionInputs<'_>,
-        options: &FlashOptions,
-    ) -> Result<AttentionOutput> {
-        let seed = inputs.dropout_seed.map(HostTensor::scalar);
-        let mut args: Vec<&HostTensor> = vec![q, k, v];
-        let mut names = vec!["q", "k", "v"];
-        if let Some(b) = inputs.bias {
-            args.push(b);
-            names.push("bias");
-        }
-        if let Some(m) = inputs.mask {
-            args.push(m);
-            names.push("mask");
-        }
-        if let Some((qs, ks)) = inputs.segment_ids {
-            args.extend([qs, ks]);
-            names.extend(["q_segment_ids", "kv_segment_ids"]);
-        }
-        if let Some(s) = &seed {
-            args.push(s);
-            names.push("dropout_seed");
-        }
-        if let Some(o) = inputs.q_offset {
-            args.push(o);
-            names.push("q_offset");
-        }
-        let has = (
-            inputs.bias.is_some(),
-            inputs.mask.is_some(),
-            inputs.segment_ids.is_some(),
-            seed.is_some(),
-            inputs.q_offset.is_some(),
-        );
-        let body = |a: &[Tensor]| {
+    /// The kernel [`Attention::run`] and [`Attention::lower`] trace: `q`,
+    /// `k`, `v`, then the inputs `present` says are given, in the order of
+    /// [`Present::names`].
+    fn kernel<'o>(
+        &'o self,
+        present: Present,
+        options: &'o FlashOptions,
+    ) -> Kernel<impl Fn(&[Tensor]) -> (Tensor, Tensor) + 'o> {
+        let body = move |a: &[Tensor]| {
             let mut rest = a.iter().skip(3).copied();
-            let mut next = |present: bool| if present { rest.next() } else { None };
-            let bias = next(has.0);
-            let mask = next(has.1);
-            let segment_ids = next(has.2).zip(next(has.2));
-            let dropout_seed = next(has.3);
-            let q_offset = next(has.4);
+            let mut next = |given: bool| if given { rest.next() } else { None };
+            let bias = next(present.bias);
+            let mask = next(present.mask);
+            let segment_ids = next(present.segment_ids).zip(next(present.segment_ids));
+            let dropout_seed = next(present.dropout_seed);
+            let q_offset = next(present.q_offset);
             let extras = AttentionExtras {
                 bias,
                 mask,
@@ -191,19 +157,131 @@ impl Attention {
                 }
             }
         };
-        let kernel = Kernel::new(self.name(), body)
-            .params(names)
+        Kernel::new(self.name(), body)
+            .params(present.names())
             .config(super::flash_attention::CONFIG)
             .statics(self.clone())
             .statics(options.clone())
-            .statics([has.0, has.1, has.2, has.3, has.4])
-            .cache_key(format!("{}::Attention::{}", module_path!(), self.name()));
-        let outs = kernel.run(device, &args)?;
+            .statics(present.flags())
+            .cache_key(format!("{}::Attention::{}", module_path!(), self.name()))
+    }
+
+    /// Runs on host tensors (traced and compiled once per argument specs,
+    /// options and present inputs, then cached on `device`), under the
+    /// config of the kernels' attribute ([`flash_attention::CONFIG`](struct@super::flash_attention)).
+    #[track_caller]
+    pub fn run(
+        &self,
+        device: &Device,
+        q: &HostTensor,
+        k: &HostTensor,
+        v: &HostTensor,
+        inputs: &AttentionInputs<'_>,
+        options: &FlashOptions,
+    ) -> Result<AttentionOutput> {
+        let seed = inputs.dropout_seed.map(HostTensor::scalar);
+        let mut args: Vec<&HostTensor> = vec![q, k, v];
+        args.extend(inputs.bias);
+        args.extend(inputs.mask);
+        if let Some((qs, ks)) = inputs.segment_ids {
+            args.extend([qs, ks]);
+        }
+        args.extend(seed.as_ref());
+        args.extend(inputs.q_offset);
+        let outs = self
+            .kernel(Present::of(inputs), options)
+            .run(device, &args)?;
         let got = outs.len();
         let mut it = outs.into_iter();
         match (it.next(), it.next()) {
             (Some(out), Some(lse)) => Ok(AttentionOutput { out, lse }),
             _ => Err(tessel::DeviceError::OutputCount { expected: 2, got }.into()),
         }
+    }
+
+    /// The StableHLO text of the program [`Attention::run`] compiles for
+    /// `q`, `k` and `v` of these specs and the inputs given in `inputs`:
+    /// only their specs are read (the seed's value is an input of the
+    /// program, not part of it).
+    ///
+    /// ```
+    /// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+    /// use tessel::kernels::attention::{Attention, AttentionInputs, FlashOptions};
+    /// use tessel::prelude::*;
+    /// let x = TensorSpec::new([1, 2, 16, 8], F32);
+    /// let options = FlashOptions::new().causal(true).dropout(0.1).block_sizes(8, 8);
+    /// let text = Attention::Flash.lower(&x, &x, &x, &AttentionInputs::new().dropout_seed(0), &options)?;
+    /// assert!(text.contains("stablehlo"));
+    /// # Ok::<(), tessel::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn lower(
+        &self,
+        q: &TensorSpec,
+        k: &TensorSpec,
+        v: &TensorSpec,
+        inputs: &AttentionInputs<'_>,
+        options: &FlashOptions,
+    ) -> Result<String> {
+        let mut specs = vec![q.clone(), k.clone(), v.clone()];
+        let spec = |t: &HostTensor| t.spec().clone();
+        specs.extend(inputs.bias.map(spec));
+        specs.extend(inputs.mask.map(spec));
+        if let Some((qs, ks)) = inputs.segment_ids {
+            specs.extend([spec(qs), spec(ks)]);
+        }
+        specs.extend(inputs.dropout_seed.map(|s| spec(&HostTensor::scalar(s))));
+        specs.extend(inputs.q_offset.map(spec));
+        self.kernel(Present::of(inputs), options).lower(&specs)
+    }
+}
+
+/// Which optional inputs a call has.
+#[derive(Clone, Copy)]
+struct Present {
+    bias: bool,
+    mask: bool,
+    segment_ids: bool,
+    dropout_seed: bool,
+    q_offset: bool,
+}
+
+impl Present {
+    fn of(inputs: &AttentionInputs<'_>) -> Self {
+        Present {
+            bias: inputs.bias.is_some(),
+            mask: inputs.mask.is_some(),
+            segment_ids: inputs.segment_ids.is_some(),
+            dropout_seed: inputs.dropout_seed.is_some(),
+            q_offset: inputs.q_offset.is_some(),
+        }
+    }
+
+    fn flags(self) -> [bool; 5] {
+        [
+            self.bias,
+            self.mask,
+            self.segment_ids,
+            self.dropout_seed,
+            self.q_offset,
+        ]
+    }
+
+    /// The kernel's parameter names: `q`, `k`, `v`, then the inputs given.
+    fn names(self) -> Vec<&'static str> {
+        let mut names = vec!["q", "k", "v"];
+        let optional: [(bool, &[&'static str]); 5] = [
+            (self.bias, &["bias"]),
+            (self.mask, &["mask"]),
+            (self.segment_ids, &["q_segment_ids", "kv_segment_ids"]),
+            (self.dropout_seed, &["dropout_seed"]),
+            (self.q_offset, &["q_offset"]),
+        ];
+        for (given, these) in optional {
+            if given {
+                names.extend(these);
+            }
+        }
+        names
     }
 }

@@ -1,7 +1,9 @@
 //! `tessel run` on kernels added to the registry equals the library call.
 
 use tessel::kernels::activation::fused_gelu_dropout;
-use tessel::kernels::attention::{block_sparse_attention, flash_attention_lse, FlashOptions};
+use tessel::kernels::attention::{
+    block_sparse_attention, flash_attention_lse, Attention, AttentionInputs, FlashOptions,
+};
 use tessel::kernels::einsum::einsum1;
 use tessel::kernels::norm::{layer_norm_no_bias, layer_norm_plain, rms_norm_plain};
 use tessel::kernels::quantized::{
@@ -93,6 +95,74 @@ fn run_flash_attention_lse_writes_both_outputs() {
         .block_sizes(16, 16);
     let (out, lse) = flash_attention_lse::run(&d, &q, &k, &v, opts).unwrap();
     assert_eq!((&got[0], &got[1]), (&out, &lse));
+}
+
+/// Option `dropout` runs the attention kernels with the seed of option
+/// `seed` as an input: the output is the library's with that seed, and
+/// another seed drops other probabilities.
+#[test]
+fn run_attention_with_dropout() {
+    let d = Device::cpu().unwrap();
+    let (q, k, v) = (
+        data(&[1, 2, 24, 8], 7),
+        data(&[1, 1, 24, 8], 8),
+        data(&[1, 1, 24, 8], 9),
+    );
+    let qkv = [("q", &q), ("k", &k), ("v", &v)];
+    let opts = FlashOptions::new()
+        .causal(true)
+        .dropout(0.25)
+        .block_sizes(16, 16);
+    let causal = Mask::causal(24, 24);
+    let kernels = [
+        ("flash_attention", Attention::Flash, 1),
+        ("flash_attention_lse", Attention::Flash, 2),
+        ("attention_reference", Attention::Reference, 1),
+        (
+            "block_sparse_attention",
+            Attention::BlockSparse(causal.into()),
+            1,
+        ),
+    ];
+    for (name, attention, outputs) in kernels {
+        let run = |seed: &str| {
+            let seed = format!("seed={seed}");
+            let words = [
+                "causal=true",
+                "dropout=0.25",
+                &seed,
+                "block_q=16",
+                "block_kv=16",
+                "mask=causal",
+            ];
+            // Only block-sparse attention takes a mask.
+            let n = if name == "block_sparse_attention" {
+                6
+            } else {
+                5
+            };
+            run_cli(name, &qkv, &words[..n], outputs)
+        };
+        let got = run("7");
+        let inputs = AttentionInputs::new().dropout_seed(7);
+        let want = attention.run(&d, &q, &k, &v, &inputs, &opts).unwrap();
+        assert_eq!(got[0], want.out, "{name}");
+        if outputs == 2 {
+            assert_eq!(got[1], want.lse, "{name}");
+        }
+        let plain = attention
+            .run(
+                &d,
+                &q,
+                &k,
+                &v,
+                &AttentionInputs::new(),
+                &opts.clone().dropout(0.0),
+            )
+            .unwrap();
+        assert_ne!(got[0], plain.out, "{name}: dropout must drop something");
+        assert_ne!(run("8")[0], got[0], "{name}: another seed, another mask");
+    }
 }
 
 #[test]

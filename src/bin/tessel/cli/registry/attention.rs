@@ -3,14 +3,15 @@
 
 use super::{bad, Entry, Opts};
 use tessel::kernels::attention::{
-    attention_reference, block_sparse_attention, flash_attention, flash_attention_lse,
-    AttentionMask, FlashOptions,
+    attention_reference, block_sparse_attention, flash_attention, flash_attention_lse, Attention,
+    AttentionInputs, AttentionMask, FlashOptions,
 };
 use tessel::kernels::grads::{
     block_sparse_attention_vjp, flash_attention_lse_vjp, flash_attention_vjp,
 };
+use tessel::runtime::Device;
 use tessel::tile::Mask;
-use tessel::Result;
+use tessel::{HostTensor, Result, TensorSpec};
 
 fn flash_opts(o: &Opts) -> Result<FlashOptions> {
     let mut f = FlashOptions::new().causal(o.bool("causal")?);
@@ -25,7 +26,57 @@ fn flash_opts(o: &Opts) -> Result<FlashOptions> {
     if let Some(scale) = o.f64_opt("scale")? {
         f = f.sm_scale(scale);
     }
+    if let Some(rate) = o.f64_opt("dropout")? {
+        f = f.dropout(rate);
+    }
     Ok(f.block_sizes(q, k))
+}
+
+/// The inputs of a call with dropout (option `dropout` other than 0, the
+/// seed from option `seed`), or `None` without: the kernels that take
+/// options alone have no seed input.
+fn dropout_inputs(o: &Opts) -> Result<Option<AttentionInputs<'static>>> {
+    match o.f64_opt("dropout")? {
+        Some(rate) if rate != 0.0 => Ok(Some(AttentionInputs::new().dropout_seed(o.u32("seed")?))),
+        _ => Ok(None),
+    }
+}
+
+/// Runs `attention` with the seed when the options ask for dropout, and
+/// `plain` (the kernel without a seed input) otherwise; `lse` keeps the
+/// logsumexp as a second output.
+fn run_forward(
+    attention: Attention,
+    d: &Device,
+    a: &[&HostTensor],
+    o: &Opts,
+    lse: bool,
+    plain: impl FnOnce(FlashOptions) -> Result<Vec<HostTensor>>,
+) -> Result<Vec<HostTensor>> {
+    let opts = flash_opts(o)?;
+    let Some(inputs) = dropout_inputs(o)? else {
+        return plain(opts);
+    };
+    let out = attention.run(d, a[0], a[1], a[2], &inputs, &opts)?;
+    Ok(if lse {
+        vec![out.out, out.lse]
+    } else {
+        vec![out.out]
+    })
+}
+
+/// [`run_forward`]'s lowering.
+fn lower_forward(
+    attention: Attention,
+    s: &[TensorSpec],
+    o: &Opts,
+    plain: impl FnOnce(FlashOptions) -> Result<String>,
+) -> Result<String> {
+    let opts = flash_opts(o)?;
+    match dropout_inputs(o)? {
+        Some(inputs) => attention.lower(&s[0], &s[1], &s[2], &inputs, &opts),
+        None => plain(opts),
+    }
 }
 
 /// Option `window`: `none`, or `LEFT:RIGHT` with each side a count of keys
@@ -74,6 +125,30 @@ const ATTENTION_OPTIONS: &[(&str, &str, &str)] = &[
     ("scale", "none", "the logit scale (default 1 / sqrt(head_dim))"),
 ];
 
+/// The dropout options of the forward kernels.
+const DROPOUT: (&str, &str, &str) = (
+    "dropout",
+    "0",
+    "dropout rate on the attention probabilities, in [0, 1) (the mask a function of the seed and each element's position)",
+);
+const SEED: (&str, &str, &str) = (
+    "seed",
+    "0",
+    "the dropout seed (u32), an input of the program",
+);
+
+/// [`ATTENTION_OPTIONS`] and dropout.
+const FORWARD_OPTIONS: &[(&str, &str, &str)] = &[
+    ATTENTION_OPTIONS[0],
+    ATTENTION_OPTIONS[1],
+    ATTENTION_OPTIONS[2],
+    ATTENTION_OPTIONS[3],
+    ATTENTION_OPTIONS[4],
+    ATTENTION_OPTIONS[5],
+    DROPOUT,
+    SEED,
+];
+
 /// [`ATTENTION_OPTIONS`] and the mask.
 const BLOCK_SPARSE_OPTIONS: &[(&str, &str, &str)] = &[
     ATTENTION_OPTIONS[0],
@@ -87,6 +162,19 @@ const BLOCK_SPARSE_OPTIONS: &[(&str, &str, &str)] = &[
         "full",
         "full, causal, causal:OFFSET, local:LEFT:RIGHT (LEFT/RIGHT a count or none), chunked:CHUNK; join with & (and) or | (or), & binding tighter; quote it in a shell",
     ),
+];
+
+/// [`BLOCK_SPARSE_OPTIONS`] and dropout.
+const BLOCK_SPARSE_FORWARD_OPTIONS: &[(&str, &str, &str)] = &[
+    BLOCK_SPARSE_OPTIONS[0],
+    BLOCK_SPARSE_OPTIONS[1],
+    BLOCK_SPARSE_OPTIONS[2],
+    BLOCK_SPARSE_OPTIONS[3],
+    BLOCK_SPARSE_OPTIONS[4],
+    BLOCK_SPARSE_OPTIONS[5],
+    BLOCK_SPARSE_OPTIONS[6],
+    DROPOUT,
+    SEED,
 ];
 
 /// The accepted mask forms, for the error message.
@@ -151,41 +239,67 @@ pub fn entries() -> Vec<Entry> {
             name: "flash_attention",
             about: "flash attention: q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D] (GQA when Hq is a multiple of Hkv)",
             args: &["q", "k", "v"],
-            options: ATTENTION_OPTIONS,
-            run: |d, a, o| Ok(vec![flash_attention::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
-            lower: |s, o| flash_attention::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+            options: FORWARD_OPTIONS,
+            run: |d, a, o| {
+                run_forward(Attention::Flash, d, a, o, false, |f| {
+                    Ok(vec![flash_attention::run(d, a[0], a[1], a[2], f)?])
+                })
+            },
+            lower: |s, o| {
+                lower_forward(Attention::Flash, s, o, |f| {
+                    flash_attention::lower(&s[0], &s[1], &s[2], f)
+                })
+            },
         },
         Entry {
             name: "flash_attention_lse",
             about: "flash attention that also returns the f32 logsumexp of each query row (outputs: out, lse [B, Hq, Sq])",
             args: &["q", "k", "v"],
-            options: ATTENTION_OPTIONS,
+            options: FORWARD_OPTIONS,
             run: |d, a, o| {
-                let (out, lse) = flash_attention_lse::run(d, a[0], a[1], a[2], flash_opts(o)?)?;
-                Ok(vec![out, lse])
+                run_forward(Attention::Flash, d, a, o, true, |f| {
+                    let (out, lse) = flash_attention_lse::run(d, a[0], a[1], a[2], f)?;
+                    Ok(vec![out, lse])
+                })
             },
-            lower: |s, o| flash_attention_lse::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+            lower: |s, o| {
+                lower_forward(Attention::Flash, s, o, |f| {
+                    flash_attention_lse::lower(&s[0], &s[1], &s[2], f)
+                })
+            },
         },
         Entry {
             name: "attention_reference",
             about: "whole-tensor softmax(QKᵀ·scale)·V, the reference for flash attention",
             args: &["q", "k", "v"],
-            options: ATTENTION_OPTIONS,
-            run: |d, a, o| Ok(vec![attention_reference::run(d, a[0], a[1], a[2], flash_opts(o)?)?]),
-            lower: |s, o| attention_reference::lower(&s[0], &s[1], &s[2], flash_opts(o)?),
+            options: FORWARD_OPTIONS,
+            run: |d, a, o| {
+                run_forward(Attention::Reference, d, a, o, false, |f| {
+                    Ok(vec![attention_reference::run(d, a[0], a[1], a[2], f)?])
+                })
+            },
+            lower: |s, o| {
+                lower_forward(Attention::Reference, s, o, |f| {
+                    attention_reference::lower(&s[0], &s[1], &s[2], f)
+                })
+            },
         },
         Entry {
             name: "block_sparse_attention",
             about: "splash-style attention: the blocks the mask leaves empty are skipped; q/k/v as flash_attention, the mask Sq x Skv",
             args: &["q", "k", "v"],
-            options: BLOCK_SPARSE_OPTIONS,
+            options: BLOCK_SPARSE_FORWARD_OPTIONS,
             run: |d, a, o| {
                 let mask = attention_mask(o, a[0].shape(), a[1].shape())?;
-                Ok(vec![block_sparse_attention::run(d, a[0], a[1], a[2], mask, flash_opts(o)?)?])
+                run_forward(Attention::BlockSparse(mask.clone()), d, a, o, false, |f| {
+                    Ok(vec![block_sparse_attention::run(d, a[0], a[1], a[2], mask, f)?])
+                })
             },
             lower: |s, o| {
                 let mask = attention_mask(o, &s[0].shape, &s[1].shape)?;
-                block_sparse_attention::lower(&s[0], &s[1], &s[2], mask, flash_opts(o)?)
+                lower_forward(Attention::BlockSparse(mask.clone()), s, o, |f| {
+                    block_sparse_attention::lower(&s[0], &s[1], &s[2], mask, f)
+                })
             },
         },
         Entry {
