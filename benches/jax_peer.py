@@ -15,7 +15,7 @@ Usage: python jax_peer.py WORKLOAD [WORKLOAD ...]
   moe        the routed MoE layer T=4096 d=1024 ff=4096 E=8 top-2, capacity
              factor 1.25: tokens placed by expert into [E, C, d] capacity
              buffers, one batched matmul per FFN layer, GELU (tanh form)
-  gemm       2048^3 f32, and bf16 operands with an f32 result
+  gemm       2048^3 f32, bf16 operands with an f32 result, s8 operands with an s32 result
   dispatch   a cached jitted x + 1 on f32[16], device-resident (median)
 
 Each result is one line on stdout: `<key> <milliseconds> <temp MiB or ->`.
@@ -178,6 +178,9 @@ def gemm():
     a16, b16 = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
     f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
     emit("gemm_bf16", best(f, (a16, b16), 5), temp_mib(f, (a16, b16)))
+    a8, b8 = (jnp.round(x * 127.0).astype(jnp.int8) for x in (a, b))
+    f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.int32))
+    emit("gemm_s8", best(f, (a8, b8), 5), temp_mib(f, (a8, b8)))
 
 
 def dispatch():

@@ -10,7 +10,7 @@ use tessel_dsl::ops::{GatherDims, ScatterCombine, MAX_COND_DEPTH};
 use tessel_dsl::runtime::Program;
 use tessel_dsl::{
     concat, cond, fori_loop, optimization_barrier, while_loop, DType, DotDims, HostTensor, Tensor,
-    TensorSpec, BF16, F32, PRED, S32,
+    TensorSpec, BF16, F16, F32, PRED, S32, S8, U8,
 };
 
 type Body = fn(&[Tensor]) -> Vec<Tensor>;
@@ -378,6 +378,34 @@ fn compile_hints_come_from_the_graph() {
     // No bf16 dots at all.
     assert!(!hint(F32, |a| a[0].matmul(a[1])));
     assert!(!hint(BF16, |a| a[0].sum(&[1])));
+
+    // 8-bit integer dots with s32 results, alone or beside bf16 dots that
+    // keep f32; not beside a dot that a library would round differently.
+    let int8 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| {
+        let specs: Vec<(String, TensorSpec)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (format!("x{i}"), TensorSpec::new([8, 8], d)))
+            .collect();
+        let g = tessel_dsl::trace("h", &specs, KernelConfig::default(), body).unwrap();
+        compile_hints(&g).int8_dots
+    };
+    assert!(int8(&[S8, S8], |a| a[0].matmul_acc(a[1], S32)));
+    assert!(int8(&[U8, U8], |a| a[0].matmul_acc(a[1], S32)));
+    assert!(!int8(&[S8, S8], |a| a[0].cast(F32).matmul(a[1].cast(F32))));
+    let with_bf16 = |keep: bool| {
+        let f: fn(&[Tensor]) -> Tensor = if keep {
+            |a| a[0].matmul_acc(a[1], S32).cast(F32) + a[2].matmul_acc(a[3], F32)
+        } else {
+            |a| a[0].matmul_acc(a[1], S32).cast(F32) + a[2].matmul(a[3]).cast(F32)
+        };
+        int8(&[S8, S8, BF16, BF16], f)
+    };
+    assert!(with_bf16(true));
+    assert!(!with_bf16(false));
+    let with_f16: fn(&[Tensor]) -> Tensor =
+        |a| a[0].matmul_acc(a[1], S32).cast(F32) + a[2].matmul_acc(a[3], F32);
+    assert!(!int8(&[S8, S8, F16, F16], with_f16));
 }
 
 /// `depth` loops nested inside each other, each adding one to a counter.

@@ -160,9 +160,30 @@ pub fn quantized_matmul(
     y.cast(out_dtype)
 }
 
+/// `x · w` in s32 for 8-bit integer operands of either signedness. When
+/// they differ (u8 activations with s8 weights, say), the u8 operand is
+/// shifted by 128 into s8's range and the shift is added back as 128 times
+/// the other operand's sums, so the product stays one 8-bit dot (the fast
+/// integer GEMM) and is exact.
+fn int8_product(x: Tensor, w: Tensor) -> Tensor {
+    let shifted = |u: Tensor| (u.cast(S32) - 128).cast(S8);
+    match (x.dtype(), w.dtype()) {
+        (DType::U8, DType::S8) => {
+            let col_sums = w.cast(S32).sum(&[0]).expand_dims(0);
+            shifted(x).matmul_with(w, None, Some(S32)) + col_sums * 128
+        }
+        (DType::S8, DType::U8) => {
+            let row_sums = x.cast(S32).sum(&[1]).expand_dims(1);
+            x.matmul_with(shifted(w), None, Some(S32)) + row_sums * 128
+        }
+        _ => x.matmul_with(w, None, Some(S32)),
+    }
+}
+
 /// Both operands quantized: `x_q` `[M, K]` with per-row scales `[M]` and
-/// `w_q` `[K, N]` with per-column scales `[N]`, both int8 (an s32 dot) or both
-/// fp8; the result is f32 `x_q·w_q · x_scale[m] · w_scale[n]`.
+/// `w_q` `[K, N]` with per-column scales `[N]`, both 8-bit integers (s8 or
+/// u8, in any mix; an exact s32 dot) or both fp8; the result is f32
+/// `x_q·w_q · x_scale[m] · w_scale[n]`.
 #[tpu_kernel]
 #[track_caller]
 pub fn quantized_matmul_both(
@@ -193,7 +214,7 @@ pub fn quantized_matmul_both(
         return trace_error("quantized_matmul_both", &[x_q, x_scales, w_q, w_scales], m);
     }
     let acc = if x_q.dtype().is_integer() {
-        x_q.matmul_with(w_q, None, Some(S32)).cast(F32)
+        int8_product(x_q, w_q).cast(F32)
     } else {
         x_q.cast(BF16).matmul_with(w_q.cast(BF16), None, Some(F32))
     };

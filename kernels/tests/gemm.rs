@@ -152,6 +152,55 @@ fn gemm_low_precision_inputs_accumulate_in_f32() {
     }
 }
 
+/// 8-bit integer products accumulate exactly in s32 (on CPU they run in
+/// YNNPACK's integer GEMM): odd and non-block-multiple shapes, both
+/// signednesses, transposed operands, against an i64 reference.
+#[test]
+fn int8_gemm_is_exact() {
+    let d = dev();
+    let ints = |shape: &[usize], dtype: DType, salt: usize| {
+        HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), move |i| {
+            let v = ((i * 131 + salt * 17) ^ (i >> 3)) % 256;
+            if dtype == U8 {
+                v as f64
+            } else {
+                v as f64 - 128.0
+            }
+        })
+        .cast(dtype)
+    };
+    let opts = GemmOptions {
+        out_dtype: Some(S32),
+        ..GemmOptions::default()
+    };
+    for (m, k, n) in [(1, 1, 1), (3, 17, 5), (67, 1031, 45), (128, 256, 64)] {
+        for dtype in [S8, U8] {
+            let (a, b) = (ints(&[m, k], dtype, m), ints(&[k, n], dtype, n));
+            let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
+            let want: Vec<i32> = (0..m * n)
+                .map(|i| {
+                    let (r, c) = (i / n, i % n);
+                    (0..k)
+                        .map(|j| av[r * k + j] as i64 * bv[j * n + c] as i64)
+                        .sum::<i64>() as i32
+                })
+                .collect();
+            let y = gemm::run(&d, &a, &b, opts).unwrap();
+            assert_eq!(y.to_vec::<i32>().unwrap(), want, "{dtype} {m}x{k}x{n}");
+            let bt = {
+                let t: Vec<f64> = (0..n * k).map(|i| bv[(i % k) * n + i / k]).collect();
+                HostTensor::from_fn(TensorSpec::new([n, k], F32), |i| t[i]).cast(dtype)
+            };
+            let transposed = GemmOptions {
+                transpose_b: true,
+                ..opts
+            };
+            let y = gemm::run(&d, &a, &bt, transposed).unwrap();
+            assert_eq!(y.to_vec::<i32>().unwrap(), want, "{dtype} {m}x{k}x{n} bT");
+        }
+    }
+}
+
 #[test]
 fn gemm_bias_and_activation_epilogues() {
     let d = dev();
@@ -438,6 +487,33 @@ fn quantized_matmuls_match_dequantized_references() {
         &want,
         1e-6,
     );
+    // 8-bit integers of either signedness, mixed: the same exact products
+    // (u8 activations with s8 weights, and the other way round).
+    let ints = |shape: [usize; 2], dtype: DType, salt: usize| {
+        HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
+            let v = (i * 97 + salt * 31) % 256;
+            if dtype == U8 {
+                v as f64
+            } else {
+                v as f64 - 128.0
+            }
+        })
+        .cast(dtype)
+    };
+    for (xd, wd) in [(U8, S8), (S8, U8), (U8, U8), (S8, S8)] {
+        let (xi, wi) = (ints([5, 33], xd, 1), ints([33, 7], wd, 2));
+        let (iprod, _) = mm(&xi, &wi, false, false);
+        let want: Vec<f64> = iprod
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| p * xsv[i / 7] * wsv[i % 7])
+            .collect();
+        close(
+            &quantized_matmul_both::run(&d, &xi, &xs, &wi, &ws).unwrap(),
+            &want,
+            1e-6,
+        );
+    }
     // And it approximates the float product.
     let (exact, _) = mm(&x, &w, false, false);
     let approx = quantized_matmul_both::run(&d, &xq, &xs, &wq, &ws)

@@ -10,10 +10,13 @@ use crate::ir::{Graph, Op};
 /// What a backend may want to know about a lowered program.
 ///
 /// ```
-/// use tessel_dsl::{kernel::KernelConfig, lower::compile_hints, trace, TensorSpec, BF16, F32};
+/// use tessel_dsl::{kernel::KernelConfig, lower::compile_hints, trace, TensorSpec, BF16, F32, S32, S8};
 /// let specs = [("a".into(), TensorSpec::new([4, 8], BF16)), ("b".into(), TensorSpec::new([8, 2], BF16))];
 /// let g = trace("mm", &specs, KernelConfig::default(), |a| a[0].matmul_acc(a[1], F32))?;
 /// assert!(compile_hints(&g).bf16_dots_keep_f32);
+/// let specs = [("a".into(), TensorSpec::new([4, 8], S8)), ("b".into(), TensorSpec::new([8, 2], S8))];
+/// let g = trace("mm", &specs, KernelConfig::default(), |a| a[0].matmul_acc(a[1], S32))?;
+/// assert!(compile_hints(&g).int8_dots);
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -27,6 +30,17 @@ pub struct CompileHints {
     /// a bf16-output dot, so a program that narrows a bf16 dot's result
     /// keeps XLA's own emitter, which rounds once, to nearest.
     pub bf16_dots_keep_f32: bool,
+    /// The program has at least one dot of 8-bit integer operands (s8 or
+    /// u8) with an s32 result, and no dot of 16-bit float operands other
+    /// than those [`bf16_dots_keep_f32`](Self::bf16_dots_keep_f32) allows.
+    ///
+    /// XLA's own emitter runs such a dot as a scalar loop (558 ms for a
+    /// 2048³ s8 product on a 2-core machine); on CPU these programs hand
+    /// their dots to YNNPACK, whose integer GEMM took 10 ms. Integer sums
+    /// are exact either way. A 16-bit float dot would then go to YNNPACK
+    /// too, whose rounding of a narrow output is not XLA's, hence the
+    /// second condition.
+    pub int8_dots: bool,
 }
 
 /// The hints of `graph`.
@@ -45,23 +59,31 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
         .collect();
     let mut any = false;
     let mut all_keep = true;
+    let mut int8 = false;
+    let mut narrow_float = false;
     for node in &graph.nodes {
-        if !matches!(node.op, Op::DotGeneral { .. }) {
+        if !matches!(node.op, Op::DotGeneral { .. }) || node.operands.len() != 2 {
             continue;
         }
-        let bf16_operands =
-            node.operands.len() == 2 && node.operands.iter().all(|&v| dtype(v) == DType::BF16);
-        if !bf16_operands {
+        let operands: Vec<DType> = node.operands.iter().map(|&v| dtype(v)).collect();
+        let result = node.results.first().map(|&r| (r, dtype(r)));
+        if operands.iter().all(|d| matches!(d, DType::S8 | DType::U8)) {
+            int8 |= result.is_some_and(|(_, d)| d == DType::S32);
+            continue;
+        }
+        narrow_float |= operands
+            .iter()
+            .any(|d| matches!(d, DType::F16 | DType::BF16));
+        if !operands.iter().all(|&d| d == DType::BF16) {
             continue;
         }
         any = true;
-        let keeps = node
-            .results
-            .first()
-            .is_some_and(|&r| dtype(r) == DType::F32 && !narrowed.contains(&r));
+        let keeps = result.is_some_and(|(r, d)| d == DType::F32 && !narrowed.contains(&r));
         all_keep &= keeps;
     }
+    let bf16_dots_keep_f32 = any && all_keep;
     CompileHints {
-        bf16_dots_keep_f32: any && all_keep,
+        bf16_dots_keep_f32,
+        int8_dots: int8 && (!narrow_float || bf16_dots_keep_f32),
     }
 }

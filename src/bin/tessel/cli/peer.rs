@@ -44,7 +44,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ),
     (
         "gemm",
-        "gemm 2048^3 f32, and bf16 operands with an f32 result",
+        "gemm 2048^3 f32, bf16 operands with an f32 result, and s8 operands with an s32 result",
     ),
     (
         "dispatch",
@@ -73,6 +73,7 @@ const ROWS: &[(&str, &str, &str)] = &[
     ("moe", "moe", "moe T=4096 E=8 top-2"),
     ("gemm", "gemm_f32", "gemm 2048^3 f32"),
     ("gemm", "gemm_bf16", "gemm 2048^3 bf16 -> f32"),
+    ("gemm", "gemm_s8", "gemm 2048^3 s8 -> s32"),
     ("dispatch", "dispatch", "dispatch, median"),
 ];
 
@@ -174,6 +175,17 @@ fn tessel_side(dev: &Device, workload: &str) -> Result<Figures> {
             };
             let p = gemm::profile(dev, runs(5), &a.cast(BF16), &b.cast(BF16), bf16)?;
             out.insert("gemm_bf16".into(), figure(&p));
+            // Integers in -128..=127 from the same pattern (scaled by 127).
+            let int8 = |x: &HostTensor| {
+                let v = x.to_f64_vec();
+                HostTensor::from_fn(TensorSpec::new([n, n], S8), |i| (v[i] * 127.0).round())
+            };
+            let s8 = GemmOptions {
+                out_dtype: Some(S32),
+                ..GemmOptions::default()
+            };
+            let p = gemm::profile(dev, runs(5), &int8(&a), &int8(&b), s8)?;
+            out.insert("gemm_s8".into(), figure(&p));
         }
         "dispatch" => {
             let x = dev.to_device(&data(vec![16], 1.0))?;
