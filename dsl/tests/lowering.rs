@@ -406,6 +406,23 @@ fn compile_hints_come_from_the_graph() {
     let with_f16: fn(&[Tensor]) -> Tensor =
         |a| a[0].matmul_acc(a[1], S32).cast(F32) + a[2].matmul_acc(a[3], F32);
     assert!(!int8(&[S8, S8, F16, F16], with_f16));
+
+    // Any bf16 dot, narrowed or not, but no f16 dot.
+    let bf16 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| {
+        let specs: Vec<(String, TensorSpec)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (format!("x{i}"), TensorSpec::new([8, 8], d)))
+            .collect();
+        let g = tessel_dsl::trace("h", &specs, KernelConfig::default(), body).unwrap();
+        compile_hints(&g).bf16_dots
+    };
+    assert!(bf16(&[BF16, BF16], |a| a[0].matmul(a[1])));
+    assert!(bf16(&[BF16, BF16], |a| a[0].matmul_acc(a[1], F32)));
+    assert!(!bf16(&[F32, F32], |a| a[0].matmul(a[1])));
+    assert!(!bf16(&[BF16, BF16, F16, F16], |a| {
+        a[0].matmul_acc(a[1], F32) + a[2].matmul_acc(a[3], F32)
+    }));
 }
 
 /// `depth` loops nested inside each other, each adding one to a counter.

@@ -41,6 +41,14 @@ pub struct CompileHints {
     /// too, whose rounding of a narrow output is not XLA's, hence the
     /// second condition.
     pub int8_dots: bool,
+    /// The program has at least one bf16 × bf16 dot, whatever its result's
+    /// dtype, and no dot of f16 operands.
+    ///
+    /// On CPU processors with AMX-BF16 these programs hand their dots to
+    /// YNNPACK, whose AMX GEMM rounds a bf16 output to nearest (measured:
+    /// as many results above as below the correctly rounded ones, and more
+    /// of them exact than XLA's emitter gives).
+    pub bf16_dots: bool,
 }
 
 /// The hints of `graph`.
@@ -61,6 +69,7 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
     let mut all_keep = true;
     let mut int8 = false;
     let mut narrow_float = false;
+    let mut f16 = false;
     for node in &graph.nodes {
         if !matches!(node.op, Op::DotGeneral { .. }) || node.operands.len() != 2 {
             continue;
@@ -74,6 +83,7 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
         narrow_float |= operands
             .iter()
             .any(|d| matches!(d, DType::F16 | DType::BF16));
+        f16 |= operands.contains(&DType::F16);
         if !operands.iter().all(|&d| d == DType::BF16) {
             continue;
         }
@@ -85,5 +95,6 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
     CompileHints {
         bf16_dots_keep_f32,
         int8_dots: int8 && (!narrow_float || bf16_dots_keep_f32),
+        bf16_dots: any && !f16,
     }
 }

@@ -119,7 +119,10 @@ impl HostCpu {
 ///   such a dot fell back to a converted f32 GEMM, twice as slow.
 ///   - Where the processor has AMX-BF16, to YNNPACK alone: its AMX GEMM ran
 ///     a 2048³ product in 14.6–16.6 ms where XNNPACK, which takes the dots
-///     when both are asked, ran its `AVX512-BF16` kernel in 84–93 ms.
+///     when both are asked, ran its `AVX512-BF16` kernel in 84–93 ms. There
+///     bf16 dots with bf16 results go to YNNPACK too
+///     ([`CompileHints::bf16_dots`]): it rounds them to nearest, where
+///     XNNPACK rounds toward zero (so elsewhere they keep XLA's emitter).
 ///   - Elsewhere, to XNNPACK and YNNPACK (XNNPACK takes them): on an AMD
 ///     processor with `AVX512-BF16` this matched JAX's bf16 `jnp.dot`.
 ///
@@ -136,7 +139,8 @@ pub(crate) fn platform_overrides(
     match platform {
         Some(Platform::Cpu) => {
             let mut options = vec![("xla_cpu_enable_fast_min_max", OptionValue::Bool(false))];
-            if hints.bf16_dots_keep_f32 || hints.int8_dots {
+            let amx_bf16 = cpu.amx_bf16 && hints.bf16_dots;
+            if hints.bf16_dots_keep_f32 || hints.int8_dots || amx_bf16 {
                 if hints.bf16_dots_keep_f32 && !cpu.amx_bf16 {
                     options.push((
                         "xla_cpu_experimental_xnn_fusion_type",
@@ -251,6 +255,19 @@ mod tests {
                 .iter()
                 .any(|(n, _)| *n == "xla_cpu_experimental_xnn_fusion_type"));
         }
+        // bf16 dots with bf16 results: YNNPACK on AMX only.
+        let narrowed = CompileHints {
+            bf16_dots: true,
+            ..CompileHints::default()
+        };
+        let ynn_dots = (
+            "xla_cpu_experimental_ynn_fusion_type",
+            OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
+        );
+        let on =
+            |amx_bf16| platform_overrides(Some(Platform::Cpu), &narrowed, HostCpu { amx_bf16 });
+        assert!(on(true).contains(&ynn_dots));
+        assert!(!on(false).contains(&ynn_dots));
         let plain = CompileHints::default();
         assert_eq!(
             platform_overrides(Some(Platform::Cpu), &plain, HostCpu { amx_bf16: true }),
