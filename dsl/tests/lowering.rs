@@ -381,15 +381,16 @@ fn compile_hints_come_from_the_graph() {
 
     // 8-bit integer dots with s32 results, alone or beside bf16 dots that
     // keep f32; not beside a dot that a library would round differently.
-    let int8 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| {
+    let hints_of = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| {
         let specs: Vec<(String, TensorSpec)> = specs
             .iter()
             .enumerate()
             .map(|(i, &d)| (format!("x{i}"), TensorSpec::new([8, 8], d)))
             .collect();
         let g = tessel_dsl::trace("h", &specs, KernelConfig::default(), body).unwrap();
-        compile_hints(&g).int8_dots
+        compile_hints(&g)
     };
+    let int8 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| hints_of(specs, body).int8_dots;
     assert!(int8(&[S8, S8], |a| a[0].matmul_acc(a[1], S32)));
     assert!(int8(&[U8, U8], |a| a[0].matmul_acc(a[1], S32)));
     assert!(!int8(&[S8, S8], |a| a[0].cast(F32).matmul(a[1].cast(F32))));
@@ -408,15 +409,7 @@ fn compile_hints_come_from_the_graph() {
     assert!(!int8(&[S8, S8, F16, F16], with_f16));
 
     // Any bf16 dot, narrowed or not, but no f16 dot.
-    let bf16 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| {
-        let specs: Vec<(String, TensorSpec)> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, &d)| (format!("x{i}"), TensorSpec::new([8, 8], d)))
-            .collect();
-        let g = tessel_dsl::trace("h", &specs, KernelConfig::default(), body).unwrap();
-        compile_hints(&g).bf16_dots
-    };
+    let bf16 = |specs: &[DType], body: fn(&[Tensor]) -> Tensor| hints_of(specs, body).bf16_dots;
     assert!(bf16(&[BF16, BF16], |a| a[0].matmul(a[1])));
     assert!(bf16(&[BF16, BF16], |a| a[0].matmul_acc(a[1], F32)));
     assert!(!bf16(&[F32, F32], |a| a[0].matmul(a[1])));

@@ -152,23 +152,25 @@ fn gemm_low_precision_inputs_accumulate_in_f32() {
     }
 }
 
+/// 8-bit integers (`dtype` s8 or u8) of `shape`, covering the whole range.
+fn ints(shape: &[usize], dtype: DType, salt: usize) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), move |i| {
+        let v = ((i * 131 + salt * 17) ^ (i >> 3)) % 256;
+        if dtype == U8 {
+            v as f64
+        } else {
+            v as f64 - 128.0
+        }
+    })
+    .cast(dtype)
+}
+
 /// 8-bit integer products accumulate exactly in s32 (on CPU they run in
 /// YNNPACK's integer GEMM): odd and non-block-multiple shapes, both
 /// signednesses, transposed operands, against an i64 reference.
 #[test]
 fn int8_gemm_is_exact() {
     let d = dev();
-    let ints = |shape: &[usize], dtype: DType, salt: usize| {
-        HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), move |i| {
-            let v = ((i * 131 + salt * 17) ^ (i >> 3)) % 256;
-            if dtype == U8 {
-                v as f64
-            } else {
-                v as f64 - 128.0
-            }
-        })
-        .cast(dtype)
-    };
     let opts = GemmOptions {
         out_dtype: Some(S32),
         ..GemmOptions::default()
@@ -472,36 +474,17 @@ fn quantized_matmuls_match_dequantized_references() {
             tessel_kernels::grads::quantized_matmul_vjp::run(&d, &x, &q, &s, &dout, block).unwrap();
         close(&dx, &want, 1e-5 * 7.0);
     }
-    // Both operands int8: exact integer dot, then the two scales.
+    // The library quantizes both operands to s8.
     let (xq, xs) = quantize_rows::run(&d, &x, S8).unwrap();
     let (wq, ws) = quantize::run(&d, &w, S8, None).unwrap();
-    let (iprod, _) = mm(&xq, &wq, false, false);
+    // Both operands 8-bit integers, of either signedness or mixed (u8
+    // activations with s8 weights, and the other way round): the exact
+    // integer product, then the two scales.
     let (xsv, wsv) = (xs.to_f64_vec(), ws.to_f64_vec());
-    let want: Vec<f64> = iprod
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| p * xsv[i / 7] * wsv[i % 7])
-        .collect();
-    close(
-        &quantized_matmul_both::run(&d, &xq, &xs, &wq, &ws).unwrap(),
-        &want,
-        1e-6,
-    );
-    // 8-bit integers of either signedness, mixed: the same exact products
-    // (u8 activations with s8 weights, and the other way round).
-    let ints = |shape: [usize; 2], dtype: DType, salt: usize| {
-        HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
-            let v = (i * 97 + salt * 31) % 256;
-            if dtype == U8 {
-                v as f64
-            } else {
-                v as f64 - 128.0
-            }
-        })
-        .cast(dtype)
-    };
-    for (xd, wd) in [(U8, S8), (S8, U8), (U8, U8), (S8, S8)] {
-        let (xi, wi) = (ints([5, 33], xd, 1), ints([33, 7], wd, 2));
+    let mixes = [(U8, S8), (S8, U8), (U8, U8), (S8, S8)];
+    let cases = std::iter::once((xq.clone(), wq.clone()))
+        .chain(mixes.map(|(xd, wd)| (ints(&[5, 33], xd, 1), ints(&[33, 7], wd, 2))));
+    for (xi, wi) in cases {
         let (iprod, _) = mm(&xi, &wi, false, false);
         let want: Vec<f64> = iprod
             .iter()
