@@ -68,7 +68,6 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
     let mut any = false;
     let mut all_keep = true;
     let mut int8 = false;
-    let mut narrow_float = false;
     let mut f16 = false;
     for node in &graph.nodes {
         if !matches!(node.op, Op::DotGeneral { .. }) || node.operands.len() != 2 {
@@ -80,9 +79,6 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
             int8 |= result.is_some_and(|(_, d)| d == DType::S32);
             continue;
         }
-        narrow_float |= operands
-            .iter()
-            .any(|d| matches!(d, DType::F16 | DType::BF16));
         f16 |= operands.contains(&DType::F16);
         if !operands.iter().all(|&d| d == DType::BF16) {
             continue;
@@ -94,7 +90,9 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
     let bf16_dots_keep_f32 = any && all_keep;
     CompileHints {
         bf16_dots_keep_f32,
-        int8_dots: int8 && (!narrow_float || bf16_dots_keep_f32),
+        // A dot's operands share one dtype, so the 16-bit float dots are
+        // the f16 ones and the bf16 ones (`any`).
+        int8_dots: int8 && !f16 && (!any || all_keep),
         bf16_dots: any && !f16,
     }
 }

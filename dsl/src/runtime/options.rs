@@ -200,6 +200,17 @@ mod tests {
         );
     }
 
+    const XNN: &str = "xla_cpu_experimental_xnn_fusion_type";
+    const YNN_DOTS: (&str, OptionValue) = (
+        "xla_cpu_experimental_ynn_fusion_type",
+        OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
+    );
+
+    /// Whether `options` set the field `name`.
+    fn sets(options: &[(&str, OptionValue)], name: &str) -> bool {
+        options.iter().any(|(n, _)| *n == name)
+    }
+
     #[test]
     fn xnn_dots_only_on_cpu_and_only_when_hinted() {
         let bf16 = CompileHints {
@@ -207,18 +218,11 @@ mod tests {
             ..CompileHints::default()
         };
         let avx512 = HostCpu { amx_bf16: false };
-        let has =
-            |options: &[(&str, OptionValue)], name: &str| options.iter().any(|(n, _)| *n == name);
-        let xnn = "xla_cpu_experimental_xnn_fusion_type";
-        let ynn_dots = (
-            "xla_cpu_experimental_ynn_fusion_type",
-            OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
-        );
         let cpu = platform_overrides(Some(Platform::Cpu), &bf16, avx512);
-        assert!(has(&cpu, xnn));
-        assert!(cpu.contains(&ynn_dots));
+        assert!(sets(&cpu, XNN));
+        assert!(cpu.contains(&YNN_DOTS));
         let plain = platform_overrides(Some(Platform::Cpu), &CompileHints::default(), avx512);
-        assert!(!has(&plain, xnn));
+        assert!(!sets(&plain, XNN));
         assert!(plain.contains(&(
             "xla_cpu_experimental_ynn_fusion_type",
             OptionValue::Str("LIBRARY_FUSION_TYPE_REDUCE")
@@ -234,40 +238,26 @@ mod tests {
             ..CompileHints::default()
         };
         let amx = platform_overrides(Some(Platform::Cpu), &bf16, HostCpu { amx_bf16: true });
-        assert!(!amx
-            .iter()
-            .any(|(n, _)| *n == "xla_cpu_experimental_xnn_fusion_type"));
-        assert!(amx.contains(&(
-            "xla_cpu_experimental_ynn_fusion_type",
-            OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE")
-        )));
+        assert!(!sets(&amx, XNN));
+        assert!(amx.contains(&YNN_DOTS));
         let int8 = CompileHints {
             int8_dots: true,
             ..CompileHints::default()
         };
         for amx_bf16 in [false, true] {
             let int8 = platform_overrides(Some(Platform::Cpu), &int8, HostCpu { amx_bf16 });
-            assert!(int8.contains(&(
-                "xla_cpu_experimental_ynn_fusion_type",
-                OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE")
-            )));
-            assert!(!int8
-                .iter()
-                .any(|(n, _)| *n == "xla_cpu_experimental_xnn_fusion_type"));
+            assert!(int8.contains(&YNN_DOTS));
+            assert!(!sets(&int8, XNN));
         }
         // bf16 dots with bf16 results: YNNPACK on AMX only.
         let narrowed = CompileHints {
             bf16_dots: true,
             ..CompileHints::default()
         };
-        let ynn_dots = (
-            "xla_cpu_experimental_ynn_fusion_type",
-            OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
-        );
         let on =
             |amx_bf16| platform_overrides(Some(Platform::Cpu), &narrowed, HostCpu { amx_bf16 });
-        assert!(on(true).contains(&ynn_dots));
-        assert!(!on(false).contains(&ynn_dots));
+        assert!(on(true).contains(&YNN_DOTS));
+        assert!(!on(false).contains(&YNN_DOTS));
         let plain = CompileHints::default();
         assert_eq!(
             platform_overrides(Some(Platform::Cpu), &plain, HostCpu { amx_bf16: true }),

@@ -83,6 +83,21 @@ impl<'a> AttentionInputs<'a> {
         self.q_offset = Some(offset);
         self
     }
+
+    /// The inputs given, in the order of the kernel's parameters (see
+    /// `Present::names`), with `seed` the dropout seed as a tensor.
+    fn given<'s>(
+        &'s self,
+        seed: Option<&'s HostTensor>,
+    ) -> impl Iterator<Item = &'s HostTensor> + 's {
+        let segments = self.segment_ids.map(|(q, kv)| [q, kv]);
+        self.bias
+            .into_iter()
+            .chain(self.mask)
+            .chain(segments.into_iter().flatten())
+            .chain(seed)
+            .chain(self.q_offset)
+    }
 }
 
 /// Which attention computation to run from the host with
@@ -181,13 +196,7 @@ impl Attention {
     ) -> Result<AttentionOutput> {
         let seed = inputs.dropout_seed.map(HostTensor::scalar);
         let mut args: Vec<&HostTensor> = vec![q, k, v];
-        args.extend(inputs.bias);
-        args.extend(inputs.mask);
-        if let Some((qs, ks)) = inputs.segment_ids {
-            args.extend([qs, ks]);
-        }
-        args.extend(seed.as_ref());
-        args.extend(inputs.q_offset);
+        args.extend(inputs.given(seed.as_ref()));
         let outs = self
             .kernel(Present::of(inputs), options)
             .run(device, &args)?;
@@ -223,15 +232,9 @@ impl Attention {
         inputs: &AttentionInputs<'_>,
         options: &FlashOptions,
     ) -> Result<String> {
+        let seed = inputs.dropout_seed.map(HostTensor::scalar);
         let mut specs = vec![q.clone(), k.clone(), v.clone()];
-        let spec = |t: &HostTensor| t.spec().clone();
-        specs.extend(inputs.bias.map(spec));
-        specs.extend(inputs.mask.map(spec));
-        if let Some((qs, ks)) = inputs.segment_ids {
-            specs.extend([spec(qs), spec(ks)]);
-        }
-        specs.extend(inputs.dropout_seed.map(|s| spec(&HostTensor::scalar(s))));
-        specs.extend(inputs.q_offset.map(spec));
+        specs.extend(inputs.given(seed.as_ref()).map(|t| t.spec().clone()));
         self.kernel(Present::of(inputs), options).lower(&specs)
     }
 }
