@@ -413,9 +413,13 @@ fn compile_hints_come_from_the_graph() {
     assert!(bf16(&[BF16, BF16], |a| a[0].matmul(a[1])));
     assert!(bf16(&[BF16, BF16], |a| a[0].matmul_acc(a[1], F32)));
     assert!(!bf16(&[F32, F32], |a| a[0].matmul(a[1])));
-    assert!(!bf16(&[BF16, BF16, F16, F16], |a| {
-        a[0].matmul_acc(a[1], F32) + a[2].matmul_acc(a[3], F32)
-    }));
+    let bf16_and_f16: fn(&[Tensor]) -> Tensor =
+        |a| a[0].matmul_acc(a[1], F32) + a[2].matmul_acc(a[3], F32);
+    assert!(!bf16(&[BF16, BF16, F16, F16], bf16_and_f16));
+    // The library options apply to every dot: an f16 dot beside bf16 dots
+    // that keep f32 keeps the whole program on XLA's emitter.
+    assert!(!hints_of(&[BF16, BF16, F16, F16], bf16_and_f16).bf16_dots_keep_f32);
+    assert!(hints_of(&[BF16, BF16, F32, F32], bf16_and_f16).bf16_dots_keep_f32);
 }
 
 /// `depth` loops nested inside each other, each adding one to a counter.

@@ -21,14 +21,17 @@ use crate::ir::{Graph, Op};
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileHints {
-    /// The program has at least one bf16 × bf16 dot, and every such dot has
-    /// an f32 result that no op narrows straight back to bf16 or f16.
+    /// The program has at least one bf16 × bf16 dot, every such dot has
+    /// an f32 result that no op narrows straight back to bf16 or f16, and
+    /// no dot has f16 operands.
     ///
     /// On CPU such programs hand their dots to XNNPACK (whose bf16 GEMM uses
     /// the AVX512-BF16 instructions where the processor has them). XNNPACK
     /// rounds a bf16 *output* toward zero, and XLA folds `convert(dot)` into
     /// a bf16-output dot, so a program that narrows a bf16 dot's result
-    /// keeps XLA's own emitter, which rounds once, to nearest.
+    /// keeps XLA's own emitter, which rounds once, to nearest. The options
+    /// apply to every dot of the program, and how the libraries round an
+    /// f16 dot was not measured, so a program with one keeps the emitter.
     pub bf16_dots_keep_f32: bool,
     /// The program has at least one dot of 8-bit integer operands (s8 or
     /// u8) with an s32 result, and no dot of 16-bit float operands other
@@ -87,7 +90,7 @@ pub fn compile_hints(graph: &Graph) -> CompileHints {
         let keeps = result.is_some_and(|(r, d)| d == DType::F32 && !narrowed.contains(&r));
         all_keep &= keeps;
     }
-    let bf16_dots_keep_f32 = any && all_keep;
+    let bf16_dots_keep_f32 = any && all_keep && !f16;
     CompileHints {
         bf16_dots_keep_f32,
         // A dot's operands share one dtype, so the 16-bit float dots are
