@@ -2,14 +2,18 @@
 //! client with `Device::distributed`. The test binary runs itself as the
 //! two processes (`TESSEL_TEST_PROCESS=id:address`). What the CPU plugin
 //! answers is checked: it accepts the process id, count and key-value
-//! callbacks, and each process sees only its own devices.
+//! callbacks, each process sees only its own devices, and programs run on
+//! such a client (with launch ids counted per program, which the processes
+//! agree on).
 
 use std::process::Command;
 use std::time::Duration;
 
+use tessel_dsl::kernel::Kernel;
 use tessel_dsl::runtime::{
     cpu_plugin_path, Coordinator, CreateOption, Device, DistributedOptions, KvStore,
 };
+use tessel_dsl::{HostTensor, Tensor};
 
 const NAME: &str = "two_processes_meet_and_each_gets_its_client";
 
@@ -26,6 +30,17 @@ fn child(id: usize, address: &str) {
         },
     )
     .unwrap();
+    // Two programs, each run twice: the ids the processes pass count per
+    // program from a start taken from its text.
+    let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    let add = Kernel::new("add_one", |a: &[Tensor]| a[0] + 1.0);
+    let double = Kernel::new("double", |a: &[Tensor]| a[0] * 2.0);
+    for _ in 0..2 {
+        let sum = add.run(&dev, &[&x]).unwrap();
+        let twice = double.run(&dev, &[&x]).unwrap();
+        assert_eq!(sum[0].to_vec::<f32>().unwrap(), [2.0, 3.0]);
+        assert_eq!(twice[0].to_vec::<f32>().unwrap(), [2.0, 4.0]);
+    }
     let store = KvStore::connect(address).unwrap();
     store.put(format!("hello/{id}"), &[id as u8]).unwrap();
     let peer = store

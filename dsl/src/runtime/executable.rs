@@ -11,6 +11,7 @@ use super::client::Client;
 use super::disk_cache;
 use super::ffi;
 use super::interpreter::{InterpProgram, Interpreter};
+use super::launch;
 use super::options::{compile_options, platform_overrides, HostCpu};
 use crate::config::Platform;
 use crate::error::{DeviceError, Result};
@@ -158,6 +159,9 @@ struct Inner {
     num_replicas: usize,
     /// Client device indices the executable runs on, in PJRT execution order.
     devices: Vec<usize>,
+    /// Where its launch ids start in a multi-process client
+    /// ([`launch::seed_of`] its program text).
+    launch_seed: u32,
 }
 
 /// What runs an executable.
@@ -346,6 +350,7 @@ fn finish(
         num_partitions: program.num_partitions,
         num_replicas: program.num_replicas,
         devices,
+        launch_seed: launch::seed_of(&program.mlir),
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
@@ -405,6 +410,7 @@ pub(crate) fn for_interpreter(
         num_partitions: 1,
         num_replicas: 1,
         devices: vec![0],
+        launch_seed: 0,
     };
     Ok(Executable {
         inner: Arc::new(inner),
@@ -557,6 +563,11 @@ impl Executable {
     /// (`[0]` for a single-device program).
     pub fn devices(&self) -> &[usize] {
         &self.inner.devices
+    }
+
+    /// Where its launch ids start in a multi-process client.
+    pub(crate) fn launch_seed(&self) -> u32 {
+        self.inner.launch_seed
     }
 }
 

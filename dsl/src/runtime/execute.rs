@@ -7,6 +7,7 @@ use super::args::Args;
 use super::buffer::DeviceBuffer;
 use super::call::pjrt_call;
 use super::ffi;
+use super::launch;
 use super::Executable;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
@@ -201,10 +202,12 @@ impl Executable {
             outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
         let mut options = ffi::PJRT_ExecuteOptions::new();
         // A multi-process program's launch id must agree across the
-        // processes, which each count their own executions: those keep 0.
-        if !client.is_multi_process() {
-            options.launch_id = next_launch_id();
-        }
+        // processes, which each count their own executions (see `launch`).
+        options.launch_id = if client.is_multi_process() {
+            launch::next_of_program(self.launch_seed())
+        } else {
+            launch::next_in_process()
+        };
         let mut args = ffi::PJRT_LoadedExecutable_Execute_Args::new();
         args.executable = loaded;
         args.options = &mut options;
@@ -251,19 +254,4 @@ impl Executable {
         }
         Ok(results)
     }
-}
-
-/// A launch id for one execution, distinct from those of the executions
-/// running beside it in this process.
-///
-/// The CPU plugin's collectives meet their peers by launch id (its run id):
-/// two SPMD programs running at once on two clients, both with the default
-/// id 0, joined each other's all-gathers and all-reduces and wrote into each
-/// other's buffers (heap corruption, wrong results). The ids count up from 1
-/// and wrap within the positive `c_int` range.
-fn next_launch_id() -> std::os::raw::c_int {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed) % (i32::MAX as u32);
-    (n + 1) as std::os::raw::c_int
 }

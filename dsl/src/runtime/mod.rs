@@ -44,6 +44,7 @@ mod execute;
 mod ffi;
 mod interpreter;
 mod kv_store;
+mod launch;
 mod mappings;
 mod nvidia;
 mod options;
