@@ -5,7 +5,7 @@
 //! every core, as the kernel runs).
 //!
 //! ```text
-//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N --width=W --memory]
+//! cargo bench --bench paged_attention [-- --context=4096 --pages=16,64 --runs=10 --keys=N --width=W --memory --autotune]
 //! ```
 //!
 //! B=8 sequences, Hq=32, Hkv=8, D=128, f32, every sequence `--context`
@@ -17,7 +17,11 @@
 //! as the sequences need (gather + flash is then not timed). The "ragged"
 //! column runs the same step through `ragged_paged_attention` (8 sequences
 //! of one query each, the decode rows of a mixed batch). Each page size's
-//! compile times are printed too.
+//! compile times are printed too. `--autotune` also lets autotuning choose
+//! the pages per step (`KernelConfig::autotune`) and prints its choice and
+//! that step's time, measured by `profile` (the tuned value is remembered
+//! in the persistent cache: clear it with `tessel cache clear` to measure
+//! again).
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]
@@ -195,6 +199,26 @@ fn main() -> tessel::Result<()> {
                     m.peak_bytes as f64 / (1 << 20) as f64
                 );
             }
+        }
+        if std::env::args().any(|a| a == "--autotune") {
+            let h = |b: &DeviceBuffer| b.to_host();
+            let prof = paged_attention::profile_with(
+                &paged_attention::CONFIG.autotune(true),
+                &dev,
+                tessel::profile::ProfileOptions { warmup: 1, runs },
+                &h(&q)?,
+                &h(&kp)?,
+                &h(&vp)?,
+                &h(&tables)?,
+                &h(&lens)?,
+                opts.clone(),
+            )?;
+            println!(
+                "page {page}: autotuned {} ({:.2} ms, {:.2}x the memory bound)",
+                prof.tuned.join(", "),
+                prof.run.min * 1e3,
+                prof.run.min / bound
+            );
         }
         let t_paged = min_time(runs, || common::time(&paged, &args))?;
         // Over a wider table, gather + flash would attend to the padding:

@@ -1,5 +1,5 @@
-//! Autotuning (`KernelConfig::autotune`): flash attention's and gemm's
-//! block sizes chosen by measurement, results within the tolerance of the
+//! Autotuning (`KernelConfig::autotune`): flash attention's, gemm's and
+//! paged attention's block sizes chosen by measurement, results within the tolerance of the
 //! untuned kernel, the choice shown by `profile`, remembered in memory
 //! and in the persistent cache (a second process measures nothing), and
 //! re-measured when the stored choice is no longer a candidate.
@@ -19,6 +19,7 @@ use tessel_dsl::profile::ProfileOptions;
 use tessel_dsl::runtime::executable_cache_usage;
 use tessel_kernels::attention::{attention_reference, flash_attention, FlashOptions};
 use tessel_kernels::gemm::{gemm, GemmOptions};
+use tessel_kernels::serving::{paged_attention, PagePool, ServeOptions};
 
 const CHILD: &str = "TESSEL_AUTOTUNE_CHILD";
 
@@ -146,7 +147,45 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
         &want.to_f64_vec(),
         1e-5 * 700.0,
     );
-    assert_eq!(executable_cache_usage().tunings, 2);
+
+    // paged attention: pages per step, over three sequences (one empty)
+    // whose pages are interleaved in a shared pool.
+    let (page, hq, hkv, dh) = (16, 4, 2, 16);
+    let lens = [300usize, 0, 37];
+    let mut pool = PagePool::new(40, page);
+    for step in (page..=300).step_by(page) {
+        for (s, &len) in lens.iter().enumerate() {
+            pool.reserve(s as u64, step.min(len)).unwrap();
+        }
+    }
+    let tables = pool.block_tables(&[0, 1, 2], 20).unwrap();
+    let kp = uniform(&[40, page, hkv, dh], F32, 7, 1.0);
+    let vp = uniform(&[40, page, hkv, dh], F32, 8, 1.0);
+    let qp = uniform(&[3, hq, dh], F32, 9, 1.0);
+    let lengths = HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [3]).unwrap();
+    let so = ServeOptions::new();
+    let want = paged_attention::run(&d, &qp, &kp, &vp, &tables, &lengths, so.clone()).unwrap();
+    let cfg = paged_attention::CONFIG.autotune(true);
+    let p = paged_attention::profile_with(
+        &cfg,
+        &d,
+        ProfileOptions { warmup: 0, runs: 1 },
+        &qp,
+        &kp,
+        &vp,
+        &tables,
+        &lengths,
+        so.clone(),
+    )
+    .unwrap();
+    assert!(
+        p.tuned[0].starts_with("opts: pages_per_block = "),
+        "{:?}",
+        p.tuned
+    );
+    let tuned = paged_attention::run_with(&cfg, &d, &qp, &kp, &vp, &tables, &lengths, so).unwrap();
+    close(&tuned, &want.to_f64_vec(), 1e-5);
+    assert_eq!(executable_cache_usage().tunings, 3);
 
     // The interpreter tunes nothing.
     let small = uniform(&[4, 700], F32, 6, 1.0);
@@ -174,4 +213,54 @@ fn child_reads_the_stored_choice() {
     let cfg = flash_attention::CONFIG.autotune(true);
     flash_attention::run_with(&cfg, &d, &q, &k, &v, FlashOptions::new().causal(true)).unwrap();
     println!("child compiles {}", d.cache().stats().compiles);
+}
+
+/// The candidates of `ServeOptions`: pages per step for the paged kernels
+/// (the default's page count first, none wider than the block tables, no
+/// duplicates), `block_kv` for decode over a contiguous cache.
+#[test]
+fn serve_options_candidates_fit_the_inputs() {
+    let spec = |shape: &[usize], dtype: DType| TensorSpec::new(shape.to_vec(), dtype);
+    let pages = |c: Vec<ServeOptions>| c.iter().map(|o| o.pages_per_block).collect::<Vec<_>>();
+    let paged = |page: usize, width: usize| {
+        let kv = spec(&[64, page, 2, 16], F32);
+        let inputs = [
+            spec(&[3, 4, 16], F32),
+            kv.clone(),
+            kv,
+            spec(&[3, width], S32),
+            spec(&[3], S32),
+        ];
+        ServeOptions::new().tuning_candidates(&inputs)
+    };
+    // 512 keys by default (32 pages of 16), then 256, 1024, 2048, 4096.
+    assert_eq!(pages(paged(16, 1000)), [32, 16, 64, 128, 256]);
+    // Cut to the table's width, and the duplicates dropped.
+    assert_eq!(pages(paged(16, 20)), [20, 16]);
+    assert_eq!(pages(paged(1024, 20)), [1, 2, 4]);
+    // A value given is measured first.
+    let given = ServeOptions::new().pages_per_block(3);
+    let kv = spec(&[64, 16, 2, 16], F32);
+    let inputs = [spec(&[3, 4, 16], F32), kv.clone(), kv, spec(&[3, 50], S32)];
+    assert_eq!(pages(given.tuning_candidates(&inputs))[..2], [3, 16]);
+    assert_eq!(given.tuning_label(), "pages_per_block = 3, block_kv = 128");
+
+    // decode_attention: block_kv up to the cache's length, default first.
+    let cache = spec(&[2, 2, 300, 16], F32);
+    let inputs = [
+        spec(&[2, 4, 1, 16], F32),
+        cache.clone(),
+        cache,
+        spec(&[2], S32),
+    ];
+    let blocks: Vec<usize> = ServeOptions::new()
+        .tuning_candidates(&inputs)
+        .iter()
+        .map(|o| o.block_kv)
+        .collect();
+    assert_eq!(blocks, [128, 64, 256, 300]);
+    // Nothing to tune without the expected inputs.
+    assert!(ServeOptions::new()
+        .tuning_candidates(&inputs[..1])
+        .is_empty());
 }

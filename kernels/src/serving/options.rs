@@ -91,6 +91,74 @@ impl StaticArg for ServeOptions {
             .push(&self.block_q)
             .push(&self.max_logits_bytes);
     }
+
+    /// Autotuning times the paged kernels with enough pages per step for
+    /// about 256, 512, 1024, 2048 and 4096 keys (at most a block table's
+    /// width), and [`decode_attention`](fn@super::decode_attention) with
+    /// `block_kv` of 64 to 1024 keys (at most the cache's length), besides
+    /// the value given. The best block differs by machine: a decode step
+    /// of 8 sequences of 4096 keys was fastest at 512 keys on one 2-core
+    /// machine and at 2048 on another.
+    ///
+    /// `inputs` start with `q` and the keys; a paged kernel's `q` has rank
+    /// 3 and its block tables are its first `s32` matrix, decode's `q` has
+    /// rank 4. With the default `pages_per_block` (0), the value given is
+    /// the page count it stands for, so it is not measured twice.
+    fn tuning_candidates(&self, inputs: &[TensorSpec]) -> Vec<Self> {
+        let (Some(q), Some(k)) = (inputs.first(), inputs.get(1)) else {
+            return Vec::new();
+        };
+        if k.rank() != 4 {
+            return Vec::new();
+        }
+        let (given, variants): (Self, Vec<Self>) = match q.rank() {
+            3 => {
+                let page = k.shape[1].max(1);
+                let Some(width) = inputs
+                    .iter()
+                    .find(|s| s.dtype == S32 && s.rank() == 2)
+                    .map(|s| s.shape[1].max(1))
+                else {
+                    return Vec::new();
+                };
+                let with_pages = |pages: usize| ServeOptions {
+                    pages_per_block: pages,
+                    ..self.clone()
+                };
+                let variants = [256, 512, 1024, 2048, 4096]
+                    .iter()
+                    .map(|keys: &usize| with_pages(keys.div_ceil(page).min(width)))
+                    .collect();
+                (with_pages(self.pages_for(page, width)), variants)
+            }
+            4 => {
+                let len = k.shape[2].max(1);
+                let variants = [64, 128, 256, 512, 1024]
+                    .iter()
+                    .map(|&keys: &usize| ServeOptions {
+                        block_kv: keys.min(len),
+                        ..self.clone()
+                    })
+                    .collect();
+                (self.clone(), variants)
+            }
+            _ => return Vec::new(),
+        };
+        let mut out = vec![given];
+        for c in variants {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn tuning_label(&self) -> String {
+        format!(
+            "pages_per_block = {}, block_kv = {}",
+            self.pages_per_block, self.block_kv
+        )
+    }
 }
 
 impl ServeOptions {
