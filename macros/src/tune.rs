@@ -1,6 +1,8 @@
 //! The autotuning statements of the companion's `run`, `call` and
 //! `profile`: each parameter is rebound to the candidate
-//! `tessel::kernel::autotune::choose` picks (or kept as given).
+//! `tessel::kernel::autotune::choose` picks (or kept as given). Each
+//! candidate runs on device-resident arguments (the host form uploads its
+//! tensors once) and is waited for, so what is timed is the program.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -23,16 +25,20 @@ pub enum Form {
 pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Type]) -> TokenStream {
     let dsl = dsl_here();
     let kp = quote!(#dsl::KernelParam);
-    let (candidates, label, runner) = match form {
+    // The runner runs the kernel once and waits for its results; the host
+    // form's uploads its tensors once (`__uploads`) for every candidate.
+    let (candidates, label, runner, uploads) = match form {
         Form::Host => (
             format_ident!("tuning_candidates_host"),
             format_ident!("tuning_label_host"),
-            format_ident!("__run_host"),
+            format_ident!("__tune_host"),
+            Some(quote!(&mut __uploads,)),
         ),
         Form::Buffer => (
             format_ident!("tuning_candidates_buffer"),
             format_ident!("tuning_label_buffer"),
-            format_ident!("__call_buffers"),
+            format_ident!("__tune_buffers"),
+            None,
         ),
     };
     // Timing `call` runs the kernel several times on the same buffers,
@@ -68,7 +74,7 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
                     statics: &__c.statics,
                 };
                 match #dsl::autotune_choose(&__req, &__labels, |__j| {
-                    Self::#runner(config, device, #(#args),*)
+                    Self::#runner(config, device, #uploads #(#args),*)
                 })? {
                     ::core::option::Option::Some(__j) => {
                         __tuned.push(::std::format!("{}: {}", #p_str, __labels[__j]));
@@ -79,9 +85,17 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
             };
         }
     });
+    let upload_slot = uploads.is_some().then(|| {
+        quote! {
+            #[allow(unused_mut, unused_variables)]
+            let mut __uploads: ::core::option::Option<::std::vec::Vec<#dsl::DeviceBuffer>> =
+                ::core::option::Option::None;
+        }
+    });
     quote! {
         #[allow(unused_mut, unused_variables)]
         let mut __tuned: ::std::vec::Vec<::std::string::String> = ::std::vec::Vec::new();
+        #upload_slot
         #( #per_param )*
     }
 }
