@@ -6,7 +6,9 @@ use tessel::prelude::*;
 /// [`pages_per_block`](ServeOptions::pages_per_block) is 0. On the 2-core
 /// CPU machine a decode step (8 sequences of 4096 tokens, 8 key/value
 /// heads of 128) took 22–23 ms at 512 keys per step, 29–30 ms at 256 and
-/// 50 ms at 4096; 1024 and 2048 keys were no faster than 512.
+/// 50 ms at 4096; 1024 and 2048 keys were no faster than 512. On another
+/// (an Intel Xeon) 2048 keys were best, 41 ms against 49–54: autotuning
+/// ([`ServeOptions`]'s `tuning_candidates`) picks the block per machine.
 pub const AUTO_PAGED_KEYS: usize = 512;
 
 /// The default of [`max_logits_bytes`](ServeOptions::max_logits_bytes):
