@@ -180,17 +180,25 @@ fn main() -> tessel::Result<()> {
         )?;
         let t_compile_ragged = ragged_start.elapsed().as_secs_f64();
         let args = [&q, &kp, &vp, &tables, &lens];
-        if std::env::args().any(|a| a == "--memory") {
+        // `profile` of the step on the same arguments, under `config`.
+        let profile = |config: &KernelConfig, options: tessel::profile::ProfileOptions| {
             let h = |b: &DeviceBuffer| b.to_host();
-            let prof = paged_attention::profile(
+            paged_attention::profile_with(
+                config,
                 &dev,
-                tessel::profile::ProfileOptions { warmup: 0, runs: 1 },
+                options,
                 &h(&q)?,
                 &h(&kp)?,
                 &h(&vp)?,
                 &h(&tables)?,
                 &h(&lens)?,
                 opts.clone(),
+            )
+        };
+        if std::env::args().any(|a| a == "--memory") {
+            let prof = profile(
+                &paged_attention::CONFIG,
+                tessel::profile::ProfileOptions { warmup: 0, runs: 1 },
             )?;
             if let Some(m) = &prof.memory {
                 println!(
@@ -201,17 +209,9 @@ fn main() -> tessel::Result<()> {
             }
         }
         if std::env::args().any(|a| a == "--autotune") {
-            let h = |b: &DeviceBuffer| b.to_host();
-            let prof = paged_attention::profile_with(
+            let prof = profile(
                 &paged_attention::CONFIG.autotune(true),
-                &dev,
                 tessel::profile::ProfileOptions { warmup: 1, runs },
-                &h(&q)?,
-                &h(&kp)?,
-                &h(&vp)?,
-                &h(&tables)?,
-                &h(&lens)?,
-                opts.clone(),
             )?;
             println!(
                 "page {page}: autotuned {} ({:.2} ms, {:.2}x the memory bound)",
