@@ -132,7 +132,11 @@
 //! * `atan2(0, 0)` is NaN (IEEE and the interpreter: 0) when XLA's fusion
 //!   emitters (its default CPU codegen) see both zeros while compiling;
 //! * `sign(-0)` is +0 (IEEE and the interpreter: -0) when XLA knows the
-//!   zero while compiling (a sum over an empty axis, negated).
+//!   zero while compiling (a sum over an empty axis, negated);
+//! * the NaN of `inf % c` with the divisor `c` a constant is +NaN, where the
+//!   interpreter (the host's `fmod`), and the plugin with the divisor an
+//!   argument, give the processor's default NaN (-NaN on x86-64). IEEE
+//!   leaves that sign unspecified; a sort shows it (floats sort totally).
 //!
 //! One departure is avoided in lowering instead: XLA folds
 //! `maximum(clamp(lo, x, hi), lo)` to the clamp as if `lo <= hi` held, so a
