@@ -80,13 +80,16 @@ pub(crate) fn compile_options(
 pub(crate) struct HostCpu {
     /// AMX tiles with bf16 dot products (Intel Xeon from Sapphire Rapids on).
     pub(crate) amx_bf16: bool,
-    /// 512-bit vectors at no cost in clock speed: read as AMX being there
-    /// (Intel Xeon from Sapphire Rapids on, whose AVX-512 does not slow the
-    /// core down as Skylake's did, the reason XLA prefers 256-bit vectors).
-    pub(crate) wide_vectors: bool,
 }
 
 impl HostCpu {
+    /// 512-bit vectors at no cost in clock speed: read as AMX being there
+    /// (Intel Xeon from Sapphire Rapids on, whose AVX-512 does not slow the
+    /// core down as Skylake's did, the reason XLA prefers 256-bit vectors).
+    pub(crate) fn wide_vectors(self) -> bool {
+        self.amx_bf16
+    }
+
     /// The processor this process runs on (read once, with `cpuid`).
     pub(crate) fn detect() -> HostCpu {
         static HOST: std::sync::OnceLock<HostCpu> = std::sync::OnceLock::new();
@@ -97,10 +100,8 @@ impl HostCpu {
                 // Leaf 7 (structured extended features) exists when the
                 // highest basic leaf is at least 7; AMX-BF16 is EDX bit 22.
                 if __cpuid(0).eax >= 7 {
-                    let amx = (__cpuid_count(7, 0).edx >> 22) & 1 == 1;
                     return HostCpu {
-                        amx_bf16: amx,
-                        wide_vectors: amx,
+                        amx_bf16: (__cpuid_count(7, 0).edx >> 22) & 1 == 1,
                     };
                 }
             }
@@ -155,7 +156,7 @@ pub(crate) fn platform_overrides(
     match platform {
         Some(Platform::Cpu) => {
             let mut options = vec![("xla_cpu_enable_fast_min_max", OptionValue::Bool(false))];
-            if cpu.wide_vectors {
+            if cpu.wide_vectors() {
                 options.push(("xla_cpu_prefer_vector_width", OptionValue::Int(512)));
             }
             let amx_bf16 = cpu.amx_bf16 && hints.bf16_dots;
@@ -222,10 +223,7 @@ mod tests {
     const XNN: &str = "xla_cpu_experimental_xnn_fusion_type";
     const WIDE: (&str, OptionValue) = ("xla_cpu_prefer_vector_width", OptionValue::Int(512));
     /// An Intel Xeon from Sapphire Rapids on, as `HostCpu::detect` reads it.
-    const SAPPHIRE: HostCpu = HostCpu {
-        amx_bf16: true,
-        wide_vectors: true,
-    };
+    const SAPPHIRE: HostCpu = HostCpu { amx_bf16: true };
     const YNN_DOTS: (&str, OptionValue) = (
         "xla_cpu_experimental_ynn_fusion_type",
         OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
