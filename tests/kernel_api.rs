@@ -532,3 +532,40 @@ fn autotune_skips_candidates_that_fail_and_shows_its_choice() {
         .to_string();
     assert!(e.contains("chunked_sum") && e.contains("reshape"), "{e}");
 }
+
+#[test]
+fn a_tuning_run_copies_its_arguments_once_unless_the_kernel_donates() {
+    use tessel::kernel::autotune::{run_host, Uploads};
+    let d = dev();
+    let x = HostTensor::from_fn(TensorSpec::new([5, 3], F32), |i| i as f64);
+    let y = HostTensor::from_fn(TensorSpec::new([3], F32), |i| 10.0 * i as f64);
+    let k = Kernel::new("tuned_add", |a: &[Tensor]| a[0] + a[1]).params(["x", "y"]);
+    let mut uploads = Uploads::default();
+    assert!(uploads.is_empty());
+    run_host(&k, &d, &[&x, &y], &mut uploads).unwrap();
+    assert_eq!(uploads.len(), 2);
+    run_host(&k, &d, &[&x, &y], &mut uploads).unwrap();
+    assert_eq!(uploads.len(), 2);
+    // Donated buffers do not survive a run: each run copies, nothing is kept.
+    let donating = KernelConfig {
+        donate: &["x"],
+        ..KernelConfig::default()
+    };
+    let k = Kernel::new("tuned_add_donating", |a: &[Tensor]| a[0] + a[1])
+        .params(["x", "y"])
+        .config(donating);
+    let mut uploads = Uploads::default();
+    for _ in 0..2 {
+        run_host(&k, &d, &[&x, &y], &mut uploads).unwrap();
+    }
+    assert!(uploads.is_empty());
+    // A kernel that does not trace for these arguments: its error, nothing kept.
+    let bad = HostTensor::from_fn(TensorSpec::new([4], F32), |i| i as f64);
+    let k = Kernel::new("tuned_add_bad", |a: &[Tensor]| a[0] + a[1]).params(["x", "y"]);
+    let mut uploads = Uploads::default();
+    let e = run_host(&k, &d, &[&x, &bad], &mut uploads)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tuned_add_bad"), "{e}");
+    assert!(uploads.is_empty());
+}

@@ -7,7 +7,10 @@ pub use crate::config::{KernelConfig, Platform};
 pub use crate::dtype::DType;
 pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;
-pub use crate::kernel::autotune::{choose as autotune_choose, TuneRequest};
+pub use crate::kernel::autotune::{
+    call_buffers as autotune_call, choose as autotune_choose, run_host as autotune_run_host,
+    TuneRequest, Uploads as AutotuneUploads,
+};
 pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
 pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
 pub use crate::lang::{

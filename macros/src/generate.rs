@@ -156,38 +156,18 @@ pub fn companion(
                 Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)
             }
 
-            /// Runs the kernel once for autotuning on host tensors, uploaded to
-            /// `device` into `uploads` on the first call and reused after, so the
-            /// timings are of the program, not of copying its arguments; waits for
-            /// the results. A kernel that donates its arguments runs as `run` does.
+            /// Runs the kernel once for autotuning on host tensors (copied to the
+            /// device once, into `uploads`), waiting for the results.
             #[track_caller]
             fn __tune_host(
                 config: &#cfg_ty,
                 device: &#dev_ty,
-                uploads: &mut ::core::option::Option<::std::vec::Vec<#dsl::DeviceBuffer>>,
+                uploads: &mut #dsl::AutotuneUploads,
                 #(#ps: <#tys as #kp>::Host<'_>),*
             ) -> #dsl::Result<()> {
-                if !config.donate.is_empty() {
-                    return Self::__run_host(config, device, #(#ps),*).map(|_| ());
-                }
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                let __exe = Self::__kernel(config, &__c, #body_host).compile(device, &__c.specs)?;
-                if uploads.is_none() {
-                    // Where `run` would put them: the program's device.
-                    let __on = __exe.devices().first().copied().unwrap_or(0);
-                    *uploads = ::core::option::Option::Some(
-                        __c.hosts
-                            .iter()
-                            .map(|__h| device.to_device_on(__h, __on))
-                            .collect::<#dsl::Result<::std::vec::Vec<_>>>()?,
-                    );
-                }
-                let __refs: ::std::vec::Vec<&#dsl::DeviceBuffer> = uploads.iter().flatten().collect();
-                for __out in __exe.execute(&__refs)? {
-                    __out.block_until_ready()?;
-                }
-                ::core::result::Result::Ok(())
+                #dsl::autotune_run_host(&Self::__kernel(config, &__c, #body_host), device, &__c.hosts, uploads)
             }
 
             /// Runs the kernel once for autotuning on device buffers, waiting for
@@ -196,10 +176,9 @@ pub fn companion(
             fn __tune_buffers(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
                 -> #dsl::Result<()>
             {
-                for __out in Self::__call_buffers(config, device, #(#ps),*)? {
-                    __out.block_until_ready()?;
-                }
-                ::core::result::Result::Ok(())
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                #dsl::autotune_call(&Self::__kernel(config, &__c, #body_buf), device, &__c.buffers)
             }
 
             /// Runs the kernel on host tensors under `config` (traced and compiled

@@ -13,9 +13,9 @@ use crate::paths::dsl_here;
 /// that runs the kernel once on such arguments.
 #[derive(Clone, Copy)]
 pub enum Form {
-    /// `run`/`profile`: host tensors, run by `__run_host`.
+    /// `run`/`profile`: host tensors, run by `__tune_host`.
     Host,
-    /// `call`: device buffers, run by `__call_buffers`.
+    /// `call`: device buffers, run by `__tune_buffers`.
     Buffer,
 }
 
@@ -26,7 +26,7 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
     let dsl = dsl_here();
     let kp = quote!(#dsl::KernelParam);
     // The runner runs the kernel once and waits for its results; the host
-    // form's uploads its tensors once (`__uploads`) for every candidate.
+    // form uploads its tensors once (`__uploads`) for every candidate.
     let (candidates, label, runner, uploads) = match form {
         Form::Host => (
             format_ident!("tuning_candidates_host"),
@@ -88,8 +88,7 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Typ
     let upload_slot = uploads.is_some().then(|| {
         quote! {
             #[allow(unused_mut, unused_variables)]
-            let mut __uploads: ::core::option::Option<::std::vec::Vec<#dsl::DeviceBuffer>> =
-                ::core::option::Option::None;
+            let mut __uploads = <#dsl::AutotuneUploads as ::core::default::Default>::default();
         }
     });
     quote! {

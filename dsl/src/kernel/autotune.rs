@@ -23,10 +23,13 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use super::{KernelConfig, StaticKey};
+use super::{Kernel, KernelConfig, StaticKey};
 use crate::error::Result;
-use crate::runtime::{read_tuning, write_tuning, Device};
+use crate::host::HostTensor;
+use crate::runtime::{read_tuning, write_tuning, Device, DeviceBuffer};
 use crate::shape::TensorSpec;
+use crate::trace::tensor::Tensor;
+use crate::trace::Outputs;
 
 /// Timed runs per candidate after the first (untimed) one.
 const TIMED_RUNS: usize = 3;
@@ -156,4 +159,100 @@ pub fn choose<R>(
         (None, Some(e)) => Err(e),
         (None, None) => Ok(None),
     }
+}
+
+/// The device-resident copies of a host call's arguments, made by the first
+/// [`run_host`] of a tuning and reused by the others.
+///
+/// ```no_run
+/// use tessel_dsl::kernel::{autotune, Kernel};
+/// use tessel_dsl::{runtime::Device, HostTensor, Tensor};
+/// let k = Kernel::new("double", |a: &[Tensor]| a[0] * 2.0).params(["x"]);
+/// let (dev, x) = (Device::cpu()?, HostTensor::from_vec(vec![1.0f32, 2.0], [2])?);
+/// let mut uploads = autotune::Uploads::default();
+/// autotune::run_host(&k, &dev, &[&x], &mut uploads)?; // copies `x`, runs
+/// autotune::run_host(&k, &dev, &[&x], &mut uploads)?; // runs on the same copy
+/// assert_eq!(uploads.len(), 1);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Uploads(Option<Vec<DeviceBuffer>>);
+
+impl Uploads {
+    /// How many arguments are held on the device (0 before the first run,
+    /// and for a kernel that donates them).
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Runs `kernel` once on the host tensors `args` for timing a candidate.
+/// The arguments are copied to the program's device (where
+/// [`Kernel::run`] would put them) on the first call and kept in `uploads`
+/// for the next, so what is timed is the program, not the copies; the
+/// results are waited for and dropped. A kernel that donates its arguments,
+/// or one that runs on the interpreter, runs as [`Kernel::run`] does.
+///
+/// # Errors
+///
+/// What tracing, compiling, copying or running the kernel returns.
+#[track_caller]
+pub fn run_host<F, O>(
+    kernel: &Kernel<F>,
+    device: &Device,
+    args: &[&HostTensor],
+    uploads: &mut Uploads,
+) -> Result<()>
+where
+    F: Fn(&[Tensor]) -> O,
+    O: Outputs,
+{
+    if !kernel.config.donate.is_empty() {
+        return kernel.run(device, args).map(drop);
+    }
+    let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
+    let exe = kernel.compile(device, &specs)?;
+    if exe.is_interpreted() {
+        return kernel.run(device, args).map(drop);
+    }
+    let buffers = match &mut uploads.0 {
+        Some(b) => b,
+        slot => {
+            let on = exe.devices().first().copied().unwrap_or(0);
+            let copies = args
+                .iter()
+                .map(|h| device.to_device_on(h, on))
+                .collect::<Result<Vec<_>>>()?;
+            slot.insert(copies)
+        }
+    };
+    let refs: Vec<&DeviceBuffer> = buffers.iter().collect();
+    wait_for(exe.execute(&refs)?)
+}
+
+/// Runs `kernel` once on the device buffers `args` for timing a candidate,
+/// as [`Kernel::call`] does, and waits for the results.
+///
+/// # Errors
+///
+/// What tracing, compiling or running the kernel returns.
+#[track_caller]
+pub fn call_buffers<F, O>(kernel: &Kernel<F>, device: &Device, args: &[&DeviceBuffer]) -> Result<()>
+where
+    F: Fn(&[Tensor]) -> O,
+    O: Outputs,
+{
+    wait_for(kernel.call(device, args)?)
+}
+
+fn wait_for(outs: Vec<DeviceBuffer>) -> Result<()> {
+    for out in &outs {
+        out.block_until_ready()?;
+    }
+    Ok(())
 }
