@@ -2,6 +2,7 @@
 //! quantized matmuls (int8 / fp8 weights and activations with per-channel or
 //! per-block scales) with their quantize / dequantize helpers.
 
+use tessel::kernel::distinct_candidates;
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 use tessel::tile::blocks::block_size_problem;
@@ -76,14 +77,11 @@ impl StaticArg for GemmOptions {
         } else {
             a.shape[r - 1]
         };
-        let mut out = vec![*self];
-        for block_k in [None, Some(256), Some(512), Some(1024), Some(2048)] {
-            let c = GemmOptions { block_k, ..*self };
-            if block_k.is_none_or(|b| b < k) && !out.contains(&c) {
-                out.push(c);
-            }
-        }
-        out
+        let variants = [None, Some(256), Some(512), Some(1024), Some(2048)]
+            .into_iter()
+            .filter(|block_k| block_k.is_none_or(|b| b < k))
+            .map(|block_k| GemmOptions { block_k, ..*self });
+        distinct_candidates(*self, variants)
     }
 
     fn tuning_label(&self) -> String {

@@ -19,7 +19,7 @@ pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
 pub use calls::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
-pub use static_key::{StaticArg, StaticKey};
+pub use static_key::{distinct_candidates, StaticArg, StaticKey};
 
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;

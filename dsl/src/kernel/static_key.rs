@@ -132,6 +132,27 @@ pub trait StaticArg: Clone + Debug {
     }
 }
 
+/// A candidate list for [`StaticArg::tuning_candidates`]: `given` first,
+/// then each of `variants` not already listed, in order (so the value given
+/// is never timed twice under another spelling).
+///
+/// ```
+/// use tessel_dsl::kernel::distinct_candidates;
+/// assert_eq!(distinct_candidates(256, [128, 256, 512, 128]), vec![256, 128, 512]);
+/// ```
+pub fn distinct_candidates<T: PartialEq>(
+    given: T,
+    variants: impl IntoIterator<Item = T>,
+) -> Vec<T> {
+    let mut out = vec![given];
+    for c in variants {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Implements [`StaticArg`] for types with a derived (or field-complete)
 /// `Hash`, keying them by that hash's input bytes.
 ///

@@ -1,6 +1,7 @@
 //! [`FlashOptions`]: the static parameters every attention kernel here takes,
 //! and the band (causal / sliding-window) mask they describe.
 
+use tessel::kernel::distinct_candidates;
 use tessel::prelude::*;
 
 /// The static parameters of the attention kernels: masking, scaling,
@@ -93,20 +94,14 @@ impl StaticArg for FlashOptions {
             return Vec::new();
         }
         let fit = |b: usize, s: usize| b.min(s.next_multiple_of(8).max(8));
-        let mut out = vec![self.clone()];
-        for block_q in [128, 256, 512] {
-            for block_kv in [128, 256, 512] {
-                let c = FlashOptions {
-                    block_q: fit(block_q, q.shape[2]),
-                    block_kv: fit(block_kv, k.shape[2]),
-                    ..self.clone()
-                };
-                if !out.contains(&c) {
-                    out.push(c);
-                }
-            }
-        }
-        out
+        let variants = [128, 256, 512].into_iter().flat_map(|block_q| {
+            [128, 256, 512].map(|block_kv| FlashOptions {
+                block_q: fit(block_q, q.shape[2]),
+                block_kv: fit(block_kv, k.shape[2]),
+                ..self.clone()
+            })
+        });
+        distinct_candidates(self.clone(), variants)
     }
 
     fn tuning_label(&self) -> String {

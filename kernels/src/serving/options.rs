@@ -1,5 +1,6 @@
 //! [`ServeOptions`]: the static parameters of the serving kernels.
 
+use tessel::kernel::distinct_candidates;
 use tessel::prelude::*;
 
 /// Keys per step of the paged kernels when
@@ -146,13 +147,7 @@ impl StaticArg for ServeOptions {
             }
             _ => return Vec::new(),
         };
-        let mut out = vec![given];
-        for c in variants {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-        out
+        distinct_candidates(given, variants)
     }
 
     fn tuning_label(&self) -> String {
