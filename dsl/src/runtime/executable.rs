@@ -160,7 +160,8 @@ struct Inner {
     /// Client device indices the executable runs on, in PJRT execution order.
     devices: Vec<usize>,
     /// Where its launch ids start in a multi-process client
-    /// ([`launch::seed_of`] its program text).
+    /// ([`launch::seed_of`] its program text; 0 elsewhere, where it is not
+    /// read).
     launch_seed: u32,
 }
 
@@ -350,7 +351,11 @@ fn finish(
         num_partitions: program.num_partitions,
         num_replicas: program.num_replicas,
         devices,
-        launch_seed: launch::seed_of(&program.mlir),
+        launch_seed: if client.is_multi_process() {
+            launch::seed_of(&program.mlir)
+        } else {
+            0
+        },
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
