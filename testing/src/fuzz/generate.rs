@@ -56,6 +56,11 @@ pub(crate) struct Fact {
     pub dyn_slice: bool,
     /// A `sqrt`.
     pub sqrt: bool,
+    /// May hold a NaN whose sign XLA leaves open: a float remainder by a
+    /// constant (`inf % c` is +NaN when XLA folds the divisor in, -NaN on
+    /// x86 otherwise), or anything computed from one. Only a sort shows
+    /// the sign, so such values are not sorted.
+    pub nan_sign_open: bool,
 }
 
 /// The program under construction.
@@ -109,6 +114,7 @@ impl Gen {
             pred_cast: false,
             dyn_slice: false,
             sqrt: false,
+            nan_sign_open: false,
         });
         v
     }
@@ -141,9 +147,17 @@ impl Gen {
             _ => false,
         };
         let konst = zeros || uses.iter().all(|&v| self.facts[v].konst);
+        let nan_sign_open = match &op {
+            Op::Binary(Binary::Rem, x, d) => {
+                self.p.specs[*x].dtype.is_float() && self.facts[*d].konst
+            }
+            _ => false,
+        } || uses.iter().any(|&v| self.facts[v].nan_sign_open)
+            || op.blocks().iter().any(|b| self.block_has_open_nan_sign(b));
         let outs: Vec<V> = specs.into_iter().map(|s| self.fresh(s)).collect();
         for &v in &outs {
             self.facts[v].konst = konst;
+            self.facts[v].nan_sign_open = nan_sign_open;
         }
         if let Op::Fori {
             lo,
@@ -182,6 +196,15 @@ impl Gen {
             op,
         });
         outs
+    }
+
+    /// Whether a value `b` computes or returns may hold a NaN of open sign
+    /// (see [`Fact::nan_sign_open`]).
+    fn block_has_open_nan_sign(&self, b: &super::program::Block) -> bool {
+        b.results
+            .iter()
+            .chain(b.insts.iter().flat_map(|i| &i.outs))
+            .any(|&v| self.facts[v].nan_sign_open)
     }
 
     /// Appends a one-result `op` and returns its result.

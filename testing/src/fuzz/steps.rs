@@ -45,7 +45,7 @@ impl Gen {
             11 if self.depth() < super::generate::MAX_DEPTH => self.while_(x),
             12 if self.depth() < super::generate::MAX_DEPTH => self.branch(x),
             13 => self.concat_or_pad(x),
-            14 if rank > 0 && !s.dtype.is_pred() => {
+            14 if rank > 0 && !s.dtype.is_pred() && !self.facts[x].nan_sign_open => {
                 let axis = self.int(0, rank as i64 - 1) as usize;
                 let descending = self.one_in(2);
                 let indices = self.one_in(2);
