@@ -6,7 +6,8 @@
 //! does not quantize what the differences see. Its float arguments are
 //! drawn again from a continuous range ([`grad_case`]), away from the
 //! ties and kinks of the interpreter fuzzer's small dyadic values; its
-//! integer arguments (indices, loop bounds) are kept.
+//! integer arguments (indices, loop bounds) are kept. Clamp bounds that
+//! may tie their operand are moved off it (`ties::untie_clamps`).
 //!
 //! [`check_grad`] runs, on the CPU plugin, the scalar loss
 //! `L(x) = sum_k <y_k(x), r_k>` over the program's float outputs `y_k`
@@ -25,13 +26,13 @@ use std::rc::Rc;
 
 use tessel_dsl::autodiff::{jvp, vjp};
 use tessel_dsl::kernel::Kernel;
-use tessel_dsl::ops::ScatterCombine;
 use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
 
 use super::build::build;
 use super::generate::generate;
 use super::program::{Case, Inst, Op, Program};
 use super::shrink::{shrink_with, Budget};
+use super::ties::{not_comparable, untie_clamps};
 use super::types::retype;
 use crate::{device, fresh_name, Rng};
 
@@ -57,7 +58,9 @@ pub enum SkipKind {
     /// No float input or no float output: nothing to differentiate.
     NoFloat,
     /// A clamp's bound may tie its operand, where JAX's convention gives
-    /// the tied values no gradient and differences do not see it.
+    /// the tied values no gradient and differences do not see it (an
+    /// integer bound, which is not moved off its operand, or one a shrink
+    /// put back).
     TiedClamp,
     /// A multiplying scatter's updates depend on a parameter (JAX defines
     /// no gradient there).
@@ -171,6 +174,7 @@ pub fn widen_floats(p: &mut Program) -> Result<(), String> {
 pub fn grad_case(seed: u64) -> Result<Case, String> {
     let mut case = generate(seed);
     widen_floats(&mut case.program)?;
+    untie_clamps(&mut case.program);
     let mut rng = Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     for (arg, &v) in case.args.iter_mut().zip(&case.program.params) {
         let s = case.program.specs[v].clone();
@@ -179,64 +183,6 @@ pub fn grad_case(seed: u64) -> Result<Case, String> {
         }
     }
     Ok(case)
-}
-
-/// Why the gradient of `p` is not compared with differences, if it is
-/// not: a `clamp` whose bound may equal its operand because both depend on
-/// one float parameter (`x.clamp(x, hi)`, or `x.clamp(lo, y)` with `y` a
-/// copy of `x` in places), where the clamp is differentiable along the
-/// differences' direction but its pullback follows JAX's convention (the
-/// operand's gradient only strictly inside the bounds, a bound's only
-/// strictly outside), which gives the tied values none; or a multiplying
-/// scatter whose updates depend on a parameter, whose gradient JAX does
-/// not define either (the pullback refuses it).
-fn not_comparable(p: &Program) -> Option<SkipKind> {
-    /// Each value's dependence on the parameters, one bit per parameter;
-    /// `found` collects the reason.
-    fn walk(list: &[Inst], floats: u64, taint: &mut [u64], found: &mut Option<SkipKind>) {
-        for inst in list {
-            let t = inst.free_uses().iter().fold(0, |acc, &v| acc | taint[v]);
-            match inst.op {
-                Op::Clamp(a, b, c) => {
-                    let [a, b, c] = [a, b, c].map(|v| taint[v] & floats);
-                    if a & b != 0 || a & c != 0 || b & c != 0 {
-                        *found = Some(SkipKind::TiedClamp);
-                    }
-                }
-                Op::IndexUpdate {
-                    updates,
-                    combine: ScatterCombine::Mul,
-                    ..
-                } if taint[updates] != 0 => {
-                    *found = Some(SkipKind::MultiplyingScatter);
-                }
-                _ => {}
-            }
-            let mut out = t;
-            for b in inst.op.blocks() {
-                for &v in &b.params {
-                    taint[v] = t;
-                }
-                walk(&b.insts, floats, taint, found);
-                out |= b.results.iter().fold(0, |acc, &v| acc | taint[v]);
-            }
-            for &v in &inst.outs {
-                taint[v] = out;
-            }
-        }
-    }
-    let mut taint = vec![0u64; p.specs.len()];
-    let mut floats = 0u64;
-    for (i, &v) in p.params.iter().enumerate() {
-        let bit = 1 << (i % 64);
-        taint[v] = bit;
-        if p.specs[v].dtype.is_float() {
-            floats |= bit;
-        }
-    }
-    let mut found = None;
-    walk(&p.insts, floats, &mut taint, &mut found);
-    found
 }
 
 /// Random data of `spec` in `[-1, 1]`.

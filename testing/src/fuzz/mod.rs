@@ -36,6 +36,7 @@ mod shrink;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod ties;
 mod types;
 
 use std::sync::Mutex;

@@ -127,3 +127,88 @@ fn some_programs_reduce_rows_the_cpu_compile_splits() {
         .count();
     assert!(hits >= 30, "{hits} of 2000 programs reduce long rows");
 }
+
+/// `x.clamp(x, x)` over one f64 parameter `x`, or with `x` cast to s32
+/// first when `integer`.
+fn self_clamp(integer: bool) -> Program {
+    let wide = TensorSpec::new([3], tessel_dsl::DType::F64);
+    let int = TensorSpec::new([3], tessel_dsl::DType::S32);
+    let (mut insts, mut specs, x) = (Vec::new(), vec![wide.clone()], if integer { 1 } else { 0 });
+    if integer {
+        insts.push(Inst {
+            outs: vec![1],
+            op: Op::Cast(0, tessel_dsl::DType::S32),
+        });
+        specs.push(int.clone());
+    }
+    insts.push(Inst {
+        outs: vec![x + 1],
+        op: Op::Clamp(x, x, x),
+    });
+    specs.push(if integer { int } else { wide });
+    Program {
+        params: vec![0],
+        insts,
+        outputs: vec![Output {
+            value: x + 1,
+            terms: 0,
+        }],
+        specs,
+    }
+}
+
+#[test]
+fn clamps_that_may_tie_are_moved_apart_unless_their_bounds_are_integers() {
+    use super::grad::SkipKind::TiedClamp;
+    use super::ties::{not_comparable, untie_clamps};
+    let mut p = self_clamp(false);
+    assert_eq!(not_comparable(&p), Some(TiedClamp));
+    untie_clamps(&mut p);
+    let mut typed = p.clone();
+    retype(&mut typed).unwrap();
+    assert_eq!(typed, p);
+    assert_eq!(not_comparable(&p), None, "{p:?}");
+    // Both bounds moved, each by its own constant: the clamp is the identity.
+    let Some(Inst {
+        op: Op::Clamp(0, lo, hi),
+        ..
+    }) = p.insts.last()
+    else {
+        panic!("{p:?}")
+    };
+    assert!(*lo != 0 && *hi != 0 && lo != hi, "{p:?}");
+    // A bound put back (as a shrink may) ties again.
+    if let Some(Inst {
+        op: Op::Clamp(_, lo, _),
+        ..
+    }) = p.insts.last_mut()
+    {
+        *lo = 0;
+    }
+    assert_eq!(not_comparable(&p), Some(TiedClamp));
+    // Integer bounds (of a float parameter) are left as they are, and skipped.
+    let mut q = self_clamp(true);
+    assert_eq!(not_comparable(&q), Some(TiedClamp));
+    untie_clamps(&mut q);
+    assert_eq!(q, self_clamp(true));
+    assert_eq!(not_comparable(&q), Some(TiedClamp));
+    // Across generated programs: the rewritten ones type, and most clamps
+    // that were skipped are now compared.
+    let (mut tied, mut untied) = (0, 0);
+    for seed in 0..400 {
+        let mut p = generate(seed).program;
+        super::grad::widen_floats(&mut p).unwrap();
+        let before = not_comparable(&p);
+        untie_clamps(&mut p);
+        let mut typed = p.clone();
+        retype(&mut typed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let after = not_comparable(&p);
+        if before == Some(TiedClamp) {
+            tied += 1;
+            untied += usize::from(after != Some(TiedClamp));
+        } else {
+            assert_eq!(after, before, "seed {seed}");
+        }
+    }
+    assert!(untied * 2 > tied, "{untied} of {tied} untied");
+}
