@@ -1,5 +1,6 @@
 //! The interpreter against the CPU plugin at the edges: special float
-//! values through every unary op, 64-bit integers beyond f64's precision,
+//! values through every unary op, the tails of `sigmoid`, 64-bit integers
+//! beyond f64's precision,
 //! fp8 arithmetic, bitwise reductions, duplicate scatter indices, general
 //! gathers and nested loops.
 
@@ -60,6 +61,33 @@ fn unary_ops_at_special_values() {
                 ]
             },
             &[x],
+        );
+    }
+}
+
+/// `sigmoid` over its tails, where XLA's expansion (`1 / (1 + exp(-x))`,
+/// each op rounded) departs from the exact value: an f16 `exp(-x)`
+/// overflows from about -11.1 down and the result is 0, where the exact
+/// value is still an f16 subnormal; bf16 and fp8 are computed in f32.
+#[test]
+fn sigmoid_tails_round_as_xlas_expansion() {
+    let xs: Vec<f64> = (-120..=120).map(|i| f64::from(i) * 0.25).collect();
+    for dtype in [F32, F64, BF16, F16, F8E4M3FN, F8E5M2] {
+        let x = tensor(&xs, &[xs.len()], dtype);
+        let e = both(|t| vec![t[0].sigmoid()], &[x]);
+        if dtype == F16 {
+            // -13.875 (the fuzzer's seed 1795799000000793): exactly 9.4e-7,
+            // an f16 subnormal; 0 on both sides.
+            let at = tensor(&[-13.875, -11.0], &[2], F16);
+            let e = both(|t| vec![t[0].sigmoid()], &[at]);
+            let v = e.outputs[0].to_f64_vec();
+            assert_eq!(v[0], 0.0);
+            assert!(v[1] > 0.0, "{v:?}");
+        }
+        let v = e.outputs[0].to_f64_vec();
+        assert!(
+            v.iter().all(|y| (0.0..=1.0).contains(y)),
+            "{dtype:?}: {v:?}"
         );
     }
 }

@@ -48,6 +48,27 @@ pub(crate) fn fmin_with(a: f64, b: f64, z: fn(f64) -> f64) -> f64 {
     }
 }
 
+/// `logistic` as XLA expands it, `1 / (1 + exp(-x))`, each of the three
+/// ops rounded: to the dtype for f64, f32 and f16 (so an f16 logistic is 0
+/// from about -11.1 down, where `exp(-x)` overflows f16, although the
+/// exact value is an f16 subnormal until about -16.6), and to f32 for
+/// bf16 and fp8, which the CPU computes in f32 and rounds once at the end.
+fn logistic(d: DType, v: &[f64]) -> Vec<f64> {
+    let wide = if matches!(d, DType::BF16 | DType::F8E4M3FN | DType::F8E5M2) {
+        DType::F32
+    } else {
+        d
+    };
+    let (z, step, r) = (daz(d), rounder(wide), rounder(d));
+    v.iter()
+        .map(|&a| {
+            let e = step((-z(a)).exp());
+            let s = step(1.0 + e);
+            r(step(1.0 / s))
+        })
+        .collect()
+}
+
 /// One unary op.
 pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
     use UnaryOp::*;
@@ -69,7 +90,6 @@ pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
                 Rsqrt => |a| 1.0 / a.sqrt(),
                 Cbrt => f64::cbrt,
                 Tanh => f64::tanh,
-                Logistic => |a| 1.0 / (1.0 + (-a).exp()),
                 Sin => f64::sin,
                 Cos => f64::cos,
                 Tan => f64::tan,
@@ -84,6 +104,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Val) -> R<Val> {
                     }
                 },
                 Erf => erf,
+                Logistic => return Val::new(d, x.shape.clone(), Data::F(logistic(d, v))),
                 Not | PopCount | IsFinite => return Err(not_defined(op, d)),
             };
             // Negation and absolute value only move the sign bit: they keep

@@ -36,7 +36,9 @@
 //!   are Rust's `f64` functions (and a series/continued-fraction `erf`)
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
 //!   may differ from the plugin's by a few ulps (its f32 `cbrt`, by
-//!   several at large magnitudes). `logistic` is `1 / (1 + exp(-x))`.
+//!   several at large magnitudes). `logistic` is computed as XLA expands
+//!   it, `1 / (1 + exp(-x))` with each op rounded to the dtype, so an f16
+//!   logistic is 0 from about -11.1 down (`exp(-x)` overflows f16).
 //! * **Subnormals**: the XLA CPU runtime computes with flush-to-zero and
 //!   denormals-are-zero, so arithmetic (unary math, binary ops,
 //!   comparisons, reductions, dots, scatter combiners, and conversions
