@@ -1,7 +1,8 @@
 //! The host interpreter's differential fuzzer: random well-typed graphs,
 //! evaluated by the interpreter (`tessel::interp`) and run on the XLA CPU
 //! plugin, for a given time. Each mismatch is shrunk and printed as a Rust
-//! test that reproduces it; the last line is `N graphs, M mismatches`.
+//! test that reproduces it; the last line is `N graphs, M mismatches`,
+//! followed by the mismatching seeds (rerun one with `--seed S --seconds 1`).
 //!
 //! ```text
 //! cargo run --release --example fuzz -- --seconds 30 [--seed S]
@@ -88,9 +89,16 @@ fn main() -> ExitCode {
     for (seed, why) in &report.invalid {
         println!("\n// seed {seed}: the generated program does not trace: {why}");
     }
-    let mismatches = report.findings.len() + report.invalid.len();
-    println!("{} graphs, {mismatches} mismatches", report.graphs);
-    if mismatches > 0 {
+    let mut failed: Vec<u64> = report.findings.iter().map(|f| f.seed).collect();
+    failed.extend(report.invalid.iter().map(|(s, _)| *s));
+    failed.sort_unstable();
+    println!(
+        "{} graphs, {} mismatches{}",
+        report.graphs,
+        failed.len(),
+        seed_list(&failed)
+    );
+    if !failed.is_empty() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -112,16 +120,28 @@ fn grads(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
     for (why, n) in &report.skipped {
         println!("skipped {n}: {why}");
     }
+    let failed: Vec<u64> = report.mismatches.iter().map(|(s, _)| *s).collect();
     println!(
-        "{} programs checked, {skipped} skipped, {} mismatches",
+        "{} programs checked, {skipped} skipped, {} mismatches{}",
         report.checked,
-        report.mismatches.len()
+        failed.len(),
+        seed_list(&failed)
     );
     if report.mismatches.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
+}
+
+/// ` (seeds A, B, ..)` after the count on the last line, so that a run
+/// whose output was cut still names the seeds to rerun; empty for none.
+fn seed_list(seeds: &[u64]) -> String {
+    if seeds.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = seeds.iter().map(u64::to_string).collect();
+    format!(" (seeds {})", list.join(", "))
 }
 
 /// The first line of `s`.
