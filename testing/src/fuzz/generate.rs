@@ -132,9 +132,16 @@ impl Gen {
         }
         // Values XLA may fold whatever their operand: an argsort along an
         // axis of one element (zeros), a remainder by a constant (by 1 it
-        // is 0), a reduction over no elements (its initial value) and an
-        // argmax or argmin along an empty axis (zeros).
+        // is 0), a reduction over no elements (its initial value), an
+        // argmax or argmin along an empty axis (zeros), and an integer or
+        // pred `and`, `or` or product with a constant (`x & 0`, `x | !0`
+        // and `x * 0` are constants to its simplifier).
         let zeros = match &op {
+            Op::Binary(Binary::And | Binary::Or | Binary::Mul, x, y)
+                if !self.p.specs[*x].dtype.is_float() =>
+            {
+                self.facts[*x].konst || self.facts[*y].konst
+            }
             Op::Sort {
                 x,
                 axis,
