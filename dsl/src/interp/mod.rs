@@ -37,7 +37,8 @@
 //!   rounded to the dtype; XLA uses its own approximations, so f32 results
 //!   may differ from the plugin's by a few ulps (its f32 `cbrt`, by
 //!   several at large magnitudes). `logistic` is computed as XLA expands
-//!   it, `1 / (1 + exp(-x))` with each op rounded to the dtype, so an f16
+//!   it, `1 / (1 + exp(-x))` with each op rounded to the dtype (to f32 for
+//!   bf16 and fp8, rounded to the dtype once at the end), so an f16
 //!   logistic is 0 from about -11.1 down (`exp(-x)` overflows f16).
 //! * **Subnormals**: the XLA CPU runtime computes with flush-to-zero and
 //!   denormals-are-zero, so arithmetic (unary math, binary ops,
