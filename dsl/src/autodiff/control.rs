@@ -8,7 +8,7 @@
 //! at a time. Without a known trip count, iteration `j`'s state is
 //! recomputed from the initial values (constant memory, quadratic work).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::dtype::DType;
 use crate::ir::{Node, Op, RegionId, ValueId};
@@ -225,8 +225,16 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     let tp = Tape::new(trace, here, nodes_b);
     let res = backprop(&tp, &inputs, cts);
     let mut next = vec![j - 1];
+    // Loop-invariant positions with the same initial value (a tensor
+    // carried twice, or carried and also captured) share one value in this
+    // body, whose gradient is the sum over all of them: it goes to the
+    // first, as the enclosing code adds up the positions' gradients.
+    let mut taken = HashSet::new();
     for (slot, &i) in ct_pos.iter().enumerate() {
-        let g = res.get(&arg_ids[i]).copied();
+        let g = match taken.insert(arg_ids[i]) {
+            true => res.get(&arg_ids[i]).copied(),
+            false => None,
+        };
         next.push(match (invariant[i], g) {
             (true, Some(g)) => carried[slot] + g,
             (true, None) => carried[slot],

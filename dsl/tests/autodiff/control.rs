@@ -30,6 +30,44 @@ fn fori_loop_with_static_bounds_saves_carries() {
 }
 
 #[test]
+fn a_tensor_carried_twice_or_carried_and_captured_gets_each_gradient_once() {
+    // Found by the gradient fuzzer: with a static trip count, the loop's
+    // unchanged positions share one value in the backward body when their
+    // initial values are one tensor, and each got the sum of the gradients.
+    let x = data(4, &[3], -1.0, 1.0);
+    check(
+        "fori_carried_and_captured",
+        |a| {
+            let x = a[0];
+            let r = fori_loop(0, 2, (x * 3.0, x), |_, (_, c)| (c + x, c));
+            vec![r.0, r.1]
+        },
+        std::slice::from_ref(&x),
+    );
+    check(
+        "fori_captured_unused",
+        |a| {
+            let x = a[0];
+            let r = fori_loop(0, 2, (x * 3.0, x), |_, (_, c)| {
+                let _unused = x.cast(S32);
+                (c, c)
+            });
+            vec![r.0, r.1]
+        },
+        std::slice::from_ref(&x),
+    );
+    check(
+        "fori_carried_twice",
+        |a| {
+            let x = a[0];
+            let r = fori_loop(0, 3, (x, x, x * 2.0), |_, (p, q, c)| (p, q, c * q));
+            vec![r.0, r.1, r.2]
+        },
+        &[x],
+    );
+}
+
+#[test]
 fn while_loop_with_data_dependent_trip_count() {
     // Iterates until the norm exceeds a threshold read from the data: the
     // trip count depends on the values (and stays put under the tiny
