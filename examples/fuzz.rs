@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     };
     let seeds = (0u64..).map(move |i| seed.wrapping_add(i));
     if args.grad {
-        return grads(seeds, deadline);
+        return grads(seeds, &config, deadline);
     }
     let report = fuzz::run(seeds, &config, Some(deadline), &|f| {
         println!("\n// seed {}: {}\n{}", f.seed, f.message, f.rust);
@@ -106,8 +106,8 @@ fn main() -> ExitCode {
 }
 
 /// The gradient fuzzer's run.
-fn grads(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
-    let report = grad::run_grads(seeds, Some(deadline), &|case, message| {
+fn grads(seeds: impl Iterator<Item = u64> + Send, config: &Config, deadline: Instant) -> ExitCode {
+    let report = grad::run_grads(seeds, config, Some(deadline), &|case, message| {
         let note = format!(
             "Gradient fuzzer, seed {}: {}",
             case.seed,

@@ -7,8 +7,11 @@
 //! `cargo run --release --example fuzz -- --grad --seconds N` runs longer
 //! on new seeds.
 
+use std::rc::Rc;
 use std::time::Instant;
 
+use tessel_dsl::ops::ScatterCombine;
+use tessel_dsl::{DType, HostTensor, TensorSpec};
 use tessel_testing::fuzz::{self, grad};
 
 /// Programs of the fixed-seed run.
@@ -33,7 +36,7 @@ fn pullbacks_of_random_programs_match_central_differences() {
         return;
     }
     let t = Instant::now();
-    let report = grad::run_grads(0..PROGRAMS, None, &print);
+    let report = grad::run_grads(0..PROGRAMS, &fuzz::Config::default(), None, &print);
     eprintln!(
         "{} programs checked, skipped: {:?}, in {:?}",
         report.checked,
@@ -59,4 +62,57 @@ fn pullbacks_of_random_programs_match_central_differences() {
         "the f64 programs must type: {:?}",
         report.skipped
     );
+}
+
+#[test]
+fn a_batch_gives_each_program_the_verdict_it_gets_alone() {
+    fuzz::use_fast_compile();
+    let cases: Vec<fuzz::Case> = (1000..1020)
+        .map(|s| grad::grad_case(s).expect("an all-f64 program"))
+        .collect();
+    let batch = grad::check_grads(&cases);
+    let alone: Vec<grad::GradVerdict> = cases.iter().map(grad::check_grad).collect();
+    assert_eq!(batch, alone);
+    assert!(batch.contains(&grad::GradVerdict::Agree));
+}
+
+#[test]
+fn a_function_whose_gradient_fails_leaves_the_others_in_its_batch_checked() {
+    fuzz::use_fast_compile();
+    let spec = TensorSpec::new([5], DType::F64);
+    let x = HostTensor::from_fn(spec.clone(), |i| 0.3 + i as f64 / 7.0);
+    let at = HostTensor::from_vec(vec![1i32, 3], [2]).unwrap();
+    let square: grad::Func = Rc::new(|a| vec![a[0] * a[0]]);
+    // A multiplying scatter whose updates depend on a parameter: the
+    // pullback refuses it (JAX defines no gradient there).
+    let scatter: grad::Func = Rc::new(|a| {
+        let updates = a[0].slice_axis(0, 0, 2);
+        vec![a[0].index_update(0, a[1], updates, ScatterCombine::Mul)]
+    });
+    let args_x = [x.clone()];
+    let args_scatter = [x.clone(), at];
+    let fns = vec![
+        (1, &args_x[..], square.clone()),
+        (2, &args_scatter[..], scatter),
+        (
+            3,
+            &args_x[..],
+            Rc::new(|a: &[tessel_dsl::Tensor]| vec![a[0].exp()]) as grad::Func,
+        ),
+    ];
+    let batch = grad::check_fns(fns.clone());
+    let alone: Vec<grad::GradVerdict> = fns
+        .into_iter()
+        .map(|f| grad::check_fns(vec![f]).remove(0))
+        .collect();
+    for verdicts in [&batch, &alone] {
+        assert_eq!(verdicts[0], grad::GradVerdict::Agree);
+        assert!(
+            matches!(&verdicts[1], grad::GradVerdict::Mismatch(m)
+                if m.contains("gradient does not run") && m.contains("multiplying scatter")),
+            "{:?}",
+            verdicts[1]
+        );
+        assert_eq!(verdicts[2], grad::GradVerdict::Agree);
+    }
 }

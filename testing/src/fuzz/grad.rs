@@ -21,20 +21,29 @@
 //! the differences at three steps agree with each other and all differ
 //! from the pullback. Programs whose loss or gradient is not finite, or
 //! whose differences disagree among steps, are skipped, with the reason.
+//!
+//! [`check_grads`] checks a batch of programs that way with three
+//! compiles in all (`grad_check`): their losses, pullbacks and tangents
+//! are traced side by side, and every program's differences come from the
+//! same runs of the batch's loss. [`run_grads`] runs such batches on
+//! several threads, as the interpreter fuzzer does.
 
 use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::Instant;
 
-use tessel_dsl::autodiff::{jvp, vjp};
-use tessel_dsl::kernel::Kernel;
 use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
 
 use super::build::build;
 use super::generate::generate;
+pub use super::grad_check::check_fns;
+use super::grad_check::{skip, skip_because};
 use super::program::{Case, Inst, Op, Program};
 use super::shrink::{shrink_with, Budget};
-use super::ties::{not_comparable, untie_clamps};
+use super::ties::{not_comparable, repeats_a_float, untie_clamps};
 use super::types::retype;
-use crate::{device, fresh_name, Rng};
+use super::Config;
+use crate::Rng;
 
 /// How a case came out.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,19 +114,6 @@ pub struct Skip {
     pub detail: Option<String>,
 }
 
-/// The verdict of a case skipped for `kind`.
-fn skip(kind: SkipKind) -> GradVerdict {
-    GradVerdict::Skipped(Skip { kind, detail: None })
-}
-
-/// The verdict of a case skipped for `kind`, because of the error `detail`.
-fn skip_because(kind: SkipKind, detail: impl std::fmt::Display) -> GradVerdict {
-    GradVerdict::Skipped(Skip {
-        kind,
-        detail: Some(detail.to_string()),
-    })
-}
-
 impl std::fmt::Display for Skip {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.detail {
@@ -129,12 +125,6 @@ impl std::fmt::Display for Skip {
 
 /// A function under test: inputs to outputs.
 pub type Func = Rc<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
-
-/// The steps of the central differences, largest first.
-const STEPS: [f64; 3] = [1e-3, 1e-5, 1e-7];
-/// Relative tolerance of a directional derivative (of the sum of the
-/// magnitudes of its terms).
-const RTOL: f64 = 1e-5;
 
 /// Every float dtype in `p` (parameters, constants, iotas, casts, dot
 /// results) made f64, and the types recomputed.
@@ -185,209 +175,40 @@ pub fn grad_case(seed: u64) -> Result<Case, String> {
     Ok(case)
 }
 
-/// Random data of `spec` in `[-1, 1]`.
-fn random_like(rng: &mut Rng, spec: &TensorSpec) -> HostTensor {
-    HostTensor::from_fn(spec.clone(), |_| rng.uniform(-1.0, 1.0))
-}
-
-/// `sum_i <a_i, b_i>` and `sum_i sum_j |a_ij b_ij|`.
-fn dot_and_scale(a: &[Vec<f64>], b: &[Vec<f64>]) -> (f64, f64) {
-    let mut dot = 0.0;
-    let mut scale = 0.0;
-    for (x, y) in a.iter().zip(b) {
-        for (p, q) in x.iter().zip(y) {
-            dot += p * q;
-            scale += (p * q).abs();
-        }
-    }
-    (dot, scale)
-}
-
-/// The loss `sum_k <y_k, r_k>` over the outputs `outs`: arguments, then
-/// one `r_k` per output.
-fn loss_kernel(f: &Func, n: usize, outs: &[usize]) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (f, outs) = (f.clone(), outs.to_vec());
-    Kernel::new(fresh_name("grad_fuzz_loss"), move |a: &[Tensor]| {
-        let ys = f(&a[..n]);
-        let mut total = Tensor::scalar(0.0, DType::F64);
-        for (j, &k) in outs.iter().enumerate() {
-            let y = ys[k];
-            let axes: Vec<isize> = (0..y.rank() as isize).collect();
-            total = total + (y * a[n + j]).sum(&axes);
-        }
-        vec![total]
-    })
-}
-
-/// The pullback of the program for the cotangents `r_k` of the outputs
-/// `outs` (zeros for the others): arguments, then the `r_k`.
-fn pullback_kernel(
-    f: &Func,
-    n: usize,
-    outs: &[usize],
-) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (f, outs) = (f.clone(), outs.to_vec());
-    Kernel::new(fresh_name("grad_fuzz_grad"), move |a: &[Tensor]| {
-        let (ys, pb) = vjp(|xs: Vec<Tensor>| f(&xs), a[..n].to_vec());
-        let cts: Vec<Tensor> = ys
-            .iter()
-            .enumerate()
-            .map(|(k, y)| match outs.iter().position(|&o| o == k) {
-                Some(j) => a[n + j],
-                None => y.zeros_like(),
-            })
-            .collect();
-        pb.call(cts)
-    })
-}
-
-/// The tangents of the outputs `outs` (`autodiff::jvp`, the transpose of
-/// the pullback) along the direction of the float parameters `floats`:
-/// arguments, then one direction per float parameter.
-fn tangent_kernel(
-    f: &Func,
-    n: usize,
-    outs: &[usize],
-    floats: &[usize],
-) -> Kernel<impl Fn(&[Tensor]) -> Vec<Tensor>> {
-    let (f, outs, floats) = (f.clone(), outs.to_vec(), floats.to_vec());
-    Kernel::new(fresh_name("grad_fuzz_jvp"), move |a: &[Tensor]| {
-        let dirs: Vec<Tensor> = (0..n)
-            .map(|i| match floats.iter().position(|&f| f == i) {
-                Some(j) => a[n + j],
-                None => a[i].zeros_like(),
-            })
-            .collect();
-        let (_, ts) = jvp(|xs: Vec<Tensor>| f(&xs), a[..n].to_vec(), dirs);
-        outs.iter().map(|&k| ts[k]).collect::<Vec<_>>()
-    })
-}
-
 /// Checks the pullback of `case`'s program, and its tangents (the
 /// pullback's transpose, so the pullback's own rules are exercised), against
 /// central differences.
 pub fn check_grad(case: &Case) -> GradVerdict {
-    if let Some(why) = not_comparable(&case.program) {
-        return skip(why);
+    check_grads(std::slice::from_ref(case)).remove(0)
+}
+
+/// The verdicts of `cases`, as [`check_grad`] gives them, with the
+/// programs traced side by side: three compiles for the whole batch.
+pub fn check_grads(cases: &[Case]) -> Vec<GradVerdict> {
+    let mut verdicts: Vec<Option<GradVerdict>> = Vec::with_capacity(cases.len());
+    let mut fns = Vec::new();
+    let mut slots = Vec::new();
+    for case in cases {
+        if let Some(why) = not_comparable(&case.program) {
+            verdicts.push(Some(skip(why)));
+            continue;
+        }
+        let p = case.program.clone();
+        let f: Func = Rc::new(move |a: &[Tensor]| build(&p, a));
+        slots.push(verdicts.len());
+        verdicts.push(None);
+        fns.push((case.seed, case.args.as_slice(), f));
     }
-    let p = case.program.clone();
-    check_fn(
-        case.seed,
-        &case.args,
-        Rc::new(move |a: &[Tensor]| build(&p, a)),
-    )
+    for (slot, v) in slots.into_iter().zip(check_fns(fns)) {
+        verdicts[slot] = Some(v);
+    }
+    verdicts.into_iter().flatten().collect()
 }
 
 /// The function `f` at `args`, checked as [`check_grad`] checks a
 /// program; `seed` chooses the cotangents and the direction.
 pub fn check_fn(seed: u64, args: &[HostTensor], f: Func) -> GradVerdict {
-    let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-    let traced = {
-        let f = f.clone();
-        Kernel::new(fresh_name("grad_fuzz_specs"), move |a: &[Tensor]| f(a)).trace(&specs)
-    };
-    let out_specs = match traced {
-        Ok(g) => g.output_specs(),
-        Err(e) => return skip_because(SkipKind::DoesNotTrace, e),
-    };
-    let outs: Vec<usize> = (0..out_specs.len())
-        .filter(|&k| out_specs[k].dtype.is_float())
-        .collect();
-    let floats: Vec<usize> = (0..specs.len())
-        .filter(|&i| specs[i].dtype.is_float())
-        .collect();
-    if outs.is_empty() || floats.is_empty() {
-        return skip(SkipKind::NoFloat);
-    }
-    let n = args.len();
-    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
-    let cts: Vec<HostTensor> = outs
-        .iter()
-        .map(|&k| random_like(&mut rng, &out_specs[k]))
-        .collect();
-    let dirs: Vec<HostTensor> = floats
-        .iter()
-        .map(|&i| random_like(&mut rng, &specs[i]))
-        .collect();
-    let dirs_f64: Vec<Vec<f64>> = dirs.iter().map(HostTensor::to_f64_vec).collect();
-
-    let dev = device();
-    let loss = loss_kernel(&f, n, &outs);
-    let inputs = args;
-    let mut args: Vec<HostTensor> = inputs.to_vec();
-    args.extend(cts.iter().cloned());
-    let run_loss = |args: &[HostTensor]| -> Result<f64, String> {
-        let refs: Vec<&HostTensor> = args.iter().collect();
-        let out = loss.run(&dev, &refs).map_err(|e| e.to_string())?;
-        Ok(out[0].to_f64_vec()[0])
-    };
-    let l0 = match run_loss(&args) {
-        Ok(l) if l.is_finite() => l,
-        Ok(_) => return skip(SkipKind::LossNotFinite),
-        Err(e) => return skip_because(SkipKind::LossFails, e),
-    };
-
-    let refs: Vec<&HostTensor> = args.iter().collect();
-    let g = match pullback_kernel(&f, n, &outs).run(&dev, &refs) {
-        Ok(g) => g,
-        Err(e) => return GradVerdict::Mismatch(format!("the gradient does not run: {e}")),
-    };
-    let g: Vec<Vec<f64>> = floats.iter().map(|&i| g[i].to_f64_vec()).collect();
-    let mut tangent_args: Vec<HostTensor> = inputs.to_vec();
-    tangent_args.extend(dirs.iter().cloned());
-    let refs: Vec<&HostTensor> = tangent_args.iter().collect();
-    let t = match tangent_kernel(&f, n, &outs, &floats).run(&dev, &refs) {
-        Ok(t) => t,
-        Err(e) => return GradVerdict::Mismatch(format!("the tangents do not run: {e}")),
-    };
-    let t: Vec<Vec<f64>> = t.iter().map(HostTensor::to_f64_vec).collect();
-    let r: Vec<Vec<f64>> = cts.iter().map(HostTensor::to_f64_vec).collect();
-    if g.iter().chain(&t).flatten().any(|x| !x.is_finite()) {
-        return skip(SkipKind::GradientNotFinite);
-    }
-    let (along, scale) = dot_and_scale(&g, &dirs_f64);
-    let (tangent, tangent_scale) = dot_and_scale(&t, &r);
-    let scale = scale.max(tangent_scale);
-
-    let at: Vec<Vec<f64>> = floats.iter().map(|&i| inputs[i].to_f64_vec()).collect();
-    let moved = |h: f64| -> Result<f64, String> {
-        let mut a = args.clone();
-        for ((&i, x), u) in floats.iter().zip(&at).zip(&dirs_f64) {
-            let v: Vec<f64> = x.iter().zip(u).map(|(x, u)| x + h * u).collect();
-            a[i] = HostTensor::from_fn(inputs[i].spec().clone(), |j| v[j]);
-        }
-        run_loss(&a)
-    };
-    let mut fds = Vec::new();
-    for h in STEPS {
-        let fd = match (moved(h), moved(-h)) {
-            (Ok(up), Ok(down)) => (up - down) / (2.0 * h),
-            (Err(e), _) | (_, Err(e)) => return skip_because(SkipKind::LossFails, e),
-        };
-        if !fd.is_finite() {
-            return skip(SkipKind::MovedLossNotFinite);
-        }
-        fds.push((h, fd));
-    }
-    // What a step may add: truncation (relative) and rounding of L.
-    let tol = |h: f64, fd: f64| RTOL * (scale + fd.abs()) + 1e-14 * (1.0 + l0.abs()) / h + 1e-12;
-    let agrees = |x: f64| fds.iter().any(|&(h, fd)| (x - fd).abs() <= tol(h, fd));
-    if agrees(along) && agrees(tangent) {
-        return GradVerdict::Agree;
-    }
-    let (_, mid) = fds[1];
-    let steady = fds.iter().all(|&(h, fd)| (fd - mid).abs() <= tol(h, fd));
-    if !steady {
-        return skip(SkipKind::Kink);
-    }
-    GradVerdict::Mismatch(format!(
-        "<grad, u> = {along:e} and <jvp(u), r> = {tangent:e}, but central differences give {} (loss \
-         {l0:e}, sum of |terms| {scale:e})",
-        fds.iter()
-            .map(|(h, fd)| format!("{fd:e} at h = {h:e}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    check_fns(vec![(seed, args, f)]).remove(0)
 }
 
 /// What [`run_grads`] did.
@@ -397,48 +218,104 @@ pub struct GradReport {
     pub checked: usize,
     /// Programs skipped, counted by reason.
     pub skipped: std::collections::BTreeMap<SkipKind, usize>,
-    /// Mismatches: seed and message.
+    /// Mismatches: seed and message, by seed.
     pub mismatches: Vec<(u64, String)>,
 }
 
-/// Checks the programs of `seeds` one after the other until they run out
-/// or `deadline` passes; `found` sees each mismatching case, shrunk, and
-/// its message as it is found.
+/// Checks the programs of `seeds` in batches of `config.batch`
+/// ([`check_grads`]) on `config.workers` threads, until the seeds run out
+/// or, when given, `deadline` passes (no batch starts after it). A
+/// program that differs in its batch is checked again alone, and only a
+/// mismatch alone is shrunk (with `config.shrink`) and given to `found`
+/// as it is found; one that differs only inside its batch is reported
+/// unshrunk, with a message that says so.
 pub fn run_grads(
-    seeds: impl IntoIterator<Item = u64>,
-    deadline: Option<std::time::Instant>,
-    found: &dyn Fn(&Case, &str),
+    seeds: impl Iterator<Item = u64> + Send,
+    config: &Config,
+    deadline: Option<Instant>,
+    found: &(dyn Fn(&Case, &str) + Sync),
 ) -> GradReport {
-    let mut report = GradReport::default();
-    for seed in seeds {
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+    let seeds = Mutex::new(seeds);
+    let report = Mutex::new(GradReport::default());
+    let next = || -> Vec<u64> {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Vec::new();
+        }
+        let mut it = seeds.lock().unwrap_or_else(|e| e.into_inner());
+        it.by_ref().take(config.batch.max(1)).collect()
+    };
+    let work = || loop {
+        let batch = next();
+        if batch.is_empty() {
             break;
         }
-        let verdict = match grad_case(seed) {
-            Ok(case) => {
-                let v = check_grad(&case);
-                if let GradVerdict::Mismatch(m) = &v {
-                    let fails = |c: &Case| match check_grad(c) {
-                        GradVerdict::Mismatch(m) => Some(m),
-                        _ => None,
-                    };
-                    let s = shrink_with(&case, m, Budget::default(), &fails);
-                    found(&s.case, &s.message);
+        let mut verdicts = vec![None; batch.len()];
+        let mut cases = Vec::new();
+        let mut slots = Vec::new();
+        for (slot, &seed) in batch.iter().enumerate() {
+            match grad_case(seed) {
+                Ok(case) => {
+                    slots.push(slot);
+                    cases.push(case);
                 }
-                v
-            }
-            Err(e) => skip_because(SkipKind::IllTyped, e),
-        };
-        match verdict {
-            GradVerdict::Agree => report.checked += 1,
-            GradVerdict::Skipped(why) => *report.skipped.entry(why.kind).or_default() += 1,
-            GradVerdict::Mismatch(m) => {
-                report.checked += 1;
-                report.mismatches.push((seed, m));
+                Err(e) => verdicts[slot] = Some(skip_because(SkipKind::IllTyped, e)),
             }
         }
+        for ((slot, case), v) in slots.into_iter().zip(&cases).zip(check_grads(&cases)) {
+            verdicts[slot] = Some(match v {
+                GradVerdict::Mismatch(m) => alone(case, m, config.shrink, found),
+                v => v,
+            });
+        }
+        let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
+        for (seed, v) in batch.into_iter().zip(verdicts.into_iter().flatten()) {
+            match v {
+                GradVerdict::Agree => r.checked += 1,
+                GradVerdict::Skipped(why) => *r.skipped.entry(why.kind).or_default() += 1,
+                GradVerdict::Mismatch(m) => {
+                    r.checked += 1;
+                    r.mismatches.push((seed, m));
+                }
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..config.workers.max(1) {
+            s.spawn(work);
+        }
+    });
+    let mut r = report.into_inner().unwrap_or_else(|e| e.into_inner());
+    r.mismatches.sort_by_key(|m| m.0);
+    r
+}
+
+/// The verdict of `case`, which differed in its batch with `message`,
+/// checked alone: a mismatch alone is shrunk and given to `found`.
+fn alone(
+    case: &Case,
+    message: String,
+    budget: Budget,
+    found: &(dyn Fn(&Case, &str) + Sync),
+) -> GradVerdict {
+    match check_grad(case) {
+        GradVerdict::Mismatch(m) => {
+            let fails = |c: &Case| match repeats_a_float(c) {
+                true => None,
+                false => match check_grad(c) {
+                    GradVerdict::Mismatch(m) => Some(m),
+                    _ => None,
+                },
+            };
+            let s = shrink_with(case, &m, budget, &fails);
+            found(&s.case, &s.message);
+            GradVerdict::Mismatch(m)
+        }
+        _ => {
+            let m = format!("only inside its batch: {message}");
+            found(case, &m);
+            GradVerdict::Mismatch(m)
+        }
     }
-    report
 }
 
 /// Panics unless the pullback and the tangents of `body` at `args` agree

@@ -29,6 +29,7 @@ mod check;
 pub mod compare;
 mod generate;
 pub mod grad;
+mod grad_check;
 mod inexact;
 mod program;
 mod rust;

@@ -212,3 +212,43 @@ fn clamps_that_may_tie_are_moved_apart_unless_their_bounds_are_integers() {
     }
     assert!(untied * 2 > tied, "{untied} of {tied} untied");
 }
+
+#[test]
+fn a_clamped_value_may_tie_the_moved_bound_it_was_clamped_to() {
+    use super::grad::SkipKind::TiedClamp;
+    use super::ties::{not_comparable, repeats_a_float, untie_clamps};
+    let mut p = self_clamp(false);
+    untie_clamps(&mut p);
+    assert_eq!(not_comparable(&p), None);
+    let Some(Inst {
+        op: Op::Clamp(_, lo, hi),
+        outs,
+    }) = p.insts.last().cloned()
+    else {
+        panic!("{p:?}")
+    };
+    // `y = x.clamp(lo', hi')` may be `hi'`, so `y.clamp(lo', hi')` ties.
+    let y = outs[0];
+    let z = p.fresh(p.spec(y).clone());
+    p.insts.push(Inst {
+        outs: vec![z],
+        op: Op::Clamp(y, lo, hi),
+    });
+    p.outputs[0].value = z;
+    assert_eq!(not_comparable(&p), Some(TiedClamp));
+    // Arguments: continuous ones hold no value twice, a shrunk 0 may.
+    let (mut c, k) = (0..)
+        .find_map(|seed| {
+            let c = super::grad::grad_case(seed).expect("an all-f64 program");
+            let k = c
+                .args
+                .iter()
+                .position(|a| a.dtype().is_float() && a.num_elements() > 1)?;
+            Some((c, k))
+        })
+        .unwrap();
+    assert!(!repeats_a_float(&c));
+    let spec = c.args[k].spec().clone();
+    c.args[k] = tessel_dsl::HostTensor::from_fn(spec, |_| 0.0);
+    assert!(repeats_a_float(&c));
+}

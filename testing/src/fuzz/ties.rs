@@ -15,7 +15,7 @@
 use tessel_dsl::ops::ScatterCombine;
 
 use super::grad::SkipKind;
-use super::program::{Binary, Inst, Op, Program, V};
+use super::program::{Binary, Case, Inst, Op, Program};
 
 /// What [`untie_clamps`] adds to a clamp's lower bound: a constant no
 /// generated program holds, so that [`not_comparable`] knows it.
@@ -24,14 +24,17 @@ const LOWER_SHIFT: f64 = -0.0371;
 /// of `x.clamp(x, x)` must not meet each other either).
 const UPPER_SHIFT: f64 = 0.0419;
 
-/// Each value's dependence on the parameters, one bit per parameter, and
-/// the bits of the float parameters.
-fn parameter_bits(p: &Program) -> (Vec<u64>, u64) {
-    let mut taint = vec![0u64; p.specs.len()];
-    let mut floats = 0u64;
+/// Each value's dependence on the parameters, one bit per parameter (of
+/// the low 64), and the bits of the float parameters. The bits above say
+/// by which of [`untie_clamps`]' constants a value may be moved from the
+/// parameters' values ([`not_comparable`] sets them): [`UNMOVED`] for
+/// the parameters themselves.
+fn parameter_bits(p: &Program) -> (Vec<u128>, u128) {
+    let mut taint = vec![0u128; p.specs.len()];
+    let mut floats = 0u128;
     for (i, &v) in p.params.iter().enumerate() {
-        let bit = 1 << (i % 64);
-        taint[v] = bit;
+        let bit = 1u128 << (i % 64);
+        taint[v] = bit | UNMOVED;
         if p.specs[v].dtype.is_float() {
             floats |= bit;
         }
@@ -39,22 +42,46 @@ fn parameter_bits(p: &Program) -> (Vec<u64>, u64) {
     (taint, floats)
 }
 
+/// The parameter bits of a taint.
+const PARAMS: u128 = u64::MAX as u128;
+/// A value that may hold a parameter's value (or one computed from it)
+/// unmoved.
+const UNMOVED: u128 = 1 << 64;
+/// One that may hold such a value moved by [`LOWER_SHIFT`].
+const MOVED_DOWN: u128 = 1 << 65;
+/// One that may hold such a value moved by [`UPPER_SHIFT`].
+const MOVED_UP: u128 = 1 << 66;
+
 /// Sets the bits of `inst`'s results (and of its blocks' values) from
-/// what it reads, walking its blocks with `walk_block`.
+/// what it reads, walking its blocks with `walk_block`. With
+/// `feed_back`, a loop's parameters also get the bits of its body's
+/// results, walking the blocks again until nothing changes (what an
+/// iteration computes, the next one reads); without, each block is
+/// walked once.
 fn propagate(
     inst: &mut Inst,
-    taint: &mut Vec<u64>,
-    mut walk_block: impl FnMut(&mut Vec<Inst>, &mut Vec<u64>),
+    taint: &mut Vec<u128>,
+    feed_back: bool,
+    mut walk_block: impl FnMut(&mut Vec<Inst>, &mut Vec<u128>),
 ) {
     let t = inst.free_uses().iter().fold(0, |acc, &v| acc | taint[v]);
-    let mut out = t;
-    for b in inst.op.blocks_mut() {
-        for &v in &b.params {
-            taint[v] = t;
+    let mut seen = t;
+    let out = loop {
+        let mut results = 0;
+        let mut loops = false;
+        for b in inst.op.blocks_mut() {
+            for &v in &b.params {
+                taint[v] = seen;
+            }
+            loops |= !b.params.is_empty();
+            walk_block(&mut b.insts, taint);
+            results |= b.results.iter().fold(0, |acc, &v| acc | taint[v]);
         }
-        walk_block(&mut b.insts, taint);
-        out |= b.results.iter().fold(0, |acc, &v| acc | taint[v]);
-    }
+        if !feed_back || !loops || results & !seen == 0 {
+            break seen | results;
+        }
+        seen |= results;
+    };
     for &v in &inst.outs {
         taint[v] = out;
     }
@@ -69,8 +96,8 @@ pub fn untie_clamps(p: &mut Program) {
     fn walk(
         list: &mut Vec<Inst>,
         specs: &mut Vec<tessel_dsl::TensorSpec>,
-        floats: u64,
-        taint: &mut Vec<u64>,
+        floats: u128,
+        taint: &mut Vec<u128>,
     ) {
         let mut out = Vec::with_capacity(list.len());
         for mut inst in std::mem::take(list) {
@@ -100,7 +127,9 @@ pub fn untie_clamps(p: &mut Program) {
                     *bound = moved;
                 }
             }
-            propagate(&mut inst, taint, |b, taint| walk(b, specs, floats, taint));
+            propagate(&mut inst, taint, false, |b, taint| {
+                walk(b, specs, floats, taint)
+            });
             out.push(inst);
         }
         *list = out;
@@ -111,31 +140,40 @@ pub fn untie_clamps(p: &mut Program) {
 
 /// Why the gradient of `p` is not compared with differences, if it is
 /// not: a `clamp` whose bound may still equal its operand or the other
-/// bound (see the module docs; bounds moved by [`untie_clamps`] do not),
-/// or a multiplying scatter whose updates depend on a parameter, whose
-/// gradient JAX does not define (the pullback refuses it).
+/// bound (see the module docs), or a multiplying scatter whose updates
+/// depend on a parameter, whose gradient JAX does not define (the
+/// pullback refuses it).
+///
+/// Two values may tie when they depend on a common float parameter and may
+/// be moved by the same constant: a bound moved by [`untie_clamps`] holds
+/// its constant's mark alone, and every other value the marks of what it
+/// reads. So a clamp's result, which may be its moved bound, is marked as
+/// that bound is, and ties it in a second clamp with the same bound, or in
+/// the next iteration of a loop that clamps a carried value.
 pub fn not_comparable(p: &Program) -> Option<SkipKind> {
     struct Walk {
-        floats: u64,
-        /// The constant each value was moved by, for the values
-        /// [`untie_clamps`] made.
-        shift: Vec<Option<f64>>,
-        /// The value each constant holds, for the constants it made.
-        konst: Vec<Option<f64>>,
+        floats: u128,
+        /// The mark of each constant [`untie_clamps`] made.
+        konst: Vec<Option<u128>>,
         found: Option<SkipKind>,
     }
     impl Walk {
-        fn list(&mut self, list: &mut Vec<Inst>, taint: &mut Vec<u64>) {
+        fn list(&mut self, list: &mut Vec<Inst>, taint: &mut Vec<u128>) {
             for inst in list {
+                let mut moved = None;
                 match inst.op {
-                    Op::Full { value, .. } if [LOWER_SHIFT, UPPER_SHIFT].contains(&value) => {
-                        self.konst[inst.outs[0]] = Some(value);
+                    Op::Full { value, .. } if value == LOWER_SHIFT => {
+                        self.konst[inst.outs[0]] = Some(MOVED_DOWN);
                     }
-                    Op::Binary(Binary::Add, _, k) => self.shift[inst.outs[0]] = self.konst[k],
+                    Op::Full { value, .. } if value == UPPER_SHIFT => {
+                        self.konst[inst.outs[0]] = Some(MOVED_UP);
+                    }
+                    Op::Binary(Binary::Add, _, k) => moved = self.konst[k],
                     Op::Clamp(a, b, c) => {
-                        let bits = |v: V| (taint[v] & self.floats, self.shift[v]);
-                        let [a, b, c] = [a, b, c].map(bits);
-                        let may_tie = |(u, su): (u64, _), (w, sw): (u64, _)| u & w != 0 && su == sw;
+                        let [a, b, c] = [a, b, c].map(|v| taint[v]);
+                        let floats = self.floats;
+                        let may_tie =
+                            |u: u128, w: u128| u & w & floats != 0 && u & w & !PARAMS != 0;
                         if may_tie(a, b) || may_tie(a, c) || may_tie(b, c) {
                             self.found = Some(SkipKind::TiedClamp);
                         }
@@ -144,19 +182,22 @@ pub fn not_comparable(p: &Program) -> Option<SkipKind> {
                         updates,
                         combine: ScatterCombine::Mul,
                         ..
-                    } if taint[updates] != 0 => {
+                    } if taint[updates] & PARAMS != 0 => {
                         self.found = Some(SkipKind::MultiplyingScatter);
                     }
                     _ => {}
                 }
-                propagate(inst, taint, |b, taint| self.list(b, taint));
+                propagate(inst, taint, true, |b, taint| self.list(b, taint));
+                if let Some(mark) = moved {
+                    let v = inst.outs[0];
+                    taint[v] = taint[v] & PARAMS | mark;
+                }
             }
         }
     }
     let (mut taint, floats) = parameter_bits(p);
     let mut w = Walk {
         floats,
-        shift: vec![None; p.specs.len()],
         konst: vec![None; p.specs.len()],
         found: None,
     };
@@ -165,4 +206,23 @@ pub fn not_comparable(p: &Program) -> Option<SkipKind> {
     let mut insts = p.insts.clone();
     w.list(&mut insts, &mut taint);
     w.found
+}
+
+/// Whether two elements of `case`'s float arguments are equal: a tie the
+/// generated (continuous) arguments hold with probability zero, which a
+/// shrink may make (it sets elements to 0 and 1, and turns values into
+/// arguments), and which the structural check above cannot see. The
+/// gradient fuzzer's shrink does not take such a case.
+pub fn repeats_a_float(case: &Case) -> bool {
+    let mut seen: Vec<u64> = case
+        .args
+        .iter()
+        .filter(|a| a.dtype().is_float())
+        .flat_map(|a| a.to_f64_vec())
+        .map(|x| if x == 0.0 { 0 } else { x.to_bits() })
+        .collect();
+    let n = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len() < n
 }
