@@ -117,9 +117,6 @@
 //! * an integer division or remainder of operands XLA knows while
 //!   compiling (`(a - a) % (a - a)`, `MIN / -1`) is folded on the host,
 //!   where it traps (SIGFPE) and ends the process;
-//! * a scatter whose indices are its own operand
-//!   (`x.index_update(0, x, ..)`) runs in place, so an update can change a
-//!   later index; the interpreter reads the indices as given;
 //! * a `dynamic_update_slice` whose update reads its operand at other
 //!   positions (`x.dynamic_update_slice(x.dynamic_slice(&[i], ..), &[i +
 //!   1])`) may be fused and run in place, reading elements it has already

@@ -19,6 +19,7 @@ pub(crate) use attrs::{binary_name, unary_name};
 
 use std::fmt::Write;
 
+use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::{Def, Graph, NodeId, Op, RegionId, ValueId};
 use crate::shape::TensorSpec;
@@ -255,9 +256,17 @@ impl<'g> Printer<'g> {
             self.clamp(id, indent);
             return;
         }
+        let separate = match node.op {
+            Op::Scatter { .. } => self.separate_indices(id, indent),
+            _ => None,
+        };
         let (name, attrs, regions) = attrs::op_parts(self, id, indent);
-        let operands: Vec<&str> = node.operands.iter().map(|&v| self.name(v)).collect();
-        let in_tys: Vec<String> = node.operands.iter().map(|&v| self.ty(v)).collect();
+        let mut operands: Vec<&str> = node.operands.iter().map(|&v| self.name(v)).collect();
+        let mut in_tys: Vec<String> = node.operands.iter().map(|&v| self.ty(v)).collect();
+        if let Some((indices, ty)) = &separate {
+            operands[1] = indices;
+            in_tys[1] = ty.clone();
+        }
         let out_tys: Vec<String> = node.results.iter().map(|&v| self.ty(v)).collect();
         let lhs = match node.results.len() {
             0 => String::new(),
@@ -298,6 +307,68 @@ impl<'g> Printer<'g> {
         );
         self.out.push_str(&text);
         self.out.push('\n');
+    }
+
+    /// The indices of scatter `id` converted to another integer type, when
+    /// they could share the operand's buffer (same element type and count):
+    /// the name and type of the converted indices, written before the
+    /// scatter.
+    ///
+    /// The CPU plugin's XLA updates a scatter's operand in place and reads
+    /// the indices from the same buffer when they are one value (also after
+    /// its simplifier made them one: a reshape of the operand, a sort along
+    /// an axis of 1), so indices the scatter has already overwritten are
+    /// read: `x.index_update(1, x, u, Mul)` for `x = [[0, 0, 0, 5, 0, 1, 0]]`
+    /// and `u` all zeros but a 3 at position 3 gave a 0 at position 3, which
+    /// no index names (JAX 0.12's XLA gives the right `[[0, 0, 0, 5, 0, 3,
+    /// 0]]`). A conversion is a new buffer the scatter cannot write. Indices
+    /// outside the operand stay outside it (a 64-bit index is first clamped
+    /// to the 32-bit range, which no axis reaches).
+    fn separate_indices(&mut self, id: NodeId, indent: usize) -> Option<(String, String)> {
+        let node = &self.g.nodes[id];
+        let (operand, indices) = (node.operands[0], node.operands[1]);
+        let (o, i) = (&self.g.values[operand].spec, &self.g.values[indices].spec);
+        if o.dtype != i.dtype || o.num_elements() != i.num_elements() {
+            return None;
+        }
+        let to = match i.dtype {
+            DType::S32 | DType::U32 => DType::S64,
+            _ => DType::S32,
+        };
+        let from_ty = self.ty(indices);
+        let to_ty = TensorSpec::new(i.shape.clone(), to).mlir_type();
+        let loc = location("scatter", &node.location);
+        let mut source = self.name(indices).to_string();
+        if matches!(i.dtype, DType::S64 | DType::U64) {
+            let bounds = match i.dtype {
+                DType::S64 => vec![("maximum", i32::MIN as i64), ("minimum", i32::MAX as i64)],
+                _ => vec![("minimum", i32::MAX as i64)],
+            };
+            for (op, bound) in bounds {
+                let c = self.fresh();
+                let scalar = scalar_type(i);
+                let text = format!(
+                    "{c} = \"stablehlo.constant\"() {{value = dense<{bound}> : {scalar}}} : () -> {scalar} {loc}"
+                );
+                self.line(indent, &text);
+                let b = self.fresh();
+                let text = format!(
+                    "{b} = \"stablehlo.broadcast_in_dim\"({c}) {{broadcast_dimensions = array<i64>}} : ({scalar}) -> {from_ty} {loc}"
+                );
+                self.line(indent, &text);
+                let r = self.fresh();
+                let text = format!(
+                    "{r} = \"stablehlo.{op}\"({source}, {b}) : ({from_ty}, {from_ty}) -> {from_ty} {loc}"
+                );
+                self.line(indent, &text);
+                source = r;
+            }
+        }
+        let out = self.fresh();
+        let text =
+            format!("{out} = \"stablehlo.convert\"({source}) : ({from_ty}) -> {to_ty} {loc}");
+        self.line(indent, &text);
+        Some((out, to_ty))
     }
 
     /// `clamp(lo, x, hi)` as `minimum(maximum(x, lo), hi)`, the op's

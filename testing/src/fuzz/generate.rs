@@ -12,7 +12,7 @@
 
 use tessel_dsl::{DType, HostTensor, TensorSpec};
 
-use super::program::{Binary, Bound, Case, Inst, Op, Output, Program, V};
+use super::program::{Binary, Case, Inst, Op, Output, Program, V};
 use super::types::infer;
 use crate::Rng;
 
@@ -47,9 +47,6 @@ pub const MAX_DEPTH: usize = 2;
 pub(crate) struct Fact {
     /// Computed from constants only (XLA may fold it while compiling).
     pub konst: bool,
-    /// The value it is a copy of (ops XLA may drop, like a cast to its own
-    /// dtype), else itself.
-    pub root: V,
     /// A float cast of a pred, maybe moved (broadcast, sliced, ...).
     pub pred_cast: bool,
     /// A `dynamic_slice`, or a copy of one.
@@ -110,7 +107,6 @@ impl Gen {
         let v = self.p.fresh(spec);
         self.facts.push(Fact {
             konst: false,
-            root: v,
             pred_cast: false,
             dyn_slice: false,
             sqrt: false,
@@ -166,23 +162,8 @@ impl Gen {
             self.facts[v].konst = konst;
             self.facts[v].nan_sign_open = nan_sign_open;
         }
-        if let Op::Fori {
-            lo,
-            hi: Bound::Static(hi),
-            init,
-            ..
-        } = &op
-        {
-            // No iteration: XLA returns the initial values themselves.
-            if hi <= lo {
-                for (&o, &i) in outs.iter().zip(init) {
-                    self.facts[o].root = self.facts[i].root;
-                }
-            }
-        }
         if let [out] = outs[..] {
             if let Some(x) = copy_of(&op, &self.p.specs[out], &self.p.specs) {
-                self.facts[out].root = self.facts[x].root;
                 self.facts[out].dyn_slice = self.facts[x].dyn_slice;
             }
             self.facts[out].dyn_slice |= matches!(op, Op::DynamicSlice { .. });

@@ -478,12 +478,9 @@ impl Gen {
             axis,
         });
         self.keep(t);
-        if self.facts[idx].root == self.facts[x].root {
-            // XLA scatters in place into a buffer it also reads the
-            // indices from, so an update can move a later index; the
-            // interpreter reads the indices as given.
-            return;
-        }
+        // Indices that are `x` itself, or a view of it, are generated: the
+        // plugin's XLA scatters in place into the buffer it reads them
+        // from, and lowering gives such a scatter converted indices.
         let mut upd: Vec<usize> = s.shape[..axis].to_vec();
         upd.extend(&self.spec(idx).shape);
         upd.extend(&s.shape[axis + 1..]);
