@@ -73,6 +73,9 @@ pub fn unary(u: Unary, x: Tensor) -> Tensor {
         Unary::Sin => x.sin(),
         Unary::Cos => x.cos(),
         Unary::Erf => x.erf(),
+        Unary::Rsqrt => x.rsqrt(),
+        Unary::Cbrt => x.cbrt(),
+        Unary::Tan => x.tan(),
     }
 }
 

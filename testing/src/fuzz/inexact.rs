@@ -80,6 +80,14 @@ impl Gen {
         }
     }
 
+    /// Float `x` clamped to `[-30, 30]`.
+    fn within_30(&mut self, x: V) -> V {
+        let d = self.spec(x).dtype;
+        let lo = self.full(Vec::new(), -30.0, d);
+        let hi = self.full(Vec::new(), 30.0, d);
+        self.emit(Op::Clamp(x, lo, hi))
+    }
+
     /// Results that are not exact: outputs only.
     pub fn inexact(&mut self, x: V) {
         let s = self.spec(x);
@@ -101,7 +109,7 @@ impl Gen {
         } else {
             1
         };
-        let (t, terms) = match self.int(0, 10) {
+        let (t, terms) = match self.int(0, 13) {
             0 => (unary(self, Unary::Tanh, f), func_terms),
             1 => (unary(self, Unary::Sin, f), func_terms),
             2 => (unary(self, Unary::Cos, f), func_terms),
@@ -142,7 +150,30 @@ impl Gen {
                 let e = self.full(Vec::new(), e, d);
                 (self.emit(Op::Binary(Binary::Pow, base, e)), func_terms)
             }
-            _ => (unary(self, Unary::Sigmoid, f), func_terms),
+            10 => (unary(self, Unary::Sigmoid, f), func_terms),
+            11 => {
+                // Away from 0, where rsqrt is infinite.
+                let a = unary(self, Unary::Abs, f);
+                let one = self.full(Vec::new(), 1.0, d);
+                let p = self.emit(Op::Binary(Binary::Add, a, one));
+                (unary(self, Unary::Rsqrt, p), func_terms)
+            }
+            12 => {
+                // Within ±30: the plugin's f32 cbrt is `pow(|x|, 1/3)`,
+                // whose error grows with |log x| (5 ulps at 2^53), where
+                // the interpreter rounds the exact root.
+                let c = self.within_30(f);
+                (unary(self, Unary::Cbrt, c), func_terms)
+            }
+            _ => {
+                // Within ±15, where the argument reductions agree; halved,
+                // so that the generator's constants stay off the poles
+                // (the nearest: tan(1.5) = 14.1).
+                let c = self.within_30(f);
+                let half = self.full(Vec::new(), 0.5, d);
+                let h = self.emit(Op::Binary(Binary::Mul, c, half));
+                (unary(self, Unary::Tan, h), func_terms)
+            }
         };
         if self.p.specs[t].num_elements() <= MAX_ELEMENTS {
             self.output_inexact(t, terms);

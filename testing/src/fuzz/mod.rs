@@ -6,7 +6,10 @@
 //! pads, concatenations, reductions, arg-reductions, sorts, dynamic slices
 //! and updates, gathers and scatters with in- and out-of-range indices,
 //! clamps, small dots, and `fori_loop`s, `while_loop`s and `cond`s nested
-//! two deep, over f32, f64, f16, bf16, s32, s8, u8 and pred tensors with
+//! two deep, transcendental functions (`exp`, `expm1`, `log`, `log1p`,
+//! `tanh`, `sigmoid`, `sin`, `cos`, `tan`, `erf`, `rsqrt`, `cbrt`, `atan2`,
+//! `pow`) whose results are compared within a few ulps, over f32, f64,
+//! f16, bf16, s32, s8, u8 and pred tensors with
 //! extents 0, 1 and odd sizes, and float rows of 64 to 128 elements whose
 //! max, min and sum the CPU compile splits into lanes
 //! (`tessel_dsl::lower::split_row_reductions`). A program is data ([`Program`]), so it can

@@ -51,6 +51,12 @@ pub enum Unary {
     Cos,
     /// `x.erf()`.
     Erf,
+    /// `x.rsqrt()`.
+    Rsqrt,
+    /// `x.cbrt()`.
+    Cbrt,
+    /// `x.tan()`.
+    Tan,
 }
 
 /// Two-operand elementwise ops (operands broadcast, numpy rules).

@@ -361,6 +361,9 @@ fn unary(u: Unary, x: &str) -> String {
         Unary::Sin => "sin",
         Unary::Cos => "cos",
         Unary::Erf => "erf",
+        Unary::Rsqrt => "rsqrt",
+        Unary::Cbrt => "cbrt",
+        Unary::Tan => "tan",
     };
     format!("{x}.{m}()")
 }
