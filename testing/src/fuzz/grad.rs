@@ -42,7 +42,7 @@ use super::program::{Case, Inst, Op, Program};
 use super::shrink::{shrink_with, Budget};
 use super::ties::{not_comparable, repeats_a_float, untie_clamps};
 use super::types::retype;
-use super::Config;
+use super::{in_batches, Config};
 use crate::Rng;
 
 /// How a case came out.
@@ -235,20 +235,8 @@ pub fn run_grads(
     deadline: Option<Instant>,
     found: &(dyn Fn(&Case, &str) + Sync),
 ) -> GradReport {
-    let seeds = Mutex::new(seeds);
     let report = Mutex::new(GradReport::default());
-    let next = || -> Vec<u64> {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Vec::new();
-        }
-        let mut it = seeds.lock().unwrap_or_else(|e| e.into_inner());
-        it.by_ref().take(config.batch.max(1)).collect()
-    };
-    let work = || loop {
-        let batch = next();
-        if batch.is_empty() {
-            break;
-        }
+    let work = |batch: Vec<u64>| {
         let mut verdicts = vec![None; batch.len()];
         let mut cases = Vec::new();
         let mut slots = Vec::new();
@@ -279,11 +267,7 @@ pub fn run_grads(
             }
         }
     };
-    std::thread::scope(|s| {
-        for _ in 0..config.workers.max(1) {
-            s.spawn(work);
-        }
-    });
+    in_batches(seeds, config, deadline, &work);
     let mut r = report.into_inner().unwrap_or_else(|e| e.into_inner());
     r.mismatches.sort_by_key(|m| m.0);
     r

@@ -170,20 +170,8 @@ pub fn run(
     deadline: Option<Instant>,
     found: &(dyn Fn(&Finding) + Sync),
 ) -> Report {
-    let seeds = Mutex::new(seeds);
     let report = Mutex::new(Report::default());
-    let next = || -> Vec<u64> {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Vec::new();
-        }
-        let mut it = seeds.lock().unwrap_or_else(|e| e.into_inner());
-        it.by_ref().take(config.batch.max(1)).collect()
-    };
-    let work = || loop {
-        let batch = next();
-        if batch.is_empty() {
-            break;
-        }
+    let work = |batch: Vec<u64>| {
         let cases: Vec<Case> = batch.into_iter().map(generate).collect();
         let verdicts = check_batch(&cases);
         let mut found_here = Vec::new();
@@ -216,15 +204,41 @@ pub fn run(
         r.findings.extend(found_here);
         r.invalid.extend(invalid);
     };
-    std::thread::scope(|s| {
-        for _ in 0..config.workers.max(1) {
-            s.spawn(work);
-        }
-    });
+    in_batches(seeds, config, deadline, &work);
     let mut r = report.into_inner().unwrap_or_else(|e| e.into_inner());
     r.findings.sort_by_key(|f| f.seed);
     r.invalid.sort_by_key(|f| f.0);
     r
+}
+
+/// Hands the seeds of `seeds`, `config.batch` at a time, to `work` on
+/// `config.workers` threads, until they run out or, when given, `deadline`
+/// passes (no batch starts after it).
+pub(crate) fn in_batches(
+    seeds: impl Iterator<Item = u64> + Send,
+    config: &Config,
+    deadline: Option<Instant>,
+    work: &(dyn Fn(Vec<u64>) + Sync),
+) {
+    let seeds = Mutex::new(seeds);
+    let next = || -> Vec<u64> {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Vec::new();
+        }
+        let mut it = seeds.lock().unwrap_or_else(|e| e.into_inner());
+        it.by_ref().take(config.batch.max(1)).collect()
+    };
+    std::thread::scope(|s| {
+        for _ in 0..config.workers.max(1) {
+            s.spawn(|| loop {
+                let batch = next();
+                if batch.is_empty() {
+                    break;
+                }
+                work(batch);
+            });
+        }
+    });
 }
 
 /// Traces `body`, evaluates it with the interpreter and on the CPU plugin

@@ -418,12 +418,20 @@ fn finish(mut s: Shrinker<'_>) -> Shrunk {
         }
     }
     s.values();
-    let mut best = s.best;
-    best.program.prune(Some(&mut best.args));
-    best.program = renumber(&best.program);
+    // Every case `attempt` kept is pruned; the one it started from may not
+    // be, and may fail only with its unused instructions (a gradient traced
+    // through a loop body that captures a value it does not use), so the
+    // tidy form replaces it only if it fails too.
+    let mut tidy = s.best.clone();
+    tidy.program.prune(Some(&mut tidy.args));
+    tidy.program = renumber(&tidy.program);
+    let (case, message) = match (s.fails)(&tidy) {
+        Some(m) => (tidy, m),
+        None => (s.best, s.message),
+    };
     Shrunk {
-        case: best,
-        message: s.message,
-        tries: s.tries,
+        case,
+        message,
+        tries: s.tries + 1,
     }
 }
