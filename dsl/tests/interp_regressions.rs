@@ -322,4 +322,12 @@ fn scatter_whose_indices_are_its_operand() {
     });
     assert_eq!(interp, [4294967296.0, 4294967304.0, 8.0, 2.0]);
     assert_eq!(xla, interp);
+    // Negative indices stay out of range too.
+    let x = tensor(&[-1.0, -4294967296.0, 1.0, 0.0], &[4], DType::S64);
+    let u = tensor(&[7.0; 4], &[4], DType::S64);
+    let (interp, xla) = both_ways(&[x, u], |a: &[Tensor]| {
+        vec![a[0].index_update(0, a[0], a[1], ScatterCombine::Add)]
+    });
+    assert_eq!(interp, [6.0, -4294967289.0, 1.0, 0.0]);
+    assert_eq!(xla, interp);
 }

@@ -322,51 +322,30 @@ impl<'g> Printer<'g> {
     /// and `u` all zeros but a 3 at position 3 gave a 0 at position 3, which
     /// no index names (JAX 0.12's XLA gives the right `[[0, 0, 0, 5, 0, 3,
     /// 0]]`). A conversion is a new buffer the scatter cannot write. Indices
-    /// outside the operand stay outside it (a 64-bit index is first clamped
-    /// to the 32-bit range, which no axis reaches).
+    /// inside the operand keep their values, and indices outside it stay
+    /// outside (s64 and u64 swap, which turns a negative index into one
+    /// above 2^63 and back).
     fn separate_indices(&mut self, id: NodeId, indent: usize) -> Option<(String, String)> {
-        let node = &self.g.nodes[id];
+        let g = self.g;
+        let node = &g.nodes[id];
         let (operand, indices) = (node.operands[0], node.operands[1]);
-        let (o, i) = (&self.g.values[operand].spec, &self.g.values[indices].spec);
+        let (o, i) = (&g.values[operand].spec, &g.values[indices].spec);
         if o.dtype != i.dtype || o.num_elements() != i.num_elements() {
             return None;
         }
         let to = match i.dtype {
-            DType::S32 | DType::U32 => DType::S64,
+            DType::S32 | DType::U32 | DType::U64 => DType::S64,
+            DType::S64 => DType::U64,
             _ => DType::S32,
         };
-        let from_ty = self.ty(indices);
         let to_ty = TensorSpec::new(i.shape.clone(), to).mlir_type();
-        let loc = location("scatter", &node.location);
-        let mut source = self.name(indices).to_string();
-        if matches!(i.dtype, DType::S64 | DType::U64) {
-            let bounds = match i.dtype {
-                DType::S64 => vec![("maximum", i32::MIN as i64), ("minimum", i32::MAX as i64)],
-                _ => vec![("minimum", i32::MAX as i64)],
-            };
-            for (op, bound) in bounds {
-                let c = self.fresh();
-                let scalar = scalar_type(i);
-                let text = format!(
-                    "{c} = \"stablehlo.constant\"() {{value = dense<{bound}> : {scalar}}} : () -> {scalar} {loc}"
-                );
-                self.line(indent, &text);
-                let b = self.fresh();
-                let text = format!(
-                    "{b} = \"stablehlo.broadcast_in_dim\"({c}) {{broadcast_dimensions = array<i64>}} : ({scalar}) -> {from_ty} {loc}"
-                );
-                self.line(indent, &text);
-                let r = self.fresh();
-                let text = format!(
-                    "{r} = \"stablehlo.{op}\"({source}, {b}) : ({from_ty}, {from_ty}) -> {from_ty} {loc}"
-                );
-                self.line(indent, &text);
-                source = r;
-            }
-        }
         let out = self.fresh();
-        let text =
-            format!("{out} = \"stablehlo.convert\"({source}) : ({from_ty}) -> {to_ty} {loc}");
+        let text = format!(
+            "{out} = \"stablehlo.convert\"({}) : ({}) -> {to_ty} {}",
+            self.name(indices),
+            self.ty(indices),
+            location("scatter", &node.location)
+        );
         self.line(indent, &text);
         Some((out, to_ty))
     }
