@@ -37,7 +37,7 @@ use tessel_dsl::{DType, HostTensor, Tensor, TensorSpec};
 use super::build::build;
 use super::generate::generate;
 pub use super::grad_check::check_fns;
-use super::grad_check::{skip, skip_because};
+use super::grad_check::{decide_rest, skip, skip_because};
 use super::program::{Case, Inst, Op, Program};
 use super::shrink::{shrink_with, Budget};
 use super::ties::{not_comparable, repeats_a_float, untie_clamps};
@@ -185,24 +185,18 @@ pub fn check_grad(case: &Case) -> GradVerdict {
 /// The verdicts of `cases`, as [`check_grad`] gives them, with the
 /// programs traced side by side: three compiles for the whole batch.
 pub fn check_grads(cases: &[Case]) -> Vec<GradVerdict> {
-    let mut verdicts: Vec<Option<GradVerdict>> = Vec::with_capacity(cases.len());
-    let mut fns = Vec::new();
-    let mut slots = Vec::new();
-    for case in cases {
-        if let Some(why) = not_comparable(&case.program) {
-            verdicts.push(Some(skip(why)));
-            continue;
-        }
-        let p = case.program.clone();
-        let f: Func = Rc::new(move |a: &[Tensor]| build(&p, a));
-        slots.push(verdicts.len());
-        verdicts.push(None);
-        fns.push((case.seed, case.args.as_slice(), f));
-    }
-    for (slot, v) in slots.into_iter().zip(check_fns(fns)) {
-        verdicts[slot] = Some(v);
-    }
-    verdicts.into_iter().flatten().collect()
+    decide_rest(
+        cases,
+        |case| match not_comparable(&case.program) {
+            Some(why) => Err(skip(why)),
+            None => {
+                let p = case.program.clone();
+                let f: Func = Rc::new(move |a: &[Tensor]| build(&p, a));
+                Ok((case.seed, case.args.as_slice(), f))
+            }
+        },
+        check_fns,
+    )
 }
 
 /// The function `f` at `args`, checked as [`check_grad`] checks a
@@ -237,26 +231,23 @@ pub fn run_grads(
 ) -> GradReport {
     let report = Mutex::new(GradReport::default());
     let work = |batch: Vec<u64>| {
-        let mut verdicts = vec![None; batch.len()];
-        let mut cases = Vec::new();
-        let mut slots = Vec::new();
-        for (slot, &seed) in batch.iter().enumerate() {
-            match grad_case(seed) {
-                Ok(case) => {
-                    slots.push(slot);
-                    cases.push(case);
-                }
-                Err(e) => verdicts[slot] = Some(skip_because(SkipKind::IllTyped, e)),
-            }
-        }
-        for ((slot, case), v) in slots.into_iter().zip(&cases).zip(check_grads(&cases)) {
-            verdicts[slot] = Some(match v {
-                GradVerdict::Mismatch(m) => alone(case, m, config.shrink, found),
-                v => v,
-            });
-        }
+        let verdicts = decide_rest(
+            batch.iter(),
+            |&seed| grad_case(seed).map_err(|e| skip_because(SkipKind::IllTyped, e)),
+            |cases| {
+                let verdicts = check_grads(&cases);
+                cases
+                    .iter()
+                    .zip(verdicts)
+                    .map(|(case, v)| match v {
+                        GradVerdict::Mismatch(m) => alone(case, m, config.shrink, found),
+                        v => v,
+                    })
+                    .collect()
+            },
+        );
         let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
-        for (seed, v) in batch.into_iter().zip(verdicts.into_iter().flatten()) {
+        for (seed, v) in batch.into_iter().zip(verdicts) {
             match v {
                 GradVerdict::Agree => r.checked += 1,
                 GradVerdict::Skipped(why) => *r.skipped.entry(why.kind).or_default() += 1,

@@ -168,10 +168,6 @@ struct Runs {
     moved: Vec<(f64, f64, f64)>,
 }
 
-/// Where the runs of a batch failed: the verdict a function alone gets
-/// for that failure.
-type Failed = GradVerdict;
-
 /// The arguments of the loss kernel, with each function's float
 /// parameters moved by `h` along its direction.
 fn loss_args(items: &[Prepared], h: f64) -> Vec<HostTensor> {
@@ -202,17 +198,17 @@ fn run_on(
 }
 
 /// Runs the batch's loss, pullback and tangent kernels and splits the
-/// results by function.
-fn run_batch(items: &[Prepared]) -> Result<Vec<Runs>, Failed> {
+/// results by function; on an error, the verdict a function alone gets
+/// for it.
+fn run_batch(items: &[Prepared]) -> Result<Vec<Runs>, GradVerdict> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
     let dev = device();
-    let run = |k: &Kernel<_>, args: &[HostTensor]| run_on(&dev, k, args);
     let loss_k = batch_kernel("grad_fuzz_loss", items, |p| p.outs.len(), loss);
-    let losses = |h: f64| -> Result<Vec<f64>, Failed> {
-        let out =
-            run(&loss_k, &loss_args(items, h)).map_err(|e| skip_because(SkipKind::LossFails, e))?;
+    let losses = |h: f64| -> Result<Vec<f64>, GradVerdict> {
+        let out = run_on(&dev, &loss_k, &loss_args(items, h))
+            .map_err(|e| skip_because(SkipKind::LossFails, e))?;
         Ok(out.iter().map(|l| l.to_f64_vec()[0]).collect())
     };
     let l0 = losses(0.0)?;
@@ -220,14 +216,14 @@ fn run_batch(items: &[Prepared]) -> Result<Vec<Runs>, Failed> {
         return Err(skip(SkipKind::LossNotFinite));
     }
     let pullback_k = batch_kernel("grad_fuzz_grad", items, |p| p.outs.len(), pullback);
-    let g = run(&pullback_k, &loss_args(items, 0.0))
+    let g = run_on(&dev, &pullback_k, &loss_args(items, 0.0))
         .map_err(|e| GradVerdict::Mismatch(format!("the gradient does not run: {e}")))?;
     let tangent_k = batch_kernel("grad_fuzz_jvp", items, |p| p.floats.len(), tangents);
     let tangent_args: Vec<HostTensor> = items
         .iter()
         .flat_map(|p| p.inputs.iter().chain(&p.dirs).cloned())
         .collect();
-    let t = run(&tangent_k, &tangent_args)
+    let t = run_on(&dev, &tangent_k, &tangent_args)
         .map_err(|e| GradVerdict::Mismatch(format!("the tangents do not run: {e}")))?;
     let mut moved = Vec::new();
     for h in STEPS {
@@ -325,31 +321,45 @@ fn judge(p: &Prepared, r: &Runs) -> GradVerdict {
 /// order, each the one [`check_fn`](super::grad::check_fn) gives it alone;
 /// see [`check_grad`](super::grad::check_grad).
 pub fn check_fns(fns: Vec<(u64, &[HostTensor], Func)>) -> Vec<GradVerdict> {
-    let mut verdicts: Vec<Option<GradVerdict>> = Vec::with_capacity(fns.len());
+    decide_rest(
+        fns,
+        |(seed, args, f)| prepare(seed, args, f),
+        |items| match run_batch(&items) {
+            Ok(runs) => items.iter().zip(&runs).map(|(p, r)| judge(p, r)).collect(),
+            Err(v) if items.len() == 1 => vec![v],
+            Err(_) => items
+                .iter()
+                .map(|p| match run_batch(std::slice::from_ref(p)) {
+                    Ok(runs) => judge(p, &runs[0]),
+                    Err(v) => v,
+                })
+                .collect(),
+        },
+    )
+}
+
+/// The verdicts of `xs`, in order: those `early` decides alone (its
+/// error), and the others from one call of `rest` on what `early` made of
+/// them (one verdict each, in order).
+pub(super) fn decide_rest<X, T>(
+    xs: impl IntoIterator<Item = X>,
+    mut early: impl FnMut(X) -> Result<T, GradVerdict>,
+    rest: impl FnOnce(Vec<T>) -> Vec<GradVerdict>,
+) -> Vec<GradVerdict> {
+    let mut verdicts = Vec::new();
     let mut items = Vec::new();
     let mut slots = Vec::new();
-    for (seed, args, f) in fns {
-        match prepare(seed, args, f) {
-            Ok(p) => {
+    for x in xs {
+        match early(x) {
+            Ok(t) => {
                 slots.push(verdicts.len());
-                items.push(p);
+                items.push(t);
                 verdicts.push(None);
             }
             Err(v) => verdicts.push(Some(v)),
         }
     }
-    let judged: Vec<GradVerdict> = match run_batch(&items) {
-        Ok(runs) => items.iter().zip(&runs).map(|(p, r)| judge(p, r)).collect(),
-        Err(v) if items.len() == 1 => vec![v],
-        Err(_) => items
-            .iter()
-            .map(|p| match run_batch(std::slice::from_ref(p)) {
-                Ok(runs) => judge(p, &runs[0]),
-                Err(v) => v,
-            })
-            .collect(),
-    };
-    for (slot, v) in slots.into_iter().zip(judged) {
+    for (slot, v) in slots.into_iter().zip(rest(items)) {
         verdicts[slot] = Some(v);
     }
     verdicts.into_iter().flatten().collect()

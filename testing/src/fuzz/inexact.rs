@@ -80,6 +80,14 @@ impl Gen {
         }
     }
 
+    /// `|x| + 1`, at least 1.
+    fn abs_plus_one(&mut self, x: V) -> V {
+        let d = self.spec(x).dtype;
+        let a = self.emit(Op::Unary(Unary::Abs, x));
+        let one = self.full(Vec::new(), 1.0, d);
+        self.emit(Op::Binary(Binary::Add, a, one))
+    }
+
     /// Float `x` clamped to `[-30, 30]`.
     fn within_30(&mut self, x: V) -> V {
         let d = self.spec(x).dtype;
@@ -114,9 +122,7 @@ impl Gen {
             1 => (unary(self, Unary::Sin, f), func_terms),
             2 => (unary(self, Unary::Cos, f), func_terms),
             3 | 4 => {
-                let a = unary(self, Unary::Abs, f);
-                let one = self.full(Vec::new(), 1.0, d);
-                let p = self.emit(Op::Binary(Binary::Add, a, one));
+                let p = self.abs_plus_one(f);
                 let u = self.pick(&[Unary::Log, Unary::Log1p]);
                 (unary(self, u, p), func_terms)
             }
@@ -137,15 +143,11 @@ impl Gen {
                 // A divisor of at least 1: XLA's fusion emitters give NaN for
                 // `atan2(0, 0)` when they see both zeros while compiling.
                 let y = self.partner(f);
-                let a = unary(self, Unary::Abs, y);
-                let one = self.full(Vec::new(), 1.0, d);
-                let y = self.emit(Op::Binary(Binary::Add, a, one));
+                let y = self.abs_plus_one(y);
                 (self.emit(Op::Binary(Binary::Atan2, f, y)), func_terms)
             }
             9 => {
-                let a = unary(self, Unary::Abs, f);
-                let one = self.full(Vec::new(), 1.0, d);
-                let base = self.emit(Op::Binary(Binary::Add, a, one));
+                let base = self.abs_plus_one(f);
                 let e = self.pick(&[0.5, 2.0, -1.0, 1.5, 3.0]);
                 let e = self.full(Vec::new(), e, d);
                 (self.emit(Op::Binary(Binary::Pow, base, e)), func_terms)
@@ -153,9 +155,7 @@ impl Gen {
             10 => (unary(self, Unary::Sigmoid, f), func_terms),
             11 => {
                 // Away from 0, where rsqrt is infinite.
-                let a = unary(self, Unary::Abs, f);
-                let one = self.full(Vec::new(), 1.0, d);
-                let p = self.emit(Op::Binary(Binary::Add, a, one));
+                let p = self.abs_plus_one(f);
                 (unary(self, Unary::Rsqrt, p), func_terms)
             }
             12 => {
