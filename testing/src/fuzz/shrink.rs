@@ -3,7 +3,8 @@
 //! differs (after making every value an output), replace instructions by
 //! parameters holding their values, inline branches, shorten loops, drop
 //! instructions inside blocks, shrink parameters' shapes, and set argument
-//! elements to 0 or 1.
+//! elements to 0 or 1. Candidates lose their unused instructions, unless
+//! the case fails only with them.
 
 use std::time::{Duration, Instant};
 
@@ -57,6 +58,9 @@ struct Shrinker<'a> {
     budget: Budget,
     start: Instant,
     fails: Fails<'a>,
+    /// Whether candidates lose their unused instructions before they are
+    /// tried (see [`Shrinker::choose_pruning`]).
+    prune: bool,
 }
 
 impl<'a> Shrinker<'a> {
@@ -68,6 +72,20 @@ impl<'a> Shrinker<'a> {
             budget,
             start: Instant::now(),
             fails,
+            prune: true,
+        }
+    }
+
+    /// Prunes every candidate if the case pruned of its unused instructions
+    /// still fails (and keeps that form), and no candidate otherwise: such a
+    /// failure needs code nothing reads (a gradient traced through a loop
+    /// body that computes from a capture and drops the result), and pruning
+    /// every candidate would undo each edit's progress.
+    fn choose_pruning(&mut self) {
+        let mut c = self.best.clone();
+        c.program.prune(Some(&mut c.args));
+        if c.program != self.best.program {
+            self.prune = self.attempt(c);
         }
     }
 
@@ -80,7 +98,9 @@ impl<'a> Shrinker<'a> {
         if self.spent() {
             return false;
         }
-        c.program.prune(Some(&mut c.args));
+        if self.prune {
+            c.program.prune(Some(&mut c.args));
+        }
         if retype(&mut c.program).is_err() {
             return false;
         }
@@ -394,6 +414,7 @@ pub fn shrink(case: &Case, message: &str, budget: Budget) -> Shrunk {
         _ => None,
     };
     let mut s = Shrinker::new(case, message, budget, &fails);
+    s.choose_pruning();
     s.first_output();
     finish(s)
 }
@@ -403,6 +424,7 @@ pub fn shrink(case: &Case, message: &str, budget: Budget) -> Shrunk {
 /// fails alone first.
 pub fn shrink_with(case: &Case, message: &str, budget: Budget, fails: Fails<'_>) -> Shrunk {
     let mut s = Shrinker::new(case, message, budget, fails);
+    s.choose_pruning();
     s.one_output();
     finish(s)
 }
@@ -418,12 +440,12 @@ fn finish(mut s: Shrinker<'_>) -> Shrunk {
         }
     }
     s.values();
-    // Every case `attempt` kept is pruned; the one it started from may not
-    // be, and may fail only with its unused instructions (a gradient traced
-    // through a loop body that captures a value it does not use), so the
-    // tidy form replaces it only if it fails too.
+    // The tidy form (pruned where candidates were, values renumbered)
+    // replaces the case only if it fails too.
     let mut tidy = s.best.clone();
-    tidy.program.prune(Some(&mut tidy.args));
+    if s.prune {
+        tidy.program.prune(Some(&mut tidy.args));
+    }
     tidy.program = renumber(&tidy.program);
     let (case, message) = match (s.fails)(&tidy) {
         Some(m) => (tidy, m),

@@ -252,3 +252,38 @@ fn a_clamped_value_may_tie_the_moved_bound_it_was_clamped_to() {
     c.args[k] = tessel_dsl::HostTensor::from_fn(spec, |_| 0.0);
     assert!(repeats_a_float(&c));
 }
+
+#[test]
+fn a_failure_that_needs_unused_code_still_shrinks() {
+    // Fails while some instruction's result or parameter goes unread: what
+    // pruning removes is what it needs.
+    let has_unused_code = |c: &Case| {
+        let mut p = c.program.clone();
+        p.prune(None);
+        (p != c.program).then(|| "unused code".to_string())
+    };
+    let mut shrunk_some = 0;
+    for seed in 0..40 {
+        let mut c = generate(seed);
+        c.program = all_outputs(&c.program);
+        let last = *c.program.outputs.last().unwrap();
+        c.program.outputs = vec![last];
+        if has_unused_code(&c).is_none() || c.program.size() < 4 {
+            continue;
+        }
+        let budget = Budget {
+            tries: 400,
+            time: std::time::Duration::from_secs(20),
+        };
+        let s = shrink_with(&c, "unused code", budget, &has_unused_code);
+        assert!(has_unused_code(&s.case).is_some(), "seed {seed}");
+        assert!(
+            s.case.program.size() <= c.program.size() / 2,
+            "seed {seed}: {} of {} instructions left",
+            s.case.program.size(),
+            c.program.size()
+        );
+        shrunk_some += 1;
+    }
+    assert!(shrunk_some >= 10, "{shrunk_some} cases had unused code");
+}
