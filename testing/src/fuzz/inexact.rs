@@ -88,6 +88,13 @@ impl Gen {
         self.emit(Op::Binary(Binary::Add, a, one))
     }
 
+    /// `x / 2`, as a product by 0.5.
+    fn halved(&mut self, x: V) -> V {
+        let d = self.spec(x).dtype;
+        let half = self.full(Vec::new(), 0.5, d);
+        self.emit(Op::Binary(Binary::Mul, x, half))
+    }
+
     /// Float `x` clamped to `[-30, 30]`.
     fn within_30(&mut self, x: V) -> V {
         let d = self.spec(x).dtype;
@@ -127,8 +134,7 @@ impl Gen {
                 (unary(self, u, p), func_terms)
             }
             5 => {
-                let half = self.full(Vec::new(), 0.5, d);
-                let h = self.emit(Op::Binary(Binary::Mul, f, half));
+                let h = self.halved(f);
                 let u = self.pick(&[Unary::Exp, Unary::Expm1]);
                 (unary(self, u, h), func_terms)
             }
@@ -170,8 +176,7 @@ impl Gen {
                 // so that the generator's constants stay off the poles
                 // (the nearest: tan(1.5) = 14.1).
                 let c = self.within_30(f);
-                let half = self.full(Vec::new(), 0.5, d);
-                let h = self.emit(Op::Binary(Binary::Mul, c, half));
+                let h = self.halved(c);
                 (unary(self, Unary::Tan, h), func_terms)
             }
         };
