@@ -1,5 +1,6 @@
-//! Gradients inside macro kernels: the README's example, run and checked
-//! against the closed form of a least-squares gradient.
+//! Gradients inside macro kernels: the README's examples, run and checked
+//! against the closed form of a least-squares gradient and against central
+//! differences of a plain Rust moving average (a `scan`).
 
 use tessel::autodiff::value_and_grad;
 use tessel::prelude::*;
@@ -147,4 +148,55 @@ fn value_and_grad_needs_one_output() {
     let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     let e = two::value_and_grad(&dev, &["x"], &x).unwrap_err();
     assert!(e.to_string().contains("returns 2 tensors"), "{e}");
+}
+
+/// An exponential moving average over the rows of `xs` with a learned decay
+/// `a` (a scalar): the smoothed rows, and the gradient of their squared sum
+/// with respect to `a`.
+#[cpu_kernel]
+fn ema_and_decay_grad(xs: Tensor, a: Tensor) -> (Tensor, Tensor) {
+    let smooth = |a: Tensor| {
+        let h0 = xs.at(0).zeros_like();
+        scan(h0, xs, |h: Tensor, x: Tensor| {
+            let h = h * a + x * (1.0 - a);
+            (h, h)
+        })
+        .1
+    };
+    let (_, da) = value_and_grad(|a: Tensor| smooth(a).square().sum(&[0, 1]), a);
+    (smooth(a), da)
+}
+
+#[test]
+fn a_scan_in_a_macro_kernel_and_its_gradient() {
+    let (n, d) = (7usize, 3usize);
+    let xv: Vec<f64> = (0..n * d).map(|i| (i as f64 * 0.61).cos()).collect();
+    let ema = |a: f64| -> Vec<f64> {
+        let mut h = vec![0.0; d];
+        let mut ys = Vec::new();
+        for t in 0..n {
+            for j in 0..d {
+                h[j] = h[j] * a + xv[t * d + j] * (1.0 - a);
+            }
+            ys.extend(&h);
+        }
+        ys
+    };
+    let loss = |a: f64| ema(a).iter().map(|v| v * v).sum::<f64>();
+    let a = 0.7;
+    let dev = Device::cpu().unwrap();
+    let xs = HostTensor::from_vec(xv.clone(), vec![n, d]).unwrap();
+    let at = HostTensor::from_vec(vec![a], vec![]).unwrap();
+    let (ys, da) = ema_and_decay_grad::run(&dev, &xs, &at).unwrap();
+    for (i, (g, w)) in ys.to_vec::<f64>().unwrap().iter().zip(ema(a)).enumerate() {
+        assert!((g - w).abs() < 1e-12, "ys[{i}] = {g}, want {w}");
+    }
+    // Central differences in f64: truncation ~1e-12, rounding ~1e-10.
+    let h = 1e-6;
+    let fd = (loss(a + h) - loss(a - h)) / (2.0 * h);
+    let got = da.to_vec::<f64>().unwrap()[0];
+    assert!(
+        (got - fd).abs() < 1e-7 * (1.0 + fd.abs()),
+        "d/da = {got}, central differences give {fd}"
+    );
 }

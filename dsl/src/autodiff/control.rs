@@ -4,9 +4,10 @@
 //! recompute the taken arm and pull the cotangents back through it. A loop
 //! is run backwards: a forward pass counts the iterations (and, when the
 //! trip count is known while tracing, saves every iteration's carried
-//! values), then a reverse loop pulls the cotangent back through one body
-//! at a time. Without a known trip count, iteration `j`'s state is
-//! recomputed from the initial values (constant memory, quadratic work).
+//! values, except buffers the body only writes into), then a reverse loop
+//! pulls the cotangent back through one body at a time. Without a known
+//! trip count, iteration `j`'s state is recomputed from the initial values
+//! (constant memory, quadratic work).
 
 use std::collections::{HashMap, HashSet};
 
@@ -142,7 +143,11 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         .map(|&v| tape::handle(trace, v))
         .collect();
     let loc = node.location.clone();
-    let variant: Vec<usize> = (0..k).filter(|&i| !invariant[i]).collect();
+    // The positions whose values the backward body reads: those that
+    // change, except those the body only writes into (stacked outputs).
+    let variant: Vec<usize> = (0..k)
+        .filter(|&i| !invariant[i] && !written_only(body_r, i))
+        .collect();
 
     // Forward: count the iterations, saving the carried values when the
     // trip count is known.
@@ -194,7 +199,15 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     let carried: Vec<Tensor> = bargs[1..].to_vec();
     let state_j: Vec<Tensor> = match saved {
         Some(_) => {
-            let mut st = inits.clone();
+            // Positions neither unchanged nor kept are only written into:
+            // no rule reads their values, so zeros stand in for them (one
+            // constant each, so no two positions share a value).
+            let mut st: Vec<Tensor> = (0..k)
+                .map(|i| match invariant[i] || variant.contains(&i) {
+                    true => inits[i],
+                    false => inits[i].zeros_like(),
+                })
+                .collect();
             for (slot, &i) in variant.iter().enumerate() {
                 let sp = inits[i].spec();
                 let mut starts = vec![j];
@@ -256,6 +269,58 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         }
     }
     Ok(grads)
+}
+
+/// Whether the loop body uses carried position `p` only to write into it
+/// with `dynamic_update_slice` (as operand 0, at the body's top level) and
+/// to carry the result on to the same position: then no gradient rule reads
+/// its value, and the backward pass need not keep it per iteration. This is
+/// what a `scan` does with its stacked outputs; keeping them would take
+/// memory quadratic in the number of steps.
+fn written_only(body: RegionId, p: usize) -> bool {
+    with_state(|s| {
+        let g = &s.graph;
+        let r = &g.regions[body];
+        let (Some(&arg), Some(&last)) = (r.args.get(p), r.results.get(p)) else {
+            return false;
+        };
+        let mut cur = arg;
+        loop {
+            let mut users = g
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.operands.contains(&cur));
+            let results = g
+                .regions
+                .iter()
+                .enumerate()
+                .flat_map(|(ri, reg)| {
+                    reg.results
+                        .iter()
+                        .enumerate()
+                        .map(move |(k, &v)| (ri, k, v))
+                })
+                .filter(|&(_, _, v)| v == cur)
+                .count();
+            let (first, second) = (users.next(), users.next());
+            if cur == last {
+                return first.is_none() && results == 1;
+            }
+            let (Some((id, n)), None, 0) = (first, second, results) else {
+                return false;
+            };
+            let writes = matches!(n.op, Op::DynamicUpdateSlice)
+                && n.operands.iter().filter(|&&v| v == cur).count() == 1
+                && n.operands[0] == cur
+                && r.nodes.contains(&id);
+            if !writes {
+                return false;
+            }
+            cur = n.results[0];
+        }
+    })
+    .unwrap_or(false)
 }
 
 /// The loop state after `j` iterations, recomputed from the initial values.

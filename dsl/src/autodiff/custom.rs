@@ -11,7 +11,8 @@ use std::rc::Rc;
 
 use crate::error::Location;
 use crate::ir::{NodeId, Op, RegionId, ValueId};
-use crate::ops::control::{flat, optimization_barrier, Carry};
+use crate::ops::carry::{flat, Carry};
+use crate::ops::control::optimization_barrier;
 use crate::trace::tensor::Tensor;
 use crate::trace::with_state;
 

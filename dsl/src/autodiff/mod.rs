@@ -12,8 +12,10 @@
 //! floating-point values get cotangents, integer and `pred` values do not
 //! (their cotangents are zeros). `max`/`min` reductions share the gradient
 //! evenly among tied elements, as in JAX; `argmax` has none. Loops run
-//! backwards: a `fori_loop` over Rust bounds saves each iteration's carried
-//! values, any other loop recomputes them from the start (constant memory).
+//! backwards: a `fori_loop` over Rust bounds (and a `scan`) saves each
+//! iteration's carried values, except the buffers it only writes into (its
+//! stacked outputs); any other loop recomputes them from the start
+//! (constant memory).
 //! Collectives that move or split values (`all_gather`, `psum_scatter`,
 //! `all_to_all`, `ppermute`) transpose as JAX's do for values that vary by
 //! device: the loss is the sum of the devices' losses. A gradient that
@@ -51,7 +53,7 @@ use std::marker::PhantomData;
 use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::ValueId;
-use crate::ops::control::{flat, Carry};
+use crate::ops::carry::{flat, Carry};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::{trace_error, Tensor};
 

@@ -10,8 +10,9 @@
 use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::{BinaryOp, Comparison};
+use crate::ops::carry::{flat, Carry};
 use crate::ops::constant::full_at;
-use crate::ops::control::{flat, Carry, CondBuilder, WhileBuilder};
+use crate::ops::control::{CondBuilder, WhileBuilder};
 use crate::ops::elementwise::{binary_at, compare_at};
 use crate::trace::tensor::Tensor;
 

@@ -28,7 +28,7 @@ use std::cell::Cell;
 use std::ops::{Range, RangeInclusive};
 
 use crate::lang::control::{LoopBound, RangeLoop};
-use crate::ops::control::Carry;
+use crate::ops::carry::Carry;
 use crate::trace::tensor::Tensor;
 
 /// A traced loop: opened around the state, its index read once, closed.

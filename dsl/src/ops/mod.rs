@@ -4,6 +4,7 @@
 //!
 //! [`Tensor`]: crate::Tensor
 
+pub mod carry;
 pub mod collective;
 pub mod constant;
 pub mod control;
@@ -12,6 +13,7 @@ pub mod indexing;
 pub mod linalg;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 pub mod shape;
 pub mod sort;
 
@@ -19,9 +21,10 @@ pub use crate::config::Precision;
 pub use crate::ir::{
     BinaryOp, Comparison, DotDims, GatherDims, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
 };
+pub use carry::Carry;
 pub use collective::axis_index;
 pub use control::{
-    cond, fori_loop, optimization_barrier, while_loop, Carry, CondBuilder, WhileBuilder,
-    MAX_COND_DEPTH,
+    cond, fori_loop, optimization_barrier, while_loop, CondBuilder, WhileBuilder, MAX_COND_DEPTH,
 };
 pub use elementwise::Scalar;
+pub use scan::{scan, scan_with, ScanOptions};

@@ -6,8 +6,8 @@
 use crate::dtype::DType;
 use crate::ir::BinaryOp;
 use crate::lang::{LoopSource, RangeLoop, TracedLoop};
+use crate::ops::carry::Carry;
 use crate::ops::constant::full_at;
-use crate::ops::control::Carry;
 use crate::ops::elementwise::binary_at;
 use crate::tile::{Blocks, Grid2, Grid3};
 use crate::trace::tensor::Tensor;

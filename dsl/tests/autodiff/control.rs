@@ -174,3 +174,91 @@ fn static_loops_record_their_trip_count() {
         .collect();
     assert_eq!(trips, vec![Some(5), None]);
 }
+
+#[test]
+fn scan_gradients_reach_the_initial_carry_the_rows_and_captured_tensors() {
+    use tessel_dsl::{scan, scan_with, ScanOptions};
+    let h0 = data(11, &[3], -1.0, 1.0);
+    let w = data(12, &[3, 3], -0.5, 0.5);
+    let xs = data(13, &[4, 3], -1.0, 1.0);
+    let step = |w: Tensor, h: Tensor, x: Tensor| {
+        let h2 = ((h.expand_dims(1) * w).sum(&[0]) + x).tanh();
+        (h2, (h2 * h2).sum(&[0]))
+    };
+    for reverse in [false, true] {
+        check(
+            if reverse { "scan_reverse" } else { "scan" },
+            move |a| {
+                let w = a[1];
+                let o = ScanOptions::new().reverse(reverse);
+                let (h, ys) = scan_with(a[0], a[2], o, |h, x: Tensor| step(w, h, x));
+                vec![h, ys]
+            },
+            &[h0.clone(), w.clone(), xs.clone()],
+        );
+    }
+    // No xs: the length from the options, a captured tensor in the body.
+    check(
+        "scan_no_xs",
+        move |a| {
+            let w = a[1];
+            let o = ScanOptions::new().length(3);
+            let (h, ys) = scan_with(a[0], (), o, |h, ()| step(w, h, w.sum(&[0])));
+            vec![h, ys]
+        },
+        &[h0.clone(), w.clone()],
+    );
+    // Two rows inputs, one of them also read outside the scan.
+    check(
+        "scan_two_xs",
+        |a| {
+            let (h, ys) = scan(
+                a[0],
+                (a[2], a[2] * 0.5),
+                |h: Tensor, (x, z): (Tensor, Tensor)| (h * x.sin() + z, h.sum(&[0]) * z),
+            );
+            vec![h, ys, a[2].exp()]
+        },
+        &[h0, w, xs],
+    );
+}
+
+#[test]
+fn buffers_a_loop_only_writes_into_are_not_kept_and_still_get_their_gradient() {
+    // Stacked outputs written by hand: the backward keeps no copy of them
+    // per step, and stands a zero tensor in for their values.
+    let x = data(21, &[2], -1.0, 1.0);
+    let b = data(22, &[3, 2], -1.0, 1.0);
+    let z = || Tensor::scalar(0.0, S32);
+    check(
+        "written_twice_per_step_from_one_initial_value",
+        move |a| {
+            // Two buffers start as the same tensor (a[1]); each step writes
+            // two rows of the first (a chain of writes) and one of the second.
+            let (_, p, q) = fori_loop(0, 3, (a[0], a[1], a[1]), |i, (h, p, q)| {
+                let h = (h * 1.5).sin();
+                let p = p.dynamic_update_slice(h.expand_dims(0), &[i, z()]);
+                let p = p.dynamic_update_slice((h * h).expand_dims(0), &[(i + 1) % 3, z()]);
+                (
+                    h,
+                    p,
+                    q.dynamic_update_slice(h.exp().expand_dims(0), &[i, z()]),
+                )
+            });
+            vec![p, q]
+        },
+        &[x.clone(), b.clone()],
+    );
+    check(
+        "written_and_read",
+        move |a| {
+            // The buffer's rows are also read: its values are kept.
+            let (h, p) = fori_loop(0, 3, (a[0], a[1]), |i, (h, p)| {
+                let h = h + p.sum(&[0]) * 0.1;
+                (h.sin(), p.dynamic_update_slice(h.expand_dims(0), &[i, z()]))
+            });
+            vec![h, p]
+        },
+        &[x, b],
+    );
+}
