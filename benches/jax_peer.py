@@ -17,6 +17,10 @@ Usage: python jax_peer.py WORKLOAD [WORKLOAD ...]
              buffers, one batched matmul per FFN layer, GELU (tanh form)
   gemm       2048^3 f32, bf16 operands with an f32 result, s8 operands with an s32 result
   dispatch   a cached jitted x + 1 on f32[16], device-resident (median)
+  scan       a recurrent cell h = tanh(h @ W + x) over T=512 steps, B=8, D=256
+             f32 with lax.scan (the stacked states and the last), and
+             jax.value_and_grad of the mean square of the states with respect
+             to W and the inputs
 
 Each result is one line on stdout: `<key> <milliseconds> <temp MiB or ->`.
 """
@@ -196,7 +200,36 @@ def dispatch():
     emit("dispatch", times[len(times) // 2] * 1e3)
 
 
-WORKLOADS = {"attention": attention, "norm": norm, "moe": moe, "gemm": gemm, "dispatch": dispatch}
+def rnn(h0, w, xs):
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h
+
+    return lax.scan(step, h0, xs)
+
+
+def rnn_loss(w, xs, h0):
+    _, hs = rnn(h0, w, xs)
+    return (hs * hs).mean()
+
+
+def scan():
+    t, b, d = 512, 8, 256
+    h0, w, xs = data((b, d), 0.5), data((d, d), 0.05), data((t, b, d), 1.0)
+    f = jax.jit(rnn)
+    emit("scan_rnn", best(f, (h0, w, xs), 21), temp_mib(f, (h0, w, xs)))
+    g = jax.jit(jax.value_and_grad(rnn_loss, argnums=(0, 1)))
+    emit("scan_rnn_grad", best(g, (w, xs, h0), 11), temp_mib(g, (w, xs, h0)))
+
+
+WORKLOADS = {
+    "attention": attention,
+    "norm": norm,
+    "moe": moe,
+    "gemm": gemm,
+    "dispatch": dispatch,
+    "scan": scan,
+}
 
 
 def main():

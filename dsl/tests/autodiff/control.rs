@@ -262,3 +262,41 @@ fn buffers_a_loop_only_writes_into_are_not_kept_and_still_get_their_gradient() {
         &[x, b],
     );
 }
+
+#[test]
+fn nested_scans_and_the_second_derivative_of_a_scan() {
+    use tessel_dsl::autodiff::grad;
+    use tessel_dsl::scan;
+    let x = data(31, &[3, 2], -1.0, 1.0);
+    check(
+        "scan_of_scan",
+        |a| {
+            // The outer scan runs over rows, the inner over a row's elements.
+            let (c, ys) = scan(Tensor::scalar(0.5, F64), a[0], |c: Tensor, row: Tensor| {
+                let (c2, inner) = scan(c, row, |d: Tensor, e: Tensor| {
+                    let d = (d * e).sin() + d;
+                    (d, d * e)
+                });
+                (c2, inner)
+            });
+            vec![c, ys]
+        },
+        &[x.clone()],
+    );
+    check(
+        "grad_of_scan",
+        |a| {
+            let g = grad(
+                |x: Tensor| {
+                    let (c, _) = scan(Tensor::scalar(0.0, F64), x, |c: Tensor, r: Tensor| {
+                        (c + (r * r).sum(&[0]).sin(), ())
+                    });
+                    c
+                },
+                a[0],
+            );
+            vec![g]
+        },
+        &[x],
+    );
+}

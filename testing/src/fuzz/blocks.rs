@@ -56,6 +56,24 @@ impl Gen {
         } else {
             self.pick(&own)
         };
+        let v = self.shaped(src, want);
+        let Some(c) = carry else { return v };
+        if self.one_in(3) {
+            return v;
+        }
+        let b = match want.dtype {
+            DType::Pred => Binary::Xor,
+            d if d.is_integer() => self.pick(&[Binary::Add, Binary::Xor, Binary::Max]),
+            // Not `+` of a constant: see `elementwise`.
+            _ if self.facts[v].konst => self.pick(&[Binary::Max, Binary::Min]),
+            _ => self.pick(&[Binary::Max, Binary::Min, Binary::Add]),
+        };
+        self.emit(Op::Binary(b, c, v))
+    }
+
+    /// `src` reduced to a scalar, cast to `want`'s dtype and broadcast to
+    /// its shape.
+    fn shaped(&mut self, src: V, want: &TensorSpec) -> V {
         let s = self.spec(src);
         let mut v = src;
         if s.rank() > 0 {
@@ -72,18 +90,41 @@ impl Gen {
         if want.rank() > 0 {
             v = self.emit(Op::BroadcastInDim(v, want.shape.clone(), Vec::new()));
         }
-        let Some(c) = carry else { return v };
-        if self.one_in(3) {
-            return v;
+        v
+    }
+
+    /// `c` with its row `counter` (clamped) replaced by a value computed
+    /// without reading `c`: a stacked output, which the gradient of a loop
+    /// need not keep per iteration. (An update that read `c` could see rows
+    /// XLA already overwrote in place; see `steps.rs`.)
+    fn stacked(&mut self, c: V, counter: V) -> V {
+        let want = self.spec(c);
+        let mut readers = vec![c];
+        for inst in self.code.last().expect("an open block") {
+            if inst.free_uses().iter().any(|v| readers.contains(v)) {
+                readers.extend(&inst.outs);
+            }
         }
-        let b = match want.dtype {
-            DType::Pred => Binary::Xor,
-            d if d.is_integer() => self.pick(&[Binary::Add, Binary::Xor, Binary::Max]),
-            // Not `+` of a constant: see `elementwise`.
-            _ if self.facts[v].konst => self.pick(&[Binary::Max, Binary::Min]),
-            _ => self.pick(&[Binary::Max, Binary::Min, Binary::Add]),
+        let own: Vec<V> = self.scopes.last().expect("an open block").clone();
+        let free: Vec<V> = own.into_iter().filter(|v| !readers.contains(v)).collect();
+        let src = match free.is_empty() {
+            true => {
+                let k = self.small(want.dtype);
+                self.full(Vec::new(), k, want.dtype)
+            }
+            false => self.pick(&free),
         };
-        self.emit(Op::Binary(b, c, v))
+        let mut window = want.clone();
+        window.shape[0] = 1;
+        let update = self.shaped(src, &window);
+        let zero = self.full(Vec::new(), 0.0, DType::S32);
+        let mut starts = vec![counter];
+        starts.extend((1..want.rank()).map(|_| zero));
+        self.emit(Op::DynamicUpdateSlice {
+            x: c,
+            update,
+            starts,
+        })
     }
 
     /// The carries of a loop starting at `x`: it and sometimes a second
@@ -110,7 +151,10 @@ impl Gen {
             .iter()
             .map(|&c| {
                 let want = self.spec(c);
-                self.fit(&want, Some(c))
+                match want.shape.first() {
+                    Some(&rows) if rows > 0 && self.one_in(4) => self.stacked(c, params[0]),
+                    _ => self.fit(&want, Some(c)),
+                }
             })
             .collect();
         self.close(params, results)

@@ -254,6 +254,63 @@ fn a_clamped_value_may_tie_the_moved_bound_it_was_clamped_to() {
 }
 
 #[test]
+fn a_64_bit_integer_cast_to_a_float_and_added_to_a_parameter_is_not_compared() {
+    // Found by the gradient fuzzer (seed 12004548): `x + f64(u64(i))` with
+    // `i = -8` is `x + 1.8e19`, constant in `x` to f64, but its gradient is 1.
+    use super::grad::SkipKind::Absorbed;
+    use super::ties::{holds_a_huge_float, not_comparable};
+    use tessel_dsl::DType::{F64, S32, U64};
+    let program = |wide: tessel_dsl::DType, add: bool| {
+        let specs = vec![
+            TensorSpec::new([2], F64),
+            TensorSpec::new([2], S32),
+            TensorSpec::new([2], wide),
+            TensorSpec::new([2], F64),
+            TensorSpec::new([2], F64),
+        ];
+        let mut insts = vec![
+            Inst {
+                outs: vec![2],
+                op: Op::Cast(1, wide),
+            },
+            Inst {
+                outs: vec![3],
+                op: Op::Cast(2, F64),
+            },
+        ];
+        let mut out = 3;
+        if add {
+            insts.push(Inst {
+                outs: vec![4],
+                op: Op::Binary(super::program::Binary::Add, 0, 3),
+            });
+            out = 4;
+        }
+        Program {
+            params: vec![0, 1],
+            insts,
+            outputs: vec![Output {
+                value: out,
+                terms: 0,
+            }],
+            specs,
+        }
+    };
+    assert_eq!(not_comparable(&program(U64, true)), Some(Absorbed));
+    // A 32-bit integer's magnitude does not absorb a parameter to f64, and
+    // a huge value that meets no float parameter absorbs nothing.
+    assert_eq!(not_comparable(&program(S32, true)), None);
+    assert_eq!(not_comparable(&program(U64, false)), None);
+    // A shrink that turns such a value into an argument is not taken.
+    let mut c = super::grad::grad_case(0).expect("an all-f64 program");
+    assert!(!holds_a_huge_float(&c));
+    if let Some(a) = c.args.iter_mut().find(|a| a.dtype().is_float()) {
+        *a = tessel_dsl::HostTensor::from_fn(a.spec().clone(), |_| 1.8e19);
+    }
+    assert!(holds_a_huge_float(&c));
+}
+
+#[test]
 fn a_failure_that_needs_unused_code_still_shrinks() {
     // Fails while some instruction's result or parameter goes unread: what
     // pruning removes is what it needs.

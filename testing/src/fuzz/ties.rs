@@ -13,6 +13,7 @@
 //! tied (integer bounds, or bounds a shrink put back).
 
 use tessel_dsl::ops::ScatterCombine;
+use tessel_dsl::DType;
 
 use super::grad::SkipKind;
 use super::program::{Binary, Case, Inst, Op, Program};
@@ -51,6 +52,9 @@ const UNMOVED: u128 = 1 << 64;
 const MOVED_DOWN: u128 = 1 << 65;
 /// One that may hold such a value moved by [`UPPER_SHIFT`].
 const MOVED_UP: u128 = 1 << 66;
+/// One that may hold a 64-bit integer's magnitude, cast to a float (up to
+/// 1.8e19): added to a value of a float parameter, it absorbs it.
+const HUGE: u128 = 1 << 67;
 
 /// Sets the bits of `inst`'s results (and of its blocks' values) from
 /// what it reads, walking its blocks with `walk_block`. With
@@ -140,9 +144,11 @@ pub fn untie_clamps(p: &mut Program) {
 
 /// Why the gradient of `p` is not compared with differences, if it is
 /// not: a `clamp` whose bound may still equal its operand or the other
-/// bound (see the module docs), or a multiplying scatter whose updates
+/// bound (see the module docs), a multiplying scatter whose updates
 /// depend on a parameter, whose gradient JAX does not define (the
-/// pullback refuses it).
+/// pullback refuses it), or a 64-bit integer cast to a float and combined
+/// with a float parameter's value, which it may absorb (`x + 1.8e19` is
+/// constant in `x` to f64, but its gradient is 1).
 ///
 /// Two values may tie when they depend on a common float parameter and may
 /// be moved by the same constant: a bound moved by [`untie_clamps`] holds
@@ -151,13 +157,14 @@ pub fn untie_clamps(p: &mut Program) {
 /// that bound is, and ties it in a second clamp with the same bound, or in
 /// the next iteration of a loop that clamps a carried value.
 pub fn not_comparable(p: &Program) -> Option<SkipKind> {
-    struct Walk {
+    struct Walk<'a> {
+        specs: &'a [tessel_dsl::TensorSpec],
         floats: u128,
         /// The mark of each constant [`untie_clamps`] made.
         konst: Vec<Option<u128>>,
         found: Option<SkipKind>,
     }
-    impl Walk {
+    impl Walk<'_> {
         fn list(&mut self, list: &mut Vec<Inst>, taint: &mut Vec<u128>) {
             for inst in list {
                 let mut moved = None;
@@ -192,11 +199,25 @@ pub fn not_comparable(p: &Program) -> Option<SkipKind> {
                     let v = inst.outs[0];
                     taint[v] = taint[v] & PARAMS | mark;
                 }
+                if let Op::Cast(x, to) = inst.op {
+                    let from = self.specs[x].dtype;
+                    if to.is_float() && matches!(from, DType::S64 | DType::U64) {
+                        taint[inst.outs[0]] |= HUGE;
+                    }
+                }
+                if inst
+                    .outs
+                    .iter()
+                    .any(|&v| taint[v] & HUGE != 0 && taint[v] & self.floats != 0)
+                {
+                    self.found.get_or_insert(SkipKind::Absorbed);
+                }
             }
         }
     }
     let (mut taint, floats) = parameter_bits(p);
     let mut w = Walk {
+        specs: &p.specs,
         floats,
         konst: vec![None; p.specs.len()],
         found: None,
@@ -225,4 +246,17 @@ pub fn repeats_a_float(case: &Case) -> bool {
     seen.sort_unstable();
     seen.dedup();
     seen.len() < n
+}
+
+/// Whether an element of `case`'s float arguments is 2^40 or more in
+/// magnitude: generated arguments are small, but a shrink may turn a
+/// value into an argument, and a 64-bit integer's magnitude absorbs what
+/// it is added to (see [`not_comparable`]). The gradient fuzzer's shrink
+/// does not take such a case.
+pub fn holds_a_huge_float(case: &Case) -> bool {
+    case.args
+        .iter()
+        .filter(|a| a.dtype().is_float())
+        .flat_map(|a| a.to_f64_vec())
+        .any(|x| x.abs() >= (1u64 << 40) as f64)
 }

@@ -50,6 +50,10 @@ pub const WORKLOADS: &[(&str, &str)] = &[
         "dispatch",
         "a cached trivial kernel (f32[16] + 1) on device buffers",
     ),
+    (
+        "scan",
+        "a recurrent cell tanh(h W + x) over T=512 steps, B=8 D=256 f32 with scan, and its gradient",
+    ),
 ];
 
 /// The rows: (workload, key shared with the script, label).
@@ -75,6 +79,8 @@ const ROWS: &[(&str, &str, &str)] = &[
     ("gemm", "gemm_bf16", "gemm 2048^3 bf16 -> f32"),
     ("gemm", "gemm_s8", "gemm 2048^3 s8 -> s32"),
     ("dispatch", "dispatch", "dispatch, median"),
+    ("scan", "scan_rnn", "scan rnn T=512 B=8 D=256"),
+    ("scan", "scan_rnn_grad", "scan rnn value_and_grad"),
 ];
 
 /// One side's figure for a row: milliseconds and, where known, the
@@ -110,6 +116,30 @@ fn figure(p: &Profile) -> Figure {
 #[cpu_kernel]
 fn add_one(x: Tensor) -> Tensor {
     x + 1.0
+}
+
+/// A recurrent cell over the rows of `xs`: the last state and the stacked states.
+#[cpu_kernel]
+fn rnn_scan(h0: Tensor, w: Tensor, xs: Tensor) -> (Tensor, Tensor) {
+    scan(h0, xs, |h: Tensor, x: Tensor| {
+        let h = (h.matmul(w) + x).tanh();
+        (h, h)
+    })
+}
+
+/// The mean square of [`rnn_scan`]'s states and its gradient with respect to
+/// `w` and `xs`.
+#[cpu_kernel]
+fn rnn_scan_grad(w: Tensor, xs: Tensor, h0: Tensor) -> (Tensor, Tensor, Tensor) {
+    let loss = |(w, xs): (Tensor, Tensor)| {
+        let (_, hs) = scan(h0, xs, |h: Tensor, x: Tensor| {
+            let h = (h.matmul(w) + x).tanh();
+            (h, h)
+        });
+        (hs * hs).mean(&[0, 1, 2])
+    };
+    let (l, (dw, dxs)) = tessel::autodiff::value_and_grad(loss, (w, xs));
+    (l, dw, dxs)
 }
 
 /// tessel's side of `workload`.
@@ -205,6 +235,18 @@ fn tessel_side(dev: &Device, workload: &str) -> Result<Figures> {
                     temp_mib: None,
                 },
             );
+        }
+        "scan" => {
+            let (t, b, d) = (512, 8, 256);
+            let (h0, w, xs) = (
+                data(vec![b, d], 0.5),
+                data(vec![d, d], 0.05),
+                data(vec![t, b, d], 1.0),
+            );
+            let p = rnn_scan::profile(dev, runs(21), &h0, &w, &xs)?;
+            out.insert("scan_rnn".into(), figure(&p));
+            let p = rnn_scan_grad::profile(dev, runs(11), &w, &xs, &h0)?;
+            out.insert("scan_rnn_grad".into(), figure(&p));
         }
         // `compare`'s caller checks the names against `WORKLOADS`.
         _ => {}
