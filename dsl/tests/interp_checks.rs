@@ -413,7 +413,10 @@ fn malformed_graphs_are_errors_not_panics() {
             "a while without regions",
             one_node(
                 &pv,
-                Op::While { trip_count: None },
+                Op::While {
+                    trip_count: None,
+                    stacked: 0..0,
+                },
                 vec![0],
                 vec![v.clone()],
                 vec![],
@@ -423,7 +426,10 @@ fn malformed_graphs_are_errors_not_panics() {
             "a loop whose body is the kernel",
             one_node(
                 &pv,
-                Op::While { trip_count: None },
+                Op::While {
+                    trip_count: None,
+                    stacked: 0..0,
+                },
                 vec![0],
                 vec![v.clone()],
                 vec![0, 0],

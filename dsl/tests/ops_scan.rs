@@ -8,10 +8,12 @@ mod common;
 
 use common::*;
 use tessel_dsl::autodiff::vjp;
+use tessel_dsl::ir::{Def, Op};
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::runtime::Device;
 use tessel_dsl::{
-    scan, scan_with, HostTensor, KernelError, ScanOptions, Tensor, TensorSpec, F32, F64, S32,
+    fori_loop, scan, scan_with, HostTensor, KernelError, ScanOptions, Tensor, TensorSpec, F32, F64,
+    S32,
 };
 
 /// One step of a small recurrent cell: `h' = tanh(h W + x)`, with outputs
@@ -294,6 +296,70 @@ fn the_gradient_of_a_scan_keeps_one_carry_per_step_not_the_stacked_outputs() {
         (large as f64) < 6.0 * small as f64,
         "temporaries of 64 steps: {small} B; of 256 steps: {large} B"
     );
+}
+
+#[test]
+fn the_backward_loop_reads_the_stacked_cotangent_instead_of_carrying_it() {
+    // The same loop written by hand with fori_loop carries the cotangent
+    // of its stacked buffer through the backward loop, zeroing the row
+    // each iteration wrote; a scan's rows are written once each, so its
+    // backward loop reads them from the result's cotangent as they are.
+    let (n, w) = (6, 4);
+    // How many values the last loop of the program (the backward one)
+    // carries out of a dynamic_update_slice.
+    let written = |g: &tessel_dsl::Graph| {
+        let last = g.nodes.iter().rfind(|n| matches!(n.op, Op::While { .. }));
+        let body = &g.regions[last.expect("a loop").regions[1]];
+        body.results
+            .iter()
+            .filter(|&&v| match g.values[v].def {
+                Def::Result { node, .. } => g.nodes[node].op == Op::DynamicUpdateSlice,
+                _ => false,
+            })
+            .count()
+    };
+    let specs = [spec(&[w], F32), spec(&[n, w], F32), spec(&[n, w], F32)];
+    let by_hand = Kernel::new(fresh_name("fori_stack"), move |a: &[Tensor]| {
+        let (_, pb) = vjp(
+            |h0: Tensor| {
+                let buf = Tensor::zeros(vec![n, w], F32);
+                let z = Tensor::scalar(0.0, S32);
+                let (_, ys) = fori_loop(0, n as i32, (h0, buf), |i, (h, ys)| {
+                    let h = (h * 0.9).sin();
+                    (h, ys.dynamic_update_slice(h.expand_dims(0), &[i, z]))
+                });
+                ys
+            },
+            a[0],
+        );
+        pb.call(a[2])
+    });
+    let scanned = Kernel::new(fresh_name("scan_stack"), move |a: &[Tensor]| {
+        let (_, pb) = vjp(
+            |h0: Tensor| {
+                let (_, ys) = scan_with(h0, (), ScanOptions::new().length(n), |h, ()| {
+                    let h = (h * 0.9).sin();
+                    (h, h)
+                });
+                ys
+            },
+            a[0],
+        );
+        pb.call(a[2])
+    });
+    assert_eq!(written(&by_hand.trace(&specs).unwrap()), 1);
+    assert_eq!(written(&scanned.trace(&specs).unwrap()), 0);
+    let mut rng = Rng::new(5);
+    let args: Vec<HostTensor> = specs
+        .iter()
+        .map(|s| random(&mut rng, &s.shape, F32, -1.0, 1.0))
+        .collect();
+    let refs: Vec<&HostTensor> = args.iter().collect();
+    let (a, b) = (
+        by_hand.run(&device(), &refs).unwrap(),
+        scanned.run(&device(), &refs).unwrap(),
+    );
+    check(&b[0], F32, &[w], &a[0].to_f64_vec(), Class::Simple, "dh0");
 }
 
 #[test]

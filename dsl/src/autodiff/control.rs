@@ -125,7 +125,11 @@ fn loop_activity(
 /// The gradient of a `while`, for every operand (carried values then
 /// captured values).
 pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &[bool]) -> Grads {
-    let Op::While { trip_count } = node.op else {
+    let Op::While {
+        trip_count,
+        stacked,
+    } = &node.op
+    else {
         return Err("internal: not a loop".into());
     };
     let (cond_r, body_r) = (node.regions[0], node.regions[1]);
@@ -145,13 +149,22 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     let loc = node.location.clone();
     // The positions whose values the backward body reads: those that
     // change, except those the body only writes into (stacked outputs).
+    let only_written: Vec<bool> = (0..k).map(|i| written_only(body_r, i)).collect();
     let variant: Vec<usize> = (0..k)
-        .filter(|&i| !invariant[i] && !written_only(body_r, i))
+        .filter(|&i| !invariant[i] && !only_written[i])
+        .collect();
+    let saved = trip_count.filter(|&n| n > 0);
+    // A scan's stacked outputs need no carried cotangent: each row is
+    // written by one iteration only, so that iteration reads its row of
+    // the result's cotangent as it is (JAX's scan transpose). Carrying it
+    // instead, with the written row zeroed, costs XLA a copy of the whole
+    // buffer per iteration.
+    let read_only: Vec<bool> = (0..k)
+        .map(|i| saved.is_some() && stacked.contains(&i) && only_written[i] && act[i])
         .collect();
 
     // Forward: count the iterations, saving the carried values when the
     // trip count is known.
-    let saved = trip_count.filter(|&n| n > 0);
     let mut fwd_init = vec![s32(0.0)];
     fwd_init.extend(&inits);
     if let Some(n) = saved {
@@ -183,7 +196,7 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     let bufs: Vec<Tensor> = fwd[1 + k..].to_vec();
 
     // Backward: j = trips-1 down to 0.
-    let ct_pos: Vec<usize> = (0..k).filter(|&i| act[i]).collect();
+    let ct_pos: Vec<usize> = (0..k).filter(|&i| act[i] && !read_only[i]).collect();
     let mut bwd_init = vec![trips - 1];
     for &i in &ct_pos {
         let start = if invariant[i] {
@@ -234,6 +247,11 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
             super::backprop::accumulate(&mut cts, outs_b[i].value, carried[slot]);
         }
     }
+    for i in (0..k).filter(|&i| read_only[i]) {
+        if let Some(ct) = outs[i] {
+            super::backprop::accumulate(&mut cts, outs_b[i].value, ct);
+        }
+    }
     let inputs: Vec<ValueId> = ct_pos.iter().map(|&i| arg_ids[i]).collect();
     let tp = Tape::new(trace, here, nodes_b);
     let res = backprop(&tp, &inputs, cts);
@@ -267,6 +285,10 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         if want[i] {
             grads[i] = Some(g);
         }
+    }
+    // Every row of a stacked output's initial zeros is overwritten.
+    for i in (0..k).filter(|&i| read_only[i] && want[i]) {
+        grads[i] = Some(zeros_of(inits[i]));
     }
     Ok(grads)
 }

@@ -185,6 +185,13 @@ pub enum Op {
         /// `fori_loop` over Rust bounds): reverse-mode autodiff then saves
         /// each iteration's carried values instead of recomputing them.
         trip_count: Option<usize>,
+        /// The carried positions that are stacked outputs (a
+        /// [`scan`](crate::ops::scan::scan)'s `ys`): the body writes one
+        /// row of each per iteration with `dynamic_update_slice` (its only
+        /// use), every row once, into an initial value of zeros. Their
+        /// gradient then needs no carried cotangent: an iteration's row is
+        /// read from the result's cotangent. Empty for other loops.
+        stacked: std::ops::Range<usize>,
     },
     /// A branch: operand is the scalar predicate; regions (then, else).
     If,

@@ -122,6 +122,7 @@ pub struct WhileBuilder {
     ok: bool,
     loc: Location,
     trip_count: Option<usize>,
+    stacked: std::ops::Range<usize>,
 }
 
 impl WhileBuilder {
@@ -149,6 +150,7 @@ impl WhileBuilder {
             ok: true,
             loc,
             trip_count: None,
+            stacked: 0..0,
         };
         Some((b, args))
     }
@@ -209,6 +211,16 @@ impl WhileBuilder {
         Some(inner)
     }
 
+    /// Declares the carried values added last with
+    /// [`WhileBuilder::add_carry`], from position `first` on, stacked
+    /// outputs (see [`Op::While`]). The caller guarantees what that asks:
+    /// a trip count equal to their first extent, and each iteration's
+    /// body writing a row of each that no other iteration writes, into
+    /// zeros, and reading nothing of them.
+    pub(crate) fn set_stacked_from(&mut self, first: usize) {
+        self.stacked = first..self.inits.len();
+    }
+
     /// Closes the body with the next carried values and appends the loop;
     /// returns its results (poisoned handles after an error).
     pub fn finish(self, outs: Vec<Tensor>) -> Vec<Tensor> {
@@ -245,7 +257,7 @@ impl WhileBuilder {
             return poisoned(&self.inits);
         }
         let (prev, cr, specs) = (self.prev, self.cond_region, self.specs.clone());
-        let trip_count = self.trip_count;
+        let (trip_count, stacked) = (self.trip_count, self.stacked.clone());
         let results = with_state(|s| {
             let mut operands = Vec::new();
             for &t in &self.inits {
@@ -259,7 +271,10 @@ impl WhileBuilder {
             rs.extend(captured.iter().map(|&c| s.graph.values[c].spec.clone()));
             let ids = s.graph.add_node(
                 prev,
-                Op::While { trip_count },
+                Op::While {
+                    trip_count,
+                    stacked,
+                },
                 operands,
                 rs,
                 vec![cr, br],

@@ -225,6 +225,7 @@ fn scan_at<C: Carry, X: Carry, Y: Carry>(
     check_carry(&bargs[1..], &flat(&next), &loc);
     let mut outs = vec![t + 1];
     outs.extend(flat(&next));
+    let first = outs.len();
     for v in flat(&y) {
         let spec = v.spec();
         let mut shape = vec![n];
@@ -240,6 +241,9 @@ fn scan_at<C: Carry, X: Carry, Y: Carry>(
                 buf.dynamic_update_slice(v.expand_dims(0), &starts)
             }
         });
+    }
+    if n > 0 {
+        b.set_stacked_from(first);
     }
     let r = b.finish(outs);
     let k = flat(&init).len();

@@ -168,7 +168,7 @@ fn static_loops_record_their_trip_count() {
         .nodes
         .iter()
         .filter_map(|n| match n.op {
-            Op::While { trip_count } => Some(trip_count),
+            Op::While { trip_count, .. } => Some(trip_count),
             _ => None,
         })
         .collect();
