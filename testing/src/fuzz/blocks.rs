@@ -160,8 +160,12 @@ impl Gen {
         self.close(params, results)
     }
 
-    /// A `fori_loop` from `x`, with a static or traced trip count.
+    /// A `scan` from `x` (one time in three), or a `fori_loop` with a
+    /// static or traced trip count.
     pub fn fori(&mut self, x: V) {
+        if self.one_in(3) {
+            return self.scan(x);
+        }
         let init = self.carries(x);
         let lo = self.int(-1, 1) as i32;
         let hi = if self.one_in(3) {
@@ -172,6 +176,60 @@ impl Gen {
         let one_trip = matches!(hi, Bound::Static(hi) if hi == lo + 1);
         let body = self.loop_body(&init, one_trip);
         let outs = self.emit_all(Op::Fori { lo, hi, init, body });
+        for v in outs {
+            self.keep(v);
+        }
+    }
+
+    /// A `scan` from `x`: over the rows of one or two visible values of
+    /// one first extent (or none, for 0 to 3 steps), forward or reversed,
+    /// stacking one or two of the body's values.
+    fn scan(&mut self, x: V) {
+        let init = self.carries(x);
+        let rows =
+            self.visible_where(|t| matches!(t.shape.first(), Some(&n) if (1..=6).contains(&n)));
+        let (length, xs) = match rows.is_empty() || self.one_in(4) {
+            true => (self.int(0, 3) as usize, Vec::new()),
+            false => {
+                let first = self.pick(&rows);
+                let n = self.spec(first).shape[0];
+                let mut xs = vec![first];
+                let same = self.visible_where(|t| t.shape.first() == Some(&n));
+                if self.one_in(2) {
+                    let second = self.pick(&same);
+                    xs.push(second);
+                }
+                (n, xs)
+            }
+        };
+        let mut specs: Vec<TensorSpec> = init.iter().map(|&v| self.spec(v)).collect();
+        for &v in &xs {
+            let s = self.spec(v);
+            specs.push(TensorSpec::new(s.shape[1..].to_vec(), s.dtype));
+        }
+        let params = self.open(&specs);
+        self.steps(1, 2);
+        let mut results: Vec<V> = params[..init.len()]
+            .iter()
+            .map(|&c| {
+                let want = self.spec(c);
+                self.fit(&want, Some(c))
+            })
+            .collect();
+        let own = self.scopes.last().expect("an open block").clone();
+        for _ in 0..self.int(1, 2) {
+            let y = self.pick(&own);
+            results.push(y);
+        }
+        let body = self.close(params, results);
+        let reverse = self.one_in(2);
+        let outs = self.emit_all(Op::Scan {
+            init,
+            xs,
+            length,
+            reverse,
+            body,
+        });
         for v in outs {
             self.keep(v);
         }

@@ -2,7 +2,9 @@
 //! names, on the tensors of its operands, inside a kernel body.
 //! [`rust`](super::rust) prints the same calls as source.
 
-use tessel_dsl::{concat, cond, fori_loop, while_loop, DType, Precision, Tensor};
+use tessel_dsl::{
+    concat, cond, fori_loop, scan_with, while_loop, DType, Precision, ScanOptions, Tensor,
+};
 
 use super::program::{Binary, Block, Bound, Cmp, Inst, Op, Program, Reduce, Unary, MAX_TRIPS, V};
 
@@ -198,6 +200,25 @@ fn op(op: &Op, env: &Env) -> Vec<Tensor> {
                 Bound::Static(n) => fori_loop(*lo, *n, all(init), run),
                 Bound::Traced(v) => fori_loop(*lo, g(v).minimum(MAX_TRIPS), all(init), run),
             };
+        }
+        Op::Scan {
+            init,
+            xs,
+            length,
+            reverse,
+            body,
+        } => {
+            let k = init.len();
+            let o = ScanOptions::new().length(*length).reverse(*reverse);
+            let (mut c, ys) = scan_with(all(init), all(xs), o, |c: Vec<Tensor>, x: Vec<Tensor>| {
+                let mut args = c;
+                args.extend(x);
+                let mut r = block(body, env, &args);
+                let ys = r.split_off(k.min(r.len()));
+                (r, ys)
+            });
+            c.extend(ys);
+            return c;
         }
         Op::While {
             limit,

@@ -5,8 +5,9 @@
 //! ops with broadcasting, casts, broadcasts, reshapes, transposes, slices,
 //! pads, concatenations, reductions, arg-reductions, sorts, dynamic slices
 //! and updates, gathers and scatters with in- and out-of-range indices,
-//! clamps, small dots, and `fori_loop`s, `while_loop`s and `cond`s nested
-//! two deep, transcendental functions (`exp`, `expm1`, `log`, `log1p`,
+//! clamps, small dots, and `fori_loop`s (some carrying stacked outputs),
+//! `scan`s (forward and reversed, with and without `xs`), `while_loop`s and
+//! `cond`s nested two deep, transcendental functions (`exp`, `expm1`, `log`, `log1p`,
 //! `tanh`, `sigmoid`, `sin`, `cos`, `tan`, `erf`, `rsqrt`, `cbrt`, `atan2`,
 //! `pow`) whose results are compared within a few ulps, over f32, f64,
 //! f16, bf16, s32, s8, u8 and pred tensors with

@@ -301,6 +301,23 @@ pub enum Op {
         /// The loop body.
         body: Block,
     },
+    /// `scan_with(init, xs, ScanOptions::new().length(length).reverse(reverse),
+    /// body)`: the body's parameters are the carries and a row of each of
+    /// `xs` (whose first extent is `length`); its results are the new
+    /// carries and then the step's outputs. The op's results are the final
+    /// carries and then the outputs stacked along a new first axis.
+    Scan {
+        /// The initial carries.
+        init: Vec<V>,
+        /// The tensors scanned over their first axis.
+        xs: Vec<V>,
+        /// The number of steps.
+        length: usize,
+        /// Whether the steps run last to first.
+        reverse: bool,
+        /// The loop body.
+        body: Block,
+    },
     /// `while_loop` over a counter (from 0) and the carries, running while
     /// `counter < limit.minimum(MAX_TRIPS)` and `cond` holds; `cond`'s and
     /// `body`'s parameters are the counter and the carries, `cond` returns
@@ -445,6 +462,10 @@ impl Op {
                 }
                 init.iter_mut().for_each(f);
             }
+            Op::Scan { init, xs, .. } => {
+                init.iter_mut().for_each(&mut *f);
+                xs.iter_mut().for_each(f);
+            }
             Op::While { limit, init, .. } => {
                 f(limit);
                 init.iter_mut().for_each(f);
@@ -456,7 +477,7 @@ impl Op {
     /// The op's blocks.
     pub fn blocks(&self) -> Vec<&Block> {
         match self {
-            Op::Fori { body, .. } => vec![body],
+            Op::Fori { body, .. } | Op::Scan { body, .. } => vec![body],
             Op::While { cond, body, .. } => vec![cond, body],
             Op::Cond {
                 then, otherwise, ..
@@ -468,7 +489,7 @@ impl Op {
     /// The op's blocks, mutably.
     pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
         match self {
-            Op::Fori { body, .. } => vec![body],
+            Op::Fori { body, .. } | Op::Scan { body, .. } => vec![body],
             Op::While { cond, body, .. } => vec![cond, body],
             Op::Cond {
                 then, otherwise, ..

@@ -119,6 +119,57 @@ impl Printer {
                 self.block_tail(depth + 1, body, &[]);
                 self.line(depth, "});");
             }
+            Op::Scan {
+                init,
+                xs,
+                length,
+                reverse,
+                body,
+            } => {
+                self.imports.insert("scan_with");
+                self.imports.insert("ScanOptions");
+                let k = init.len();
+                let (c, x) = (format!("c{}", inst.outs[0]), format!("x{}", inst.outs[0]));
+                let name =
+                    |n: &String, ps: &[V], p: &Printer| match ps.iter().any(|q| p.read.contains(q))
+                    {
+                        true => n.clone(),
+                        false => format!("_{n}"),
+                    };
+                let (c_arg, x_arg) = (
+                    name(&c, &body.params[..k], self),
+                    name(&x, &body.params[k..], self),
+                );
+                let list = |vs: &[V]| vs.iter().map(|&q| v(q)).collect::<Vec<_>>().join(", ");
+                self.line(depth, &format!("let {r} = {{"));
+                self.line(
+                    depth + 1,
+                    &format!("let o = ScanOptions::new().length({length}).reverse({reverse});"),
+                );
+                self.line(
+                    depth + 1,
+                    &format!(
+                        "let (mut c, ys) = scan_with(vec![{}], vec![{}], o, |{c_arg}: Vec<Tensor>, {x_arg}: Vec<Tensor>| {{",
+                        list(init),
+                        list(xs)
+                    ),
+                );
+                self.unpack(depth + 2, &c, &body.params[..k]);
+                self.unpack(depth + 2, &x, &body.params[k..]);
+                self.insts(depth + 2, &body.insts);
+                self.line(
+                    depth + 2,
+                    &format!(
+                        "(vec![{}], vec![{}])",
+                        list(&body.results[..k]),
+                        list(&body.results[k..])
+                    ),
+                );
+                self.line(depth + 1, "});");
+                self.line(depth + 1, "c.extend(ys);");
+                self.line(depth + 1, "c");
+                self.line(depth, "};");
+            }
             Op::While {
                 limit,
                 init,
@@ -324,7 +375,7 @@ impl Printer {
                     list(&dims.rhs_contract)
                 )
             }
-            Op::Fori { .. } | Op::While { .. } | Op::Cond { .. } => {
+            Op::Fori { .. } | Op::Scan { .. } | Op::While { .. } | Op::Cond { .. } => {
                 unreachable!("blocks are printed by `inst`")
             }
         }

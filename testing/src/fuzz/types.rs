@@ -330,6 +330,28 @@ pub fn infer(op: &Op, spec: &dyn Fn(V) -> TensorSpec) -> Result<Vec<TensorSpec>,
             }
             Ok(init.iter().map(|&v| spec(v)).collect())
         }
+        Op::Scan {
+            init,
+            xs,
+            length,
+            body,
+            ..
+        } => {
+            for &x in xs {
+                let s = spec(x);
+                ensure(s.shape.first() == Some(length), || {
+                    format!("scan of {length} steps over {s}")
+                })?;
+            }
+            let mut out: Vec<TensorSpec> = init.iter().map(|&v| spec(v)).collect();
+            for &y in body.results.iter().skip(init.len()) {
+                let s = spec(y);
+                let mut shape = vec![*length];
+                shape.extend(&s.shape);
+                out.push(TensorSpec::new(shape, s.dtype));
+            }
+            Ok(out)
+        }
         Op::While { limit, init, .. } => {
             scalar_indices(&[*limit], 1, spec)?;
             let mut out = vec![TensorSpec::scalar(DType::S32)];
@@ -374,6 +396,18 @@ fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), Strin
                 c.extend(init.iter().map(|&v| specs[v].clone()));
                 c
             }
+            // The carries, then a row of each of the xs.
+            Op::Scan { init, xs, .. } => {
+                let mut c: Vec<TensorSpec> = init.iter().map(|&v| specs[v].clone()).collect();
+                for &x in xs {
+                    let s = &specs[x];
+                    c.push(TensorSpec::new(
+                        s.shape[1.min(s.rank())..].to_vec(),
+                        s.dtype,
+                    ));
+                }
+                c
+            }
             _ => Vec::new(),
         };
         for b in inst.op.blocks() {
@@ -390,6 +424,15 @@ fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), Strin
         match &inst.op {
             Op::Fori { body, .. } | Op::While { body, .. } => {
                 block_returns(body, &carries[1..], specs)?;
+            }
+            Op::Scan { init, body, .. } => {
+                let k = init.len();
+                ensure(body.results.len() >= k, || "scan results".to_string())?;
+                let carried = Block {
+                    results: body.results[..k].to_vec(),
+                    ..body.clone()
+                };
+                block_returns(&carried, &carries[..k], specs)?;
             }
             _ => {}
         }
