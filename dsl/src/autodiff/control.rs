@@ -316,14 +316,8 @@ fn written_only(body: RegionId, p: usize) -> bool {
             let results = g
                 .regions
                 .iter()
-                .enumerate()
-                .flat_map(|(ri, reg)| {
-                    reg.results
-                        .iter()
-                        .enumerate()
-                        .map(move |(k, &v)| (ri, k, v))
-                })
-                .filter(|&(_, _, v)| v == cur)
+                .flat_map(|reg| &reg.results)
+                .filter(|&&v| v == cur)
                 .count();
             let (first, second) = (users.next(), users.next());
             if cur == last {
