@@ -62,6 +62,11 @@ fn v(x: V) -> String {
     format!("v{x}")
 }
 
+/// Values as a comma-separated list of their names.
+fn values(xs: &[V]) -> String {
+    xs.iter().map(|&x| v(x)).collect::<Vec<_>>().join(", ")
+}
+
 impl Printer {
     fn line(&mut self, depth: usize, text: &str) {
         let _ = writeln!(self.out, "{}{text}", "    ".repeat(depth));
@@ -72,6 +77,15 @@ impl Printer {
             v(x)
         } else {
             format!("_v{x}")
+        }
+    }
+
+    /// The closure argument `name` that holds `params`, `_`-prefixed when
+    /// none of them is read.
+    fn arg_name(&self, name: &str, params: &[V]) -> String {
+        match params.iter().any(|p| self.read.contains(p)) {
+            true => name.to_string(),
+            false => format!("_{name}"),
         }
     }
 
@@ -107,10 +121,9 @@ impl Printer {
                     Bound::Traced(x) => format!("{}.minimum({MAX_TRIPS})", v(*x)),
                 };
                 let c = format!("c{}", inst.outs[0]);
-                let used = body.params[1..].iter().any(|p| self.read.contains(p));
-                let c_arg = if used { c.clone() } else { format!("_{c}") };
+                let c_arg = self.arg_name(&c, &body.params[1..]);
                 let i = self.bind(body.params[0]);
-                let init = init.iter().map(|&x| v(x)).collect::<Vec<_>>().join(", ");
+                let init = values(init);
                 self.line(
                     depth,
                     &format!("let {r} = fori_loop({lo}, {hi}, vec![{init}], |{i}: Tensor, {c_arg}: Vec<Tensor>| {{"),
@@ -130,17 +143,10 @@ impl Printer {
                 self.imports.insert("ScanOptions");
                 let k = init.len();
                 let (c, x) = (format!("c{}", inst.outs[0]), format!("x{}", inst.outs[0]));
-                let name =
-                    |n: &String, ps: &[V], p: &Printer| match ps.iter().any(|q| p.read.contains(q))
-                    {
-                        true => n.clone(),
-                        false => format!("_{n}"),
-                    };
                 let (c_arg, x_arg) = (
-                    name(&c, &body.params[..k], self),
-                    name(&x, &body.params[k..], self),
+                    self.arg_name(&c, &body.params[..k]),
+                    self.arg_name(&x, &body.params[k..]),
                 );
-                let list = |vs: &[V]| vs.iter().map(|&q| v(q)).collect::<Vec<_>>().join(", ");
                 self.line(depth, &format!("let {r} = {{"));
                 self.line(
                     depth + 1,
@@ -150,8 +156,8 @@ impl Printer {
                     depth + 1,
                     &format!(
                         "let (mut c, ys) = scan_with(vec![{}], vec![{}], o, |{c_arg}: Vec<Tensor>, {x_arg}: Vec<Tensor>| {{",
-                        list(init),
-                        list(xs)
+                        values(init),
+                        values(xs)
                     ),
                 );
                 self.unpack(depth + 2, &c, &body.params[..k]);
@@ -161,8 +167,8 @@ impl Printer {
                     depth + 2,
                     &format!(
                         "(vec![{}], vec![{}])",
-                        list(&body.results[..k]),
-                        list(&body.results[k..])
+                        values(&body.results[..k]),
+                        values(&body.results[k..])
                     ),
                 );
                 self.line(depth + 1, "});");

@@ -428,11 +428,7 @@ fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), Strin
             Op::Scan { init, body, .. } => {
                 let k = init.len();
                 ensure(body.results.len() >= k, || "scan results".to_string())?;
-                let carried = Block {
-                    results: body.results[..k].to_vec(),
-                    ..body.clone()
-                };
-                block_returns(&carried, &carries[..k], specs)?;
+                returns(&body.results[..k], &carries[..k], specs)?;
             }
             _ => {}
         }
@@ -452,7 +448,12 @@ fn retype_insts(insts: &[Inst], specs: &mut Vec<TensorSpec>) -> Result<(), Strin
 }
 
 fn block_returns(b: &Block, want: &[TensorSpec], specs: &[TensorSpec]) -> Result<(), String> {
-    let got: Vec<&TensorSpec> = b.results.iter().map(|&v| &specs[v]).collect();
+    returns(&b.results, want, specs)
+}
+
+/// Checks that block results `results` have the types `want`.
+fn returns(results: &[V], want: &[TensorSpec], specs: &[TensorSpec]) -> Result<(), String> {
+    let got: Vec<&TensorSpec> = results.iter().map(|&v| &specs[v]).collect();
     ensure(
         got.len() == want.len() && got.iter().zip(want).all(|(g, w)| *g == w),
         || format!("a block returns {got:?}, its op needs {want:?}"),
