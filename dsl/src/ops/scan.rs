@@ -202,6 +202,7 @@ fn scan_at<C: Carry, X: Carry, Y: Carry>(
     let s32 = |v: usize| full_at(Vec::new(), v as f64, DType::S32, loc.clone());
     let mut inits = vec![s32(0)];
     inits.extend(flat(&init));
+    let k = inits.len() - 1;
     let Some((mut b, cargs)) = WhileBuilder::begin(inits, loc.clone()) else {
         return body(init, xs);
     };
@@ -246,7 +247,6 @@ fn scan_at<C: Carry, X: Carry, Y: Carry>(
         b.set_stacked_from(first);
     }
     let r = b.finish(outs);
-    let k = flat(&init).len();
     let carry = init.rebuild(&mut r.iter().skip(1).take(k).copied());
     let ys = y.rebuild(&mut r.iter().skip(1 + k).copied());
     (carry, ys)

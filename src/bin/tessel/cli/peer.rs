@@ -118,24 +118,27 @@ fn add_one(x: Tensor) -> Tensor {
     x + 1.0
 }
 
-/// A recurrent cell over the rows of `xs`: the last state and the stacked states.
-#[cpu_kernel]
-fn rnn_scan(h0: Tensor, w: Tensor, xs: Tensor) -> (Tensor, Tensor) {
+/// A recurrent cell `h = tanh(h W + x)` over the rows of `xs`: the last
+/// state and the stacked states.
+fn rnn(h0: Tensor, w: Tensor, xs: Tensor) -> (Tensor, Tensor) {
     scan(h0, xs, |h: Tensor, x: Tensor| {
         let h = (h.matmul(w) + x).tanh();
         (h, h)
     })
 }
 
-/// The mean square of [`rnn_scan`]'s states and its gradient with respect to
+/// [`rnn`] as a kernel.
+#[cpu_kernel]
+fn rnn_scan(h0: Tensor, w: Tensor, xs: Tensor) -> (Tensor, Tensor) {
+    rnn(h0, w, xs)
+}
+
+/// The mean square of [`rnn`]'s states and its gradient with respect to
 /// `w` and `xs`.
 #[cpu_kernel]
 fn rnn_scan_grad(w: Tensor, xs: Tensor, h0: Tensor) -> (Tensor, Tensor, Tensor) {
     let loss = |(w, xs): (Tensor, Tensor)| {
-        let (_, hs) = scan(h0, xs, |h: Tensor, x: Tensor| {
-            let h = (h.matmul(w) + x).tanh();
-            (h, h)
-        });
+        let (_, hs) = rnn(h0, w, xs);
         (hs * hs).mean(&[0, 1, 2])
     };
     let (l, (dw, dxs)) = tessel::autodiff::value_and_grad(loss, (w, xs));
