@@ -62,6 +62,22 @@ pub struct KernelError {
     pub called_at: Option<Location>,
 }
 
+/// A [`check`](crate::check()) that failed while a program ran: raised on
+/// the host after the run, naming the kernel, the check's line and its
+/// message with the reported values filled in.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}`: check failed at {location}: {message}")]
+pub struct CheckError {
+    /// The kernel whose program failed the check.
+    pub kernel: String,
+    /// The check's message, each `{}` replaced by a reported value.
+    pub message: String,
+    /// Where the check was written.
+    pub location: Location,
+    /// The reported values, as the message shows them.
+    pub values: Vec<String>,
+}
+
 /// `, called at FILE:LINE:COL` when the call is on another line than the
 /// op.
 struct CalledAt<'a>(&'a Location, Option<&'a Location>);
@@ -413,6 +429,9 @@ pub enum Error {
     /// While interpreting a graph on the host.
     #[error(transparent)]
     Interp(Box<InterpError>),
+    /// A check inside a program failed (see [`check`](crate::check())).
+    #[error(transparent)]
+    Check(Box<CheckError>),
     /// An I/O error, with the path involved.
     #[error("{path}: {source}")]
     Io {
@@ -426,6 +445,12 @@ pub enum Error {
 impl From<KernelError> for Error {
     fn from(e: KernelError) -> Self {
         Error::Kernel(Box::new(e))
+    }
+}
+
+impl From<CheckError> for Error {
+    fn from(e: CheckError) -> Self {
+        Error::Check(Box::new(e))
     }
 }
 

@@ -51,10 +51,13 @@ pub use dtype::{
     DType, Element, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64,
     U8,
 };
-pub use error::{DeviceError, Error, HostError, InterpError, KernelError, Location, Result};
+pub use error::{
+    CheckError, DeviceError, Error, HostError, InterpError, KernelError, Location, Result,
+};
 pub use host::HostTensor;
 pub use ir::Graph;
 pub use kernel::moe;
+pub use ops::check::check;
 pub use ops::shape::concat;
 pub use ops::{
     axis_index, cond, fori_loop, optimization_barrier, scan, scan_with, while_loop, Carry, DotDims,
@@ -75,9 +78,9 @@ pub mod prelude {
     pub use crate::runtime::{Device, DeviceBuffer, Executable};
     pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
     pub use crate::{
-        axis_index, concat, cond, fori_loop, optimization_barrier, scan, scan_with, while_loop,
-        DType, Error, HostTensor, Precision, Result, ScanOptions, Tensor, TensorSpec, BF16, F16,
-        F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64, U8,
+        axis_index, check, concat, cond, fori_loop, optimization_barrier, scan, scan_with,
+        while_loop, DType, Error, HostTensor, Precision, Result, ScanOptions, Tensor, TensorSpec,
+        BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64, U8,
     };
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }

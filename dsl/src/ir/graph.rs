@@ -4,6 +4,7 @@
 //! function body (`@main`); `while` and `if` ops own nested regions.
 
 use crate::error::Location;
+use crate::ir::check::{check_outputs, CheckSite};
 use crate::ir::{GraphShardings, Op};
 use crate::shape::TensorSpec;
 
@@ -113,6 +114,10 @@ pub struct Graph {
     /// (local) arguments: 1, or the mesh size of a `shard_map` kernel, whose
     /// collectives name replica groups.
     pub replicas: usize,
+    /// The program's checks, reported by its last results (see
+    /// [`CheckSite`]); empty for a program without checks, whose results
+    /// are all the body's.
+    pub checks: Vec<CheckSite>,
 }
 
 impl Graph {
@@ -120,7 +125,8 @@ impl Graph {
     /// result of the same type not yet taken. Returns the names that found
     /// no such result or are not parameters.
     pub fn donate(&mut self, donate: &[&str]) -> Vec<String> {
-        let outs = self.output_specs();
+        let mut outs = self.output_specs();
+        outs.truncate(self.num_body_outputs());
         let ins = self.input_specs();
         let mut missing = Vec::new();
         for name in donate {
@@ -160,6 +166,7 @@ impl Graph {
             aliases: Vec::new(),
             shardings: None,
             replicas: 1,
+            checks: Vec::new(),
         };
         for (_, spec) in params {
             g.add_arg(0, spec.clone());
@@ -264,6 +271,12 @@ impl Graph {
             .iter()
             .map(|&v| self.values[v].spec.clone())
             .collect()
+    }
+
+    /// How many of `@main`'s results the body returned: all of them but
+    /// the checks' (see [`CheckSite`]).
+    pub fn num_body_outputs(&self) -> usize {
+        self.regions[0].results.len() - check_outputs(&self.checks)
     }
 
     /// Number of ops, counting those in nested regions.

@@ -3,11 +3,14 @@
 //! plain data. Tracing writes it, lowering and the runtime layers read it;
 //! it depends only on dtypes, shapes, errors and config.
 
+mod check;
 pub mod graph;
 mod mesh_axes;
 mod op;
 mod sharding;
 
+pub(crate) use check::check_outputs;
+pub use check::CheckSite;
 pub use graph::{Def, Graph, Node, NodeId, Region, RegionId, RegionKind, Value, ValueId};
 pub use mesh_axes::MeshAxes;
 pub use op::{

@@ -172,12 +172,19 @@ where
         let (exe, _) = device.cache().get_or_compile(key, || {
             let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
             let mut graph = self.trace_at(specs, loc.clone())?;
-            let outs = graph.output_specs();
+            let mut outs = graph.output_specs();
+            let checks = outs.split_off(graph.num_body_outputs());
             let out_layouts = self.layouts(mesh, "result", &outs, &out_parts(outs.len())?, loc)?;
+            // The checks' code and values: whole on every device.
+            let replicated = checks.iter().map(|_| "{replicated}".to_string());
             graph.shardings = Some(GraphShardings {
                 partitions: mesh.size(),
                 inputs: in_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
-                outputs: out_layouts.iter().map(|l| l.gspmd(mesh)).collect(),
+                outputs: out_layouts
+                    .iter()
+                    .map(|l| l.gspmd(mesh))
+                    .chain(replicated)
+                    .collect(),
             });
             let program = Program {
                 num_partitions: mesh.size(),

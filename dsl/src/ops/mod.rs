@@ -5,6 +5,7 @@
 //! [`Tensor`]: crate::Tensor
 
 pub mod carry;
+pub mod check;
 pub mod collective;
 pub mod constant;
 pub mod control;

@@ -16,7 +16,7 @@ use super::options::{compile_options, platform_overrides, HostCpu};
 use crate::config::Platform;
 use crate::error::{DeviceError, Result};
 use crate::interp::Finding;
-use crate::ir::Graph;
+use crate::ir::{check_outputs, CheckSite, Graph};
 use crate::lower::{compile_hints, lower, split_row_reductions, CompileHints};
 use crate::shape::TensorSpec;
 
@@ -82,6 +82,15 @@ impl Program {
             num_replicas: 1,
             hints: CompileHints::default(),
             graph: None,
+        }
+    }
+
+    /// The checks its results report (those of its graph; none for
+    /// hand-written text).
+    pub fn checks(&self) -> Vec<CheckSite> {
+        match &self.graph {
+            Some(g) if g.output_specs() == self.outputs => g.checks.clone(),
+            _ => Vec::new(),
         }
     }
 
@@ -163,6 +172,8 @@ struct Inner {
     /// ([`launch::seed_of`] its program text; 0 elsewhere, where it is not
     /// read).
     launch_seed: u32,
+    /// The program's checks, reported by its last results.
+    checks: Vec<CheckSite>,
 }
 
 /// What runs an executable.
@@ -356,6 +367,7 @@ fn finish(
         } else {
             0
         },
+        checks: program.checks(),
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
@@ -416,6 +428,7 @@ pub(crate) fn for_interpreter(
         num_replicas: 1,
         devices: vec![0],
         launch_seed: 0,
+        checks: program.checks(),
     };
     Ok(Executable {
         inner: Arc::new(inner),
@@ -548,9 +561,15 @@ impl Executable {
         &self.inner.inputs
     }
 
-    /// The result types, in order.
+    /// The result types, in order: the body's (a program's
+    /// [checks](crate::ir::CheckSite) are read and removed by each run).
     pub fn outputs(&self) -> &[TensorSpec] {
-        &self.inner.outputs
+        &self.inner.outputs[..self.inner.outputs.len() - check_outputs(&self.inner.checks)]
+    }
+
+    /// The program's checks (empty for most programs).
+    pub fn check_sites(&self) -> &[CheckSite] {
+        &self.inner.checks
     }
 
     /// SPMD partitions it was compiled for.

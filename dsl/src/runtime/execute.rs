@@ -65,8 +65,8 @@ impl Executable {
                 .iter()
                 .filter_map(|a| a.interpreted().map(|(data, _)| &**data))
                 .collect();
-            return Ok(program
-                .run(&data)?
+            let outs = self.checked_hosts(program.run(&data)?)?;
+            return Ok(outs
                 .into_iter()
                 .map(|h| DeviceBuffer::from_interpreter_result(&program.interpreter, h))
                 .collect());
@@ -76,7 +76,7 @@ impl Executable {
             .filter_map(|a| a.pjrt().map(|(_, raw)| raw))
             .collect();
         let mut outs = self.execute_raw(&[list])?;
-        Ok(outs.pop().unwrap_or_default())
+        self.checked_buffers(outs.pop().unwrap_or_default())
     }
 
     /// Checks the number of arguments and each one's dtype and shape
@@ -160,7 +160,10 @@ impl Executable {
             // One device: `args` is one list, checked above.
             return Ok(vec![self.execute(&args[0])?]);
         }
-        self.execute_raw(&lists)
+        self.execute_raw(&lists)?
+            .into_iter()
+            .map(|outs| self.checked_buffers(outs))
+            .collect()
     }
 
     /// Runs on host tensors: checks them, copies them to the device, runs,
@@ -169,7 +172,7 @@ impl Executable {
         let device = self.check_single_device()?;
         self.check_specs(args.iter().map(|a| a.spec()))?;
         if let Some(program) = self.interpreted() {
-            return program.run(args);
+            return self.checked_hosts(program.run(args)?);
         }
         let Some((client, ..)) = self.pjrt() else {
             return Err(self.arguments_error("not a PJRT executable".into()));

@@ -32,6 +32,7 @@ mod args;
 mod attachments;
 mod buffer;
 mod call;
+mod checks;
 mod client;
 mod cost;
 mod device;

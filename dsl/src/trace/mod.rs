@@ -10,6 +10,7 @@
 //! `after_error`).
 
 mod after_error;
+pub(crate) mod checks;
 pub mod tensor;
 
 use std::cell::RefCell;
@@ -44,6 +45,8 @@ pub(crate) struct TraceState {
     pub(crate) options: KernelConfig,
     /// The mesh of a `shard_map` trace, whose collectives group its devices.
     pub(crate) mesh: Option<MeshAxes>,
+    /// The checks recorded so far (see [`checks`]).
+    pub(crate) checks: checks::CheckState,
 }
 
 thread_local! {
@@ -373,6 +376,47 @@ fn check_params(name: &str, params: &[(String, TensorSpec)]) -> Result<()> {
     Ok(())
 }
 
+/// Appends the checks' code and values to `@main`'s results and their
+/// sites to the graph (nothing for a trace without checks).
+fn check_results(s: &mut TraceState, loc: &Location) {
+    let body = s.checks.take(0);
+    if let Some((_, stray)) = s.checks.regions.first() {
+        let site = stray.values.first().map(|(k, _)| &s.checks.sites[*k]);
+        let at = site.map_or_else(|| loc.clone(), |c| c.location.clone());
+        let m = "a check inside a region that cannot carry its result out (a loop condition?); \
+                 check the values in the loop body or before the loop"
+            .to_string();
+        s.fail("check", &[], m, &at);
+        return;
+    }
+    let Some(body) = body else {
+        return;
+    };
+    let mut tensors = vec![body.code];
+    let mut values = body.values;
+    values.sort_by_key(|(k, _)| *k);
+    if values.len() != s.checks.sites.len() {
+        s.fail(
+            "check",
+            &[],
+            "internal: a check's values did not reach the function body".to_string(),
+            loc,
+        );
+        return;
+    }
+    tensors.extend(values.into_iter().flat_map(|(_, v)| v));
+    let mut results = Vec::with_capacity(tensors.len());
+    for &t in &tensors {
+        match s.operand(t) {
+            Ok(Some(v)) => results.push(v),
+            Ok(None) => return,
+            Err(m) => return s.fail("check", &tensors, m, loc),
+        }
+    }
+    s.graph.regions[0].results.extend(results);
+    s.graph.checks = std::mem::take(&mut s.checks.sites);
+}
+
 /// Traces `body` into a [`Graph`] named `name` whose parameters have the given
 /// names and types, under `options` (precision, compute dtype, block size).
 ///
@@ -444,6 +488,7 @@ fn trace_inner<O: Outputs>(
             error: None,
             options,
             mesh,
+            checks: checks::CheckState::default(),
         })
     });
     let guard = Guard;
@@ -472,6 +517,7 @@ fn trace_inner<O: Outputs>(
             }
         }
         s.graph.regions[0].results = results;
+        check_results(s, &loc);
     });
     let state = STACK.with(|s| s.borrow_mut().pop());
     std::mem::forget(guard);
