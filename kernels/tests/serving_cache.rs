@@ -59,14 +59,22 @@ fn batch(
     Batch { cu, slots }
 }
 
-#[test]
-fn kv_cache_update_writes_exactly_the_new_slots() {
+/// What [`update_pages`] ran and got: the result, the batch, the new
+/// keys and values, and the pages' fill.
+type Update = (
+    tessel::Result<(HostTensor, HostTensor)>,
+    Batch,
+    Vec<f64>,
+    Vec<f64>,
+    Vec<f64>,
+);
+
+/// `kv_cache_update` of a batch with the given key counts, as run.
+fn update_pages(kv_lens: [usize; 3]) -> Update {
     let (pages, page, hkv, d) = (6, 4, 2, 3);
     let width = 2;
-    // Sequence 2's new tokens sit at positions 8 and 9, past its two
-    // pages (8 / 4 = 2 >= width): both are dropped; row 7 is padding.
     let tables = [5, 1, 2, 0, 3, 4];
-    let (q_lens, kv_lens) = ([3, 2, 2], [3, 6, 10]);
+    let q_lens = [3, 2, 2];
     let bt = batch(&q_lens, &kv_lens, &tables, width, page, 1);
     let t = bt.slots.len();
     let mut rng = Rng::new(3);
@@ -82,9 +90,17 @@ fn kv_cache_update_writes_exactly_the_new_slots() {
         &HostTensor::from_vec(tables.to_vec(), [3, width]).unwrap(),
         &s32(&kv_lens.map(|l| l as i32)),
         &s32(&bt.cu),
-    )
-    .unwrap();
-    let row = hkv * d;
+    );
+    (out, bt, k, v, fill)
+}
+
+#[test]
+fn kv_cache_update_writes_exactly_the_new_slots() {
+    // Sequence 2's new tokens sit at positions 6 and 7, in its second
+    // page; row 7 is padding (no sequence covers it): not written.
+    let (out, bt, k, v, fill) = update_pages([3, 6, 8]);
+    let out = out.unwrap();
+    let row = 2 * 3;
     for (got, src) in [(out.0.to_f64_vec(), &k), (out.1.to_f64_vec(), &v)] {
         let mut want = fill.clone();
         for (i, slot) in bt.slots.iter().enumerate() {
@@ -94,7 +110,25 @@ fn kv_cache_update_writes_exactly_the_new_slots() {
         }
         assert_eq!(got, want);
     }
-    assert_eq!(bt.slots.iter().filter(|s| s.is_none()).count(), 3);
+    assert_eq!(bt.slots.iter().filter(|s| s.is_none()).count(), 1);
+}
+
+#[test]
+fn kv_cache_update_refuses_writes_past_a_sequences_pages() {
+    // Sequence 2's new tokens would sit at positions 8 and 9, past its two
+    // pages: an error after the call, never a dropped write.
+    let (out, ..) = update_pages([3, 6, 10]);
+    match out {
+        Err(tessel::Error::Check(c)) => {
+            assert_eq!(c.kernel, "kv_cache_update");
+            assert!(
+                c.message.starts_with("kv_lens[2] = 10 is not in 0..=8"),
+                "{}",
+                c.message
+            );
+        }
+        other => panic!("expected a check error, got {other:?}"),
+    }
 }
 
 fn quantized_round_trip(dtype: DType) {
@@ -218,22 +252,29 @@ fn fp8_pages_round_trip_and_attend() {
     quantized_round_trip(F8E4M3FN);
 }
 
-#[test]
-fn cache_update_writes_at_positions_and_drops_what_does_not_fit() {
+/// `cache_update` of three new tokens per sequence at `positions` into
+/// caches of 6 positions.
+fn update_cache(positions: &[i32]) -> tessel::Result<(HostTensor, HostTensor)> {
     let (b, h, s, d, t) = (3, 1, 6, 2, 3);
     let fill = vec![0.0; b * h * s * d];
     let new: Vec<f64> = (0..b * h * t * d).map(|i| i as f64 + 1.0).collect();
-    let (kc, vc) = cache_update::run(
+    cache_update::run(
         &dev(),
         &host(&fill, &[b, h, s, d], F32),
         &host(&fill, &[b, h, s, d], F32),
         &host(&new, &[b, h, t, d], F32),
         &host(&new, &[b, h, t, d], F32),
-        &s32(&[1, 4, 3]),
+        &s32(positions),
     )
-    .unwrap();
-    let mut want = fill.clone();
-    for (bi, pos) in [(0usize, 1usize), (2, 3)] {
+}
+
+#[test]
+fn cache_update_writes_at_positions_and_refuses_what_does_not_fit() {
+    let (b, s, d, t) = (3, 6, 2, 3);
+    let new: Vec<f64> = (0..b * t * d).map(|i| i as f64 + 1.0).collect();
+    let (kc, vc) = update_cache(&[1, 0, 3]).unwrap();
+    let mut want = vec![0.0; b * s * d];
+    for (bi, pos) in [(0usize, 1usize), (1, 0), (2, 3)] {
         for j in 0..t {
             for x in 0..d {
                 want[(bi * s + pos + j) * d + x] = new[(bi * t + j) * d + x];
@@ -242,6 +283,15 @@ fn cache_update_writes_at_positions_and_drops_what_does_not_fit() {
     }
     assert_eq!(kc.to_f64_vec(), want);
     assert_eq!(vc.to_f64_vec(), want);
+    for (positions, message) in [
+        ([1, 4, 3], "positions[1] = 4 is not in 0..=3"),
+        ([-1, 0, 0], "positions[0] = -1 is not in 0..=3"),
+    ] {
+        match update_cache(&positions) {
+            Err(tessel::Error::Check(c)) => assert_eq!(c.message, message),
+            other => panic!("expected a check error, got {other:?}"),
+        }
+    }
 }
 
 #[test]

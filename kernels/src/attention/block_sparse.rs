@@ -35,6 +35,7 @@ use super::core::{
 };
 use super::flash::Layout;
 use super::options::{Cover, FlashOptions};
+use crate::serving::metadata::check_ids;
 
 /// The mask of a block-sparse attention call: one [`Mask`] shared by every
 /// head, or a [`MultiHeadMask`] with one mask per query head. A
@@ -411,6 +412,47 @@ fn check_tables(t: &[Tensor; 4], d: &Dims, o: &FlashOptions) -> std::result::Res
     Ok(())
 }
 
+/// Checks a dynamic layout's tables inside the program: each count in
+/// `0 ..= width`, and each listed entry (`t < count`) a key block in
+/// `0 .. nk` listed once per query block, of kind partial or full, and
+/// partial if it is the last and `ragged` (it has keys past the end).
+#[track_caller]
+fn check_layout(counts: Tensor, ids: Tensor, kinds: Tensor, nk: usize, ragged: bool) {
+    let (nq, width) = (ids.dim(0), ids.dim(1));
+    let bad = counts.lt(0) | counts.gt(width as i32);
+    tessel::check!(
+        !bad,
+        &format!("num_nonempty must count 0..={width} blocks per query block, got {{}}"),
+        counts
+    );
+    let listed = Tensor::iota([nq, width], 1, S32).lt(counts.reshape(&[nq as isize, 1]));
+    check_ids(
+        ids,
+        listed,
+        nk,
+        "kv_block_ids",
+        "not a key block",
+        "query block {} lists key block {} twice",
+    );
+    let kind = listed & kinds.ne(BlockKind::Partial.code()) & kinds.ne(BlockKind::Full.code());
+    tessel::check!(
+        !kind.any(&[0, 1]),
+        "block_kinds of listed blocks must be 1 (partial) or 2 (full), got {}",
+        kinds
+    );
+    if ragged {
+        let full = listed & ids.eq(nk as i32 - 1) & kinds.eq(BlockKind::Full.code());
+        tessel::check!(
+            !full.any(&[0, 1]),
+            &format!(
+                "key block {} has keys past the end: it must be listed as partial (1), got block_kinds {{}}",
+                nk - 1
+            ),
+            kinds
+        );
+    }
+}
+
 /// Block-sparse attention inside a kernel with a dynamic layout (see
 /// [`block_sparse_attention_dynamic`](fn@super::block_sparse_attention_dynamic)),
 /// with the optional inputs. `tables` is `[bits, num_nonempty,
@@ -443,6 +485,15 @@ pub fn block_sparse_attention_dynamic_with(
     let ctx = Ctx::new(q, k, v, extras, options, d);
     let (bq, bk) = (options.block_q, options.block_kv);
     let nq = d.sq.div_ceil(bq);
+    if !options.unchecked {
+        check_layout(
+            counts,
+            ids,
+            kinds,
+            d.skv.div_ceil(bk),
+            !d.skv.is_multiple_of(bk),
+        );
+    }
     let bits5 = {
         let (hk, g) = if bits.dim(0) == 1 {
             (1, 1)

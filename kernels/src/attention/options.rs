@@ -48,6 +48,12 @@ pub struct FlashOptions {
     pub block_q: usize,
     /// Keys per block.
     pub block_kv: usize,
+    /// Skip the in-program checks of a dynamic layout's tables
+    /// ([`block_sparse_attention_dynamic`](fn@super::block_sparse_attention_dynamic);
+    /// default `false`: a count, block id or kind out of range, or a key
+    /// block listed twice for one query block, is
+    /// [`Error::Check`](tessel::Error::Check) after the call).
+    pub unchecked: bool,
 }
 
 impl Default for FlashOptions {
@@ -67,6 +73,7 @@ impl Default for FlashOptions {
             dropout_rate: 0.0,
             block_q: 512,
             block_kv: 256,
+            unchecked: false,
         }
     }
 }
@@ -80,7 +87,8 @@ impl StaticArg for FlashOptions {
             .push(&self.soft_cap)
             .push(&self.dropout_rate)
             .push(&self.block_q)
-            .push(&self.block_kv);
+            .push(&self.block_kv)
+            .push(&self.unchecked);
     }
 
     /// Autotuning times query and key blocks of 128, 256 and 512 (cut to
@@ -156,6 +164,13 @@ impl FlashOptions {
     pub fn block_sizes(mut self, block_q: usize, block_kv: usize) -> Self {
         self.block_q = block_q;
         self.block_kv = block_kv;
+        self
+    }
+
+    /// Skips the in-program checks of a dynamic layout's tables (see
+    /// [`unchecked`](Self::unchecked)).
+    pub fn unchecked(mut self) -> Self {
+        self.unchecked = true;
         self
     }
 

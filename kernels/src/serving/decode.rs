@@ -5,13 +5,16 @@ use tessel::prelude::*;
 
 use super::check::fail;
 use super::engine::{Params, QTile};
+use super::metadata::check_lengths;
 use super::source::Source;
 use super::ServeOptions;
 
 /// Decode attention inside a kernel: `q: [B, Hq, Sq, D]`, the `Sq` newest
 /// tokens of each sequence (usually 1); `k_cache: [B, Hkv, S_max, D]` and
 /// `v_cache: [B, Hkv, S_max, Dv]`; `lengths: s32 [B]` the keys of each
-/// sequence, the new ones included (clamped to `0 ..= S_max`), so query
+/// sequence, the new ones included (`0 ..= S_max`: checked inside the
+/// program unless [`ServeOptions::unchecked`], a length outside is
+/// [`Error::Check`](tessel::Error::Check) after the call), so query
 /// `i` sits at position `lengths[b] - Sq + i` and sees the keys up to it
 /// (and, with a window, not before `position - left`). Returns
 /// `[B, Hq, Sq, Dv]` in `q`'s dtype; a query that sees no key gives zeros.
@@ -86,6 +89,9 @@ pub fn decode_attention_with(
             format!("lengths must be s32 [{b}], got {}", lengths.spec()),
         )
         .unwrap_or(q);
+    }
+    if !opts.unchecked {
+        check_lengths(lengths, "lengths", 0, s_max);
     }
     let dv = vs[3];
     let stat = if io == F64 { F64 } else { F32 };

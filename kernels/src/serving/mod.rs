@@ -44,6 +44,7 @@
 mod check;
 mod decode;
 mod engine;
+pub(crate) mod metadata;
 mod options;
 mod paged;
 mod pool;

@@ -64,6 +64,11 @@ pub struct ServeOptions {
     /// 48–52 to 22 ms on the CPU plugin). Larger tiles, and buffers that
     /// cannot hold one block's logits (0, say), take the online softmax.
     pub max_logits_bytes: usize,
+    /// Skip the checks of the block tables, lengths and query offsets
+    /// (default `false`: they are checked inside the program, and a bad
+    /// entry is [`Error::Check`](tessel::Error::Check) after the call).
+    /// For callers that validate their metadata elsewhere.
+    pub unchecked: bool,
 }
 
 impl Default for ServeOptions {
@@ -80,6 +85,7 @@ impl Default for ServeOptions {
             block_kv: 128,
             block_q: 32,
             max_logits_bytes: DEFAULT_LOGITS_BYTES,
+            unchecked: false,
         }
     }
 }
@@ -92,7 +98,8 @@ impl StaticArg for ServeOptions {
             .push(&self.pages_per_block)
             .push(&self.block_kv)
             .push(&self.block_q)
-            .push(&self.max_logits_bytes);
+            .push(&self.max_logits_bytes)
+            .push(&self.unchecked);
     }
 
     /// Autotuning times the paged kernels with enough pages per step for
@@ -205,6 +212,14 @@ impl ServeOptions {
     /// the online softmax).
     pub fn max_logits_bytes(mut self, bytes: usize) -> Self {
         self.max_logits_bytes = bytes;
+        self
+    }
+
+    /// Skips the in-program checks of the metadata (see
+    /// [`unchecked`](Self::unchecked)): for callers that validate block
+    /// tables, lengths and offsets elsewhere.
+    pub fn unchecked(mut self) -> Self {
+        self.unchecked = true;
         self
     }
 

@@ -11,6 +11,7 @@ use tessel::prelude::*;
 
 use super::check::{check_paged, fail, PagedDims, PagedKv};
 use super::engine::{Params, QTile, GEMV_ROWS};
+use super::metadata::{check_offsets, check_tables};
 use super::source::Source;
 use super::ServeOptions;
 
@@ -88,13 +89,16 @@ fn at(v: Tensor, i: Tensor) -> Tensor {
 /// one query per sequence at the position of its last key; `kv` the pages;
 /// `block_tables: s32 [B, M]` lists each sequence's pages in order (key
 /// `j` of sequence `b` is token `j % page` of page `block_tables[b, j /
-/// page]`); `lengths: s32 [B]` the keys of each sequence (clamped to
-/// `0 ..= M · page`). Returns `[B, Hq, Dv]` in `q`'s dtype; a sequence of
+/// page]`); `lengths: s32 [B]` the keys of each sequence (`0 ..= M ·
+/// page`). Returns `[B, Hq, Dv]` in `q`'s dtype; a sequence of
 /// length 0 gives zeros.
 ///
-/// Page ids are read as XLA reads gather indices: an id outside
-/// `0 .. num_pages` is clamped into range. Table entries past a
-/// sequence's length are never used for anything but masked keys.
+/// The metadata is checked inside the program unless
+/// [`ServeOptions::unchecked`]: a length outside `0 ..= M · page`, a page
+/// id a sequence uses outside `0 .. num_pages`, or a page listed twice in
+/// one row is [`Error::Check`](tessel::Error::Check) after the call.
+/// Unchecked, page ids are read as XLA reads gather indices (clamped into
+/// range). Table entries past a sequence's length are never read.
 #[track_caller]
 pub fn paged_attention_with(
     q: Tensor,
@@ -119,6 +123,10 @@ pub fn paged_attention_with(
             ),
         )
         .unwrap_or(q);
+    }
+    if !opts.unchecked {
+        let num_pages = kv.k_pages.dim(0);
+        check_tables(block_tables, lengths, "lengths", dims.page, num_pages);
     }
     let p = Paged::new(kv, block_tables, dims, opts);
     let d = &dims;
@@ -150,6 +158,11 @@ pub fn paged_attention_with(
 /// (query at position `p` sees keys `..= p`). Prefill (many queries) and
 /// decode (one) sequences mix freely. Returns `[T, Hq, Dv]`; rows no
 /// sequence covers are zeros.
+///
+/// Checked inside the program unless [`ServeOptions::unchecked`], as
+/// [`paged_attention_with`] checks its tables (with `kv_lens` as the
+/// lengths), and the offsets: `cu_q_lens` non-decreasing from `>= 0` to
+/// `<= T`, no sequence with more queries than keys.
 #[track_caller]
 pub fn ragged_paged_attention_with(
     q: Tensor,
@@ -178,6 +191,11 @@ pub fn ragged_paged_attention_with(
         .unwrap_or(q);
     }
     let t = qs[0];
+    if !opts.unchecked {
+        let num_pages = kv.k_pages.dim(0);
+        check_tables(block_tables, kv_lens, "kv_lens", dims.page, num_pages);
+        check_offsets(cu_q_lens, kv_lens, t);
+    }
     let bq = opts.block_q;
     let p = Paged::new(kv, block_tables, dims, opts);
     let d = &dims;

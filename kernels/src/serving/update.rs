@@ -12,6 +12,7 @@ use tessel::ops::{ScatterCombine, ScatterDims};
 use tessel::prelude::*;
 
 use super::check::{fail, pages_problem, PagedKv};
+use super::metadata::{check_lengths, check_offsets, check_tables};
 use crate::quantized::qmax;
 
 /// The slot (`page_id · page_size + offset`) of each of the `t` packed
@@ -179,6 +180,8 @@ pub fn kv_cache_update_with(
             ),
         );
     }
+    check_tables(block_tables, kv_lens, "kv_lens", ps[1], ps[0]);
+    check_offsets(cu_q_lens, kv_lens, ks[0]);
     let slots = token_slots(block_tables, kv_lens, cu_q_lens, ks[0], ps[1], ps[0]);
     match kv.scales {
         None => PagedKv::new(scatter_rows(kp, slots, k), scatter_rows(vp, slots, v)),
@@ -197,8 +200,10 @@ pub fn kv_cache_update_with(
 
 /// Writes `k: [B, Hkv, T, D]` and `v` into the contiguous caches
 /// `[B, Hkv, S_max, D]` at positions `positions[b] .. positions[b] + T`
-/// (`positions: s32 [B]`); a sequence whose write would not fit is left
-/// unchanged. Returns the updated caches.
+/// (`positions: s32 [B]`, each in `0 ..= S_max - T`, checked inside the
+/// program: a write that would not fit is
+/// [`Error::Check`](tessel::Error::Check) after the call). Returns the
+/// updated caches.
 #[track_caller]
 pub fn cache_update_with(
     k_cache: Tensor,
@@ -245,6 +250,16 @@ pub fn cache_update_with(
         );
         return (k_cache, v_cache);
     }
+    let (t, s_max) = (ks[2], cs[2]);
+    if t > s_max {
+        fail::<()>(
+            op,
+            &[k_cache, k],
+            format!("{t} new tokens do not fit a cache of {s_max} positions"),
+        );
+        return (k_cache, v_cache);
+    }
+    check_lengths(positions, "positions", 0, s_max - t);
     let index = concat(
         &[
             Tensor::iota([b, 1], 0, S32),

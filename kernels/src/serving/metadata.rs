@@ -1,0 +1,173 @@
+//! The serving kernels' metadata checked inside the program: block tables,
+//! lengths and query offsets are traced values (a decode loop builds them
+//! on the device), so their checks are [`check`]s, raised after the call as
+//! [`Error::Check`](tessel::Error::Check) naming the kernel, the entry and
+//! its value. Without them a bad page id or length is clamped by XLA's
+//! gathers into a read of another sequence's page (one user's context in
+//! another's answer), or a write is dropped.
+//!
+//! Each check reduces over the metadata only (`B × max_pages` entries, a
+//! sort per table row): no key or value is touched.
+
+use tessel::check;
+use tessel::prelude::*;
+
+/// The flat index of the first true element of `bad` (`[B, M]`), as the
+/// (row, column) pair of s32 scalars; `(0, 0)` when none is.
+fn first(bad: Tensor) -> (Tensor, Tensor) {
+    let (b, m) = (bad.dim(0), bad.dim(1));
+    let n = (b * m) as f64;
+    let flat = Tensor::iota([b, m], 0, S32) * m as i32 + Tensor::iota([b, m], 1, S32);
+    let at = bad.select(flat, n).min(&[0, 1]).minimum((n - 1.0).max(0.0));
+    (at / m as i32, at % m as i32)
+}
+
+/// Element `(row, col)` of the matrix `x`, as a scalar.
+fn entry(x: Tensor, row: Tensor, col: Tensor) -> Tensor {
+    x.dynamic_slice(&[row, col], &[1, 1]).reshape(&[])
+}
+
+/// Checks `lens` (`s32 [B]`, named `lens_name`) against the capacity of
+/// block tables `[B, width]` of pages of `page` tokens, and the page ids
+/// each sequence uses (the first `ceil(len / page)` of its row): each in
+/// `0 .. num_pages`, none listed twice in one row.
+#[track_caller]
+pub(crate) fn check_tables(
+    block_tables: Tensor,
+    lens: Tensor,
+    lens_name: &str,
+    page: usize,
+    num_pages: usize,
+) {
+    let (b, width) = (block_tables.dim(0), block_tables.dim(1));
+    if b == 0 {
+        return;
+    }
+    let capacity = (width * page).min(i32::MAX as usize) as i32;
+    let bad_len = lens.lt(0) | lens.gt(capacity);
+    let (seq, _) = first(bad_len.reshape(&[b as isize, 1]));
+    let len_at = lens.dynamic_slice(&[seq], &[1]).reshape(&[]);
+    check!(
+        !bad_len,
+        &format!(
+            "{lens_name}[{{}}] = {{}} is not in 0..={capacity} (a block table row holds {width} \
+             pages of {page} tokens)"
+        ),
+        seq,
+        len_at
+    );
+    if width == 0 {
+        return;
+    }
+    // Entry (s, j) is used when page j holds one of sequence s's keys.
+    let used = (Tensor::iota([b, width], 1, S32) * page as i32).lt(lens.reshape(&[b as isize, 1]));
+    check_ids(
+        block_tables,
+        used,
+        num_pages,
+        "block_tables",
+        "not a page of the pool",
+        "sequence {} lists page {} twice in its block table",
+    );
+}
+
+/// Checks the used entries (`used`, `pred [R, W]`) of an id table `ids`
+/// (`s32 [R, W]`, named `name`): each in `0 .. bound` (else `name[r, j] =
+/// id is <outside> (0..bound)`), none twice in a row (`twice`, with the
+/// row and the id for its two `{}`).
+#[track_caller]
+pub(crate) fn check_ids(
+    ids: Tensor,
+    used: Tensor,
+    bound: usize,
+    name: &str,
+    outside: &str,
+    twice: &str,
+) {
+    let (r, width) = (ids.dim(0), ids.dim(1));
+    if r == 0 || width == 0 {
+        return;
+    }
+    let out = used & (ids.lt(0) | ids.ge(bound.min(i32::MAX as usize) as i32));
+    let (s, j) = first(out);
+    check!(
+        !out,
+        &format!("{name}[{{}}, {{}}] = {{}} is {outside} (0..{bound})"),
+        s,
+        j,
+        entry(ids, s, j)
+    );
+    if width < 2 {
+        return;
+    }
+    // Unused entries become distinct ids past every valid one, then each
+    // row is sorted: an id listed twice sits next to itself.
+    let beyond = Tensor::iota([r, width], 1, S32) + bound.min(i32::MAX as usize / 2) as i32;
+    let sorted = used.select(ids, beyond).sort(1, false);
+    let left = sorted.slice_axis(1, 0, width - 1);
+    let right = sorted.slice_axis(1, 1, width);
+    let dup = left.eq(right);
+    let (s, j) = first(dup);
+    check!(!dup, twice, s, entry(left, s, j));
+}
+
+/// Checks a ragged batch's query offsets `cu_q_lens` (`s32 [B + 1]`)
+/// against `t` packed queries and the key counts `kv_lens`: non-decreasing
+/// from `cu_q_lens[0] >= 0` to `cu_q_lens[B] <= t`, and each sequence's
+/// queries no more than its keys (they are its last tokens).
+#[track_caller]
+pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
+    let b = kv_lens.dim(0);
+    let lo = cu_q_lens.slice_axis(0, 0, b);
+    let hi = cu_q_lens.slice_axis(0, 1, b + 1);
+    let head = cu_q_lens.slice_axis(0, 0, 1).reshape(&[]);
+    let tail = cu_q_lens.slice_axis(0, b, b + 1).reshape(&[]);
+    check!(
+        head.ge(0) & tail.le(t as i32),
+        &format!("cu_q_lens must run from >= 0 to <= {t} (the packed queries), got {{}} .. {{}}"),
+        head,
+        tail
+    );
+    if b == 0 {
+        return;
+    }
+    let falls = hi.lt(lo);
+    let (s, _) = first(falls.reshape(&[b as isize, 1]));
+    let at = |v: Tensor| v.dynamic_slice(&[s], &[1]).reshape(&[]);
+    check!(
+        !falls,
+        "cu_q_lens decreases at sequence {}: {} then {}",
+        s,
+        at(lo),
+        at(hi)
+    );
+    let q_lens = hi - lo;
+    let short = q_lens.gt(kv_lens);
+    let (s, _) = first(short.reshape(&[b as isize, 1]));
+    let at = |v: Tensor| v.dynamic_slice(&[s], &[1]).reshape(&[]);
+    check!(
+        !short,
+        "sequence {} has {} queries but kv_lens {} (its keys must include its queries)",
+        s,
+        at(q_lens),
+        at(kv_lens)
+    );
+}
+
+/// Checks per-sequence key counts `lens` (`s32 [B]`) of a contiguous cache
+/// of `s_max` positions, each at least `min` (the new tokens).
+#[track_caller]
+pub(crate) fn check_lengths(lens: Tensor, name: &str, min: usize, s_max: usize) {
+    let b = lens.dim(0);
+    if b == 0 {
+        return;
+    }
+    let bad = lens.lt(min as i32) | lens.gt(s_max.min(i32::MAX as usize) as i32);
+    let (s, _) = first(bad.reshape(&[b as isize, 1]));
+    check!(
+        !bad,
+        &format!("{name}[{{}}] = {{}} is not in {min}..={s_max}"),
+        s,
+        lens.dynamic_slice(&[s], &[1]).reshape(&[])
+    );
+}

@@ -1,0 +1,400 @@
+//! A bad-input sweep over the serving and dynamic block-sparse kernels:
+//! random metadata, valid and invalid (page ids and block ids out of
+//! range or listed twice, lengths past the tables, offsets that fall or
+//! overrun), each judged by a plain-Rust validator. A valid call must
+//! match the f64 reference (tolerance `1e-5 · (1 + |want|)` in f32); an
+//! invalid one must be `Error::Check`. No call may return a wrong answer.
+//! One program per kernel: the metadata are traced values.
+
+extern crate tessel_dsl as tessel;
+
+#[path = "serving/reference.rs"]
+mod reference;
+
+use reference::{assert_close, attend, values, Ref, Seq};
+use tessel::prelude::*;
+use tessel_kernels::attention::{block_sparse_attention_dynamic, FlashOptions};
+use tessel_kernels::serving::{
+    kv_cache_update, paged_attention, ragged_paged_attention, ServeOptions,
+};
+use tessel_testing::{dev, Rng};
+
+const TOL: f64 = 1e-5;
+/// Random metadata per kernel.
+const CASES: usize = 300;
+
+/// The pool of every sweep: `PAGES` pages of `PAGE` tokens, one key/value
+/// head of dimension `D`; `B` sequences of tables `WIDTH` pages wide.
+const PAGES: usize = 6;
+const PAGE: usize = 4;
+const WIDTH: usize = 3;
+const B: usize = 3;
+const D: usize = 4;
+
+fn r() -> Ref {
+    Ref {
+        hq: 2,
+        hkv: 1,
+        d: D,
+        dv: D,
+        scale: 0.5,
+        window: None,
+        cap: None,
+    }
+}
+
+fn s32(v: &[i32], shape: &[usize]) -> HostTensor {
+    HostTensor::from_vec(v.to_vec(), shape.to_vec()).unwrap()
+}
+
+fn f32s(v: &[f64], shape: &[usize]) -> HostTensor {
+    HostTensor::from_fn(TensorSpec::new(shape.to_vec(), F32), |i| v[i])
+}
+
+/// A pool's keys and values, `[PAGES * PAGE]` slots of `D`.
+struct Pool {
+    k: Vec<f64>,
+    v: Vec<f64>,
+}
+
+impl Pool {
+    fn new(rng: &mut Rng) -> Pool {
+        let n = PAGES * PAGE * D;
+        Pool {
+            k: values(rng, n, F32),
+            v: values(rng, n, F32),
+        }
+    }
+
+    /// The keys of a sequence of `len` tokens in pages `row`.
+    fn seq(&self, row: &[i32], len: usize) -> Seq {
+        let mut s = Seq::default();
+        for j in 0..len {
+            let slot = row[j / PAGE] as usize * PAGE + j % PAGE;
+            s.k.push(self.k[slot * D..(slot + 1) * D].to_vec());
+            s.v.push(self.v[slot * D..(slot + 1) * D].to_vec());
+        }
+        s
+    }
+
+    fn tensors(&self) -> (HostTensor, HostTensor) {
+        let shape = [PAGES, PAGE, 1, D];
+        (f32s(&self.k, &shape), f32s(&self.v, &shape))
+    }
+}
+
+/// Random tables and lengths: a valid plan (distinct pages per row,
+/// lengths within the row), corrupted in one way about half the time.
+fn metadata(rng: &mut Rng, max_len: usize) -> (Vec<i32>, Vec<i32>) {
+    let mut tables = Vec::new();
+    let mut lens = Vec::new();
+    for _ in 0..B {
+        let mut pool: Vec<i32> = (0..PAGES as i32).collect();
+        for i in (1..pool.len()).rev() {
+            pool.swap(i, rng.int(0, i as i64) as usize);
+        }
+        tables.extend(&pool[..WIDTH]);
+        lens.push(rng.int(0, max_len as i64) as i32);
+    }
+    match rng.int(0, 7) {
+        0 => tables[rng.int(0, (B * WIDTH - 1) as i64) as usize] = rng.int(-3, -1) as i32,
+        1 => tables[rng.int(0, (B * WIDTH - 1) as i64) as usize] = rng.int(6, 100) as i32,
+        2 => {
+            let row = rng.int(0, B as i64 - 1) as usize * WIDTH;
+            tables[row + 1] = tables[row];
+        }
+        3 => lens[rng.int(0, B as i64 - 1) as usize] = rng.int(-3, -1) as i32,
+        4 => lens[rng.int(0, B as i64 - 1) as usize] = rng.int(13, 40) as i32,
+        5 => tables[rng.int(0, (B * WIDTH - 1) as i64) as usize] = 1 << 30,
+        _ => {}
+    }
+    (tables, lens)
+}
+
+/// Whether tables and lengths are what the kernels accept: lengths in
+/// `0 ..= WIDTH * PAGE`, the pages a sequence uses in the pool and
+/// distinct in its row.
+fn tables_valid(tables: &[i32], lens: &[i32]) -> bool {
+    lens.iter().enumerate().all(|(b, &len)| {
+        if len < 0 || len as usize > WIDTH * PAGE {
+            return false;
+        }
+        let used = &tables[b * WIDTH..b * WIDTH + (len as usize).div_ceil(PAGE)];
+        used.iter().all(|&p| (0..PAGES as i32).contains(&p))
+            && used.iter().enumerate().all(|(i, p)| !used[..i].contains(p))
+    })
+}
+
+fn expect_check<T: std::fmt::Debug>(got: tessel::Result<T>, what: &str) {
+    match got {
+        Err(tessel::Error::Check(_)) => {}
+        other => panic!("{what}: invalid metadata must be a check error, got {other:?}"),
+    }
+}
+
+#[test]
+fn paged_attention_answers_right_or_refuses() {
+    let (dev, r) = (dev(), r());
+    let mut rng = Rng::new(41);
+    let pool = Pool::new(&mut rng);
+    let (kp, vp) = pool.tensors();
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..CASES {
+        let (tables, lens) = metadata(&mut rng, WIDTH * PAGE);
+        let q = values(&mut rng, B * r.hq * D, F32);
+        let got = paged_attention::run(
+            &dev,
+            &f32s(&q, &[B, r.hq, D]),
+            &kp,
+            &vp,
+            &s32(&tables, &[B, WIDTH]),
+            &s32(&lens, &[B]),
+            ServeOptions::new().sm_scale(r.scale),
+        );
+        let what = format!("paged case {case}: tables {tables:?}, lengths {lens:?}");
+        if !tables_valid(&tables, &lens) {
+            invalid += 1;
+            expect_check(got, &what);
+            continue;
+        }
+        valid += 1;
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}")).to_f64_vec();
+        let mut want = Vec::new();
+        for b in 0..B {
+            let len = lens[b] as usize;
+            let s = pool.seq(&tables[b * WIDTH..], len);
+            let qb = &q[b * r.hq * D..(b + 1) * r.hq * D];
+            want.extend(attend(&r, qb, &s, len as i64 - 1, len));
+        }
+        assert_close(&got, &want, TOL, &what);
+    }
+    assert!(
+        valid > 20 && invalid > 20,
+        "{valid} valid, {invalid} invalid"
+    );
+}
+
+/// Random query offsets over `t` packed queries, valid about half the time.
+fn offsets(rng: &mut Rng, kv_lens: &[i32], t: usize) -> Vec<i32> {
+    let mut cu = vec![0i32];
+    for &kl in kv_lens {
+        let room = (t as i32 - cu[cu.len() - 1]).min(kl.max(0));
+        cu.push(cu[cu.len() - 1] + rng.int(0, room.max(0) as i64) as i32);
+    }
+    match rng.int(0, 5) {
+        0 => cu[0] = -2,
+        1 => cu[B] = t as i32 + rng.int(1, 40) as i32,
+        2 => cu.swap(1, 2),
+        3 => cu[1] = cu[1].max(1) + kv_lens[0].max(0) + 1,
+        _ => {}
+    }
+    cu
+}
+
+/// Whether `cu` fits `t` queries and each sequence's keys cover its queries.
+fn offsets_valid(cu: &[i32], kv_lens: &[i32], t: usize) -> bool {
+    cu[0] >= 0
+        && cu[B] <= t as i32
+        && cu.windows(2).all(|w| w[0] <= w[1])
+        && (0..B).all(|b| cu[b + 1] - cu[b] <= kv_lens[b])
+}
+
+#[test]
+fn ragged_paged_attention_answers_right_or_refuses() {
+    let (dev, r, t) = (dev(), r(), 7);
+    let mut rng = Rng::new(42);
+    let pool = Pool::new(&mut rng);
+    let (kp, vp) = pool.tensors();
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..CASES {
+        let (tables, kv_lens) = metadata(&mut rng, WIDTH * PAGE);
+        let cu = offsets(&mut rng, &kv_lens, t);
+        let q = values(&mut rng, t * r.hq * D, F32);
+        let got = ragged_paged_attention::run(
+            &dev,
+            &f32s(&q, &[t, r.hq, D]),
+            &kp,
+            &vp,
+            &s32(&tables, &[B, WIDTH]),
+            &s32(&kv_lens, &[B]),
+            &s32(&cu, &[B + 1]),
+            ServeOptions::new().sm_scale(r.scale).block_q(2),
+        );
+        let what = format!("ragged case {case}: tables {tables:?}, kv_lens {kv_lens:?}, cu {cu:?}");
+        if !(tables_valid(&tables, &kv_lens) && offsets_valid(&cu, &kv_lens, t)) {
+            invalid += 1;
+            expect_check(got, &what);
+            continue;
+        }
+        valid += 1;
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}")).to_f64_vec();
+        let row = r.hq * D;
+        let mut want = vec![0.0; t * row];
+        for b in 0..B {
+            let len = kv_lens[b] as usize;
+            let s = pool.seq(&tables[b * WIDTH..], len);
+            let (lo, hi) = (cu[b] as usize, cu[b + 1] as usize);
+            for (i, at) in (lo..hi).enumerate() {
+                let pos = len as i64 - (hi - lo) as i64 + i as i64;
+                let o = attend(&r, &q[at * row..(at + 1) * row], &s, pos, len);
+                want[at * row..(at + 1) * row].copy_from_slice(&o);
+            }
+        }
+        assert_close(&got, &want, TOL, &what);
+    }
+    assert!(
+        valid > 15 && invalid > 20,
+        "{valid} valid, {invalid} invalid"
+    );
+}
+
+#[test]
+fn kv_cache_update_writes_right_or_refuses() {
+    let (dev, t) = (dev(), 7);
+    let mut rng = Rng::new(43);
+    let fill = vec![-7.0; PAGES * PAGE * D];
+    let pages = f32s(&fill, &[PAGES, PAGE, 1, D]);
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..CASES {
+        let (tables, kv_lens) = metadata(&mut rng, WIDTH * PAGE);
+        let cu = offsets(&mut rng, &kv_lens, t);
+        let k = values(&mut rng, t * D, F32);
+        let got = kv_cache_update::run(
+            &dev,
+            &pages,
+            &pages,
+            &f32s(&k, &[t, 1, D]),
+            &f32s(&k, &[t, 1, D]),
+            &s32(&tables, &[B, WIDTH]),
+            &s32(&kv_lens, &[B]),
+            &s32(&cu, &[B + 1]),
+        );
+        let what = format!("update case {case}: tables {tables:?}, kv_lens {kv_lens:?}, cu {cu:?}");
+        if !(tables_valid(&tables, &kv_lens) && offsets_valid(&cu, &kv_lens, t)) {
+            invalid += 1;
+            expect_check(got, &what);
+            continue;
+        }
+        valid += 1;
+        let (got_k, _) = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        let mut want = fill.clone();
+        for b in 0..B {
+            let (lo, hi) = (cu[b] as usize, cu[b + 1] as usize);
+            for (i, at) in (lo..hi).enumerate() {
+                let pos = kv_lens[b] as usize - (hi - lo) + i;
+                let slot = tables[b * WIDTH + pos / PAGE] as usize * PAGE + pos % PAGE;
+                want[slot * D..(slot + 1) * D].copy_from_slice(&k[at * D..(at + 1) * D]);
+            }
+        }
+        assert_eq!(got_k.to_f64_vec(), want, "{what}");
+    }
+    assert!(
+        valid > 15 && invalid > 20,
+        "{valid} valid, {invalid} invalid"
+    );
+}
+
+#[test]
+fn dynamic_block_sparse_attention_answers_right_or_refuses() {
+    // 20 queries and keys in blocks of 8: 3 query blocks, 3 key blocks.
+    let (s, bs, nb, width) = (20, 8, 3, 3);
+    let dev = dev();
+    let mut rng = Rng::new(44);
+    let x = |rng: &mut Rng| values(rng, s * D, F32);
+    let (q, k, v) = (x(&mut rng), x(&mut rng), x(&mut rng));
+    let shape = [1, 1, s, D];
+    let (qt, kt, vt) = (f32s(&q, &shape), f32s(&k, &shape), f32s(&v, &shape));
+    let opts = FlashOptions::new().block_sizes(bs, bs).sm_scale(0.5);
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..CASES {
+        let bits: Vec<bool> = (0..s * s).map(|_| rng.int(0, 3) > 0).collect();
+        let mut counts = Vec::new();
+        let mut ids = Vec::new();
+        let mut kinds = Vec::new();
+        for _ in 0..nb {
+            let mut order: Vec<i32> = (0..nb as i32).collect();
+            for i in (1..nb).rev() {
+                order.swap(i, rng.int(0, i as i64) as usize);
+            }
+            counts.push(rng.int(1, width as i64) as i32);
+            ids.extend(&order);
+            kinds.extend((0..width).map(|_| rng.int(1, 2) as i32));
+        }
+        match rng.int(0, 6) {
+            0 => ids[rng.int(0, 8) as usize] = rng.int(-9, -1) as i32,
+            1 => ids[rng.int(0, 8) as usize] = [3, 7, 1 << 30][rng.int(0, 2) as usize],
+            2 => ids[1] = ids[0],
+            3 => counts[rng.int(0, 2) as usize] = [-1, 4][rng.int(0, 1) as usize],
+            4 => kinds[0] = [0, 3][rng.int(0, 1) as usize],
+            _ => {}
+        }
+        let got = block_sparse_attention_dynamic::run(
+            &dev,
+            &qt,
+            &kt,
+            &vt,
+            &HostTensor::from_vec(bits.clone(), [1, s, s]).unwrap(),
+            &s32(&counts, &[nb]),
+            &s32(&ids, &[nb, width]),
+            &s32(&kinds, &[nb, width]),
+            opts.clone(),
+        );
+        let what =
+            format!("block-sparse case {case}: counts {counts:?}, ids {ids:?}, kinds {kinds:?}");
+        let ok = (0..nb).all(|i| {
+            let n = counts[i];
+            if !(0..=width as i32).contains(&n) {
+                return false;
+            }
+            let row = &ids[i * width..i * width + n as usize];
+            let kind = &kinds[i * width..i * width + n as usize];
+            row.iter().all(|j| (0..nb as i32).contains(j))
+                && row.iter().enumerate().all(|(a, j)| !row[..a].contains(j))
+                && kind.iter().all(|c| *c == 1 || *c == 2)
+                // The last key block holds keys past the end: never full.
+                && row.iter().zip(kind).all(|(&j, &c)| j != nb as i32 - 1 || c == 1)
+        });
+        if !ok {
+            invalid += 1;
+            expect_check(got, &what);
+            continue;
+        }
+        valid += 1;
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}")).to_f64_vec();
+        // Query row `a` sees the keys of its block's listed key blocks:
+        // all of a full block, the allowed bits of a partial one.
+        let mut want = vec![0.0; s * D];
+        for a in 0..s {
+            let i = a / bs;
+            let mut seen = Vec::new();
+            for t in 0..counts[i] as usize {
+                let (j, kind) = (ids[i * width + t] as usize, kinds[i * width + t]);
+                for c in j * bs..((j + 1) * bs).min(s) {
+                    if kind == 2 || bits[a * s + c] {
+                        seen.push(c);
+                    }
+                }
+            }
+            if seen.is_empty() {
+                continue;
+            }
+            let logit = |c: usize| 0.5 * (0..D).map(|x| q[a * D + x] * k[c * D + x]).sum::<f64>();
+            let m = seen
+                .iter()
+                .map(|&c| logit(c))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = seen.iter().map(|&c| (logit(c) - m).exp()).sum();
+            for &c in &seen {
+                let p = (logit(c) - m).exp() / z;
+                for x in 0..D {
+                    want[a * D + x] += p * v[c * D + x];
+                }
+            }
+        }
+        assert_close(&got, &want, TOL, &what);
+    }
+    assert!(
+        valid > 15 && invalid > 20,
+        "{valid} valid, {invalid} invalid"
+    );
+}
