@@ -61,7 +61,7 @@ pub use ops::check::check;
 pub use ops::shape::concat;
 pub use ops::{
     axis_index, cond, fori_loop, optimization_barrier, scan, scan_with, while_loop, Carry, DotDims,
-    Precision, ScanOptions,
+    Precision, ScanOptions, TakeMode,
 };
 pub use shape::{Shape, TensorSpec};
 pub use tile::{blocks, blocks_of, grid};
@@ -79,8 +79,9 @@ pub mod prelude {
     pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
     pub use crate::{
         axis_index, check, concat, cond, fori_loop, optimization_barrier, scan, scan_with,
-        while_loop, DType, Error, HostTensor, Precision, Result, ScanOptions, Tensor, TensorSpec,
-        BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64, U8,
+        while_loop, DType, Error, HostTensor, Precision, Result, ScanOptions, TakeMode, Tensor,
+        TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64,
+        U8,
     };
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }

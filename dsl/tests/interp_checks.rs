@@ -101,15 +101,17 @@ fn an_out_of_range_dynamic_slice_start_is_reported() {
     );
 }
 
-/// `take` clamps an out-of-range index as XLA's gather does (its rustdoc
-/// says so); the interpreter's checks name the gather `take` made and the
-/// line that called `take`.
+/// `take_with(.., PromiseInBounds)` clamps an out-of-range index as XLA's
+/// gather does (its rustdoc says so); the interpreter's checks name the
+/// gather `take` made and the line that called `take`.
 #[test]
 fn an_out_of_range_take_index_is_reported_at_the_callers_line() {
     let x = tensor(&[10.0, 11.0, 12.0, 13.0], &[4], F32);
     let idx = tensor(&[1.0, 7.0, -2.0, 3.0], &[4], S32);
-    let line = line!() + 1;
-    let k = Kernel::new("pick", |a: &[Tensor]| a[0].take(a[1], 0));
+    let line = line!() + 2;
+    let k = Kernel::new("pick", |a: &[Tensor]| {
+        a[0].take_with(a[1], 0, tessel_dsl::TakeMode::PromiseInBounds)
+    });
     let g = k.trace(&[x.spec().clone(), idx.spec().clone()]).unwrap();
     let e = evaluate(&g, &[&x, &idx], Checks::default()).unwrap();
     // 7 reads the last element and -2 the first, as on the plugin.

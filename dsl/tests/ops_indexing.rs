@@ -6,21 +6,39 @@ mod common;
 
 use common::*;
 use tessel_dsl::ops::{GatherDims, ScatterCombine, ScatterDims};
-use tessel_dsl::{HostTensor, F32, S32, U8};
+use tessel_dsl::{HostTensor, TakeMode, F32, S32, S64, U8};
 
-/// numpy `take` with clamped indices.
-fn take_ref(x: &HostTensor, idx: &HostTensor, axis: usize) -> (Vec<f64>, Vec<usize>) {
+/// numpy `take` under `mode`: an index in `-n .. 0` counts from the end
+/// (except `PromiseInBounds`, which clamps as XLA's gather does); `Fill`
+/// reads `fill` outside `-n .. n`, `Clip` clamps, `Wrap` takes the index
+/// modulo `n`.
+fn take_ref(
+    x: &HostTensor,
+    idx: &HostTensor,
+    axis: usize,
+    mode: TakeMode,
+    fill: f64,
+) -> (Vec<f64>, Vec<usize>) {
     let (xs, is) = (x.shape(), idx.shape());
     let mut out: Vec<usize> = xs[..axis].to_vec();
     out.extend_from_slice(is);
     out.extend_from_slice(&xs[axis + 1..]);
     let (xv, iv) = (x.to_f64_vec(), idx.to_f64_vec());
+    let n = xs[axis] as i64;
     let v = (0..out.iter().product())
         .map(|o| {
             let oi = unravel(o, &out);
             let k = iv[ravel(&oi[axis..axis + is.len()], is)] as i64;
+            let from_end = if k < 0 { k + n } else { k };
+            let k = match mode {
+                TakeMode::Fill if !(0..n).contains(&from_end) => return fill,
+                TakeMode::Fill => from_end,
+                TakeMode::Clip => from_end.clamp(0, n - 1),
+                TakeMode::Wrap => k.rem_euclid(n),
+                TakeMode::PromiseInBounds => k.clamp(0, n - 1),
+            };
             let mut src: Vec<usize> = oi[..axis].to_vec();
-            src.push(k.clamp(0, xs[axis] as i64 - 1) as usize);
+            src.push(k as usize);
             src.extend_from_slice(&oi[axis + is.len()..]);
             xv[ravel(&src, xs)]
         })
@@ -69,48 +87,88 @@ fn index_update_ref(
 fn take_along_several_axes_with_vector_and_multi_d_indices() {
     let mut rng = Rng::new(60);
     let shape = [4, 5, 6];
+    let modes = [
+        TakeMode::Fill,
+        TakeMode::Clip,
+        TakeMode::Wrap,
+        TakeMode::PromiseInBounds,
+    ];
     for dtype in [F32, S32, U8] {
+        // What `Fill` reads outside the axis.
+        let fill = match dtype {
+            F32 => f64::NAN,
+            S32 => f64::from(i32::MIN),
+            _ => f64::from(u8::MAX),
+        };
         let x = random(&mut rng, &shape, dtype, 0.0, 100.0);
-        // Out-of-range entries (clamped): -3 and 10.
-        let i1 = tensor(&[3.0, 0.0, -3.0, 2.0, 10.0, 2.0, 1.0], &[7], S32);
-        let i2 = tensor(&[1.0, 4.0, 0.0, 5.0, 5.0, 3.0], &[2, 3], S32);
-        let i0 = tensor(&[2.0], &[], S32);
-        let out = run(
-            |t| {
-                let (x, i1, i2, i0) = (t[0], t[1], t[2], t[3]);
-                vec![
-                    x.take(i1, 0),
-                    x.take(i1, 1),
-                    x.take(i1, -1),
-                    x.take(i2, 1),
-                    x.take(i2, 2),
-                    x.take(i0, 0),
-                    x.take(i2, 0),
-                ]
-            },
-            &[&x, &i1, &i2, &i0],
-        );
-        let cases = [
-            (&i1, 0),
-            (&i1, 1),
-            (&i1, 2),
-            (&i2, 1),
-            (&i2, 2),
-            (&i0, 0),
-            (&i2, 0),
-        ];
-        for (o, (idx, axis)) in out.iter().zip(cases) {
-            let (w, s) = take_ref(&x, idx, axis);
-            check(
-                o,
-                dtype,
-                &s,
-                &w,
-                Class::Exact,
-                &format!("take {dtype} axis {axis} indices {:?}", idx.shape()),
+        // Out-of-range entries: -3 (from the end), 10 and -12 (outside).
+        let i1 = tensor(&[3.0, 0.0, -3.0, 2.0, 10.0, -12.0, 1.0], &[7], S32);
+        let i2 = tensor(&[1.0, 4.0, -1.0, 5.0, 5.0, 3.0], &[2, 3], S64);
+        let i0 = tensor(&[-2.0], &[], S32);
+        for mode in modes {
+            let out = run(
+                |t| {
+                    let (x, i1, i2, i0) = (t[0], t[1], t[2], t[3]);
+                    vec![
+                        x.take_with(i1, 0, mode),
+                        x.take_with(i1, 1, mode),
+                        x.take_with(i1, -1, mode),
+                        x.take_with(i2, 1, mode),
+                        x.take_with(i2, 2, mode),
+                        x.take_with(i0, 0, mode),
+                        x.take_with(i2, 0, mode),
+                    ]
+                },
+                &[&x, &i1, &i2, &i0],
             );
+            let cases = [
+                (&i1, 0),
+                (&i1, 1),
+                (&i1, 2),
+                (&i2, 1),
+                (&i2, 2),
+                (&i0, 0),
+                (&i2, 0),
+            ];
+            for (o, (idx, axis)) in out.iter().zip(cases) {
+                let (w, s) = take_ref(&x, idx, axis, mode, fill);
+                let what = format!(
+                    "take {mode:?} {dtype} axis {axis} indices {:?}",
+                    idx.shape()
+                );
+                assert_eq!(o.shape(), s.as_slice(), "{what}");
+                let got = o.to_f64_vec();
+                for (i, (g, w)) in got.iter().zip(&w).enumerate() {
+                    assert!(
+                        g == w || (g.is_nan() && w.is_nan()),
+                        "{what}: element {i}: {g} vs {w}"
+                    );
+                }
+            }
         }
     }
+}
+
+#[test]
+fn take_defaults_to_fill_and_refuses_float_indices() {
+    let x = tensor(&[10.0, 20.0, 30.0], &[3], S32);
+    let i = tensor(&[-1.0, 5.0], &[2], S32);
+    let out = run(|t| vec![t[0].take(t[1], 0)], &[&x, &i]);
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), [30, i32::MIN]);
+    let f = tensor(&[0.0], &[1], F32);
+    let e = tessel_dsl::trace(
+        "k",
+        &[
+            ("x".into(), x.spec().clone()),
+            ("i".into(), f.spec().clone()),
+        ],
+        Default::default(),
+        |a| a[0].take(a[1], 0),
+    )
+    .unwrap_err();
+    let k = e.as_kernel_error().unwrap();
+    assert_eq!(k.op, "take");
+    assert!(k.message.contains("must be integers"), "{}", k.message);
 }
 
 #[test]
@@ -334,16 +392,30 @@ fn out_of_range_indices_clamp_as_documented() {
                 index_vector_dim: 1,
             };
             vec![
+                t[0].take_with(t[1], 0, TakeMode::PromiseInBounds),
+                t[0].take_with(t[2], 0, TakeMode::PromiseInBounds),
+                t[0].take_with(t[3], 0, TakeMode::PromiseInBounds),
+                t[4].gather(t[5], windows, &[2, 2]),
                 t[0].take(t[1], 0),
                 t[0].take(t[2], 0),
                 t[0].take(t[3], 0),
-                t[4].gather(t[5], windows, &[2, 2]),
             ]
         },
         &[&x, &signed, &wide, &unsigned, &m, &starts],
     );
-    // Below 0 reads element 0 (-1 does not count from the end); n or more
-    // reads element n - 1.
+    // The default fill: -1 counts from the end, the rest read NaN.
+    let nan = |v: Vec<f32>| v.iter().map(|x| x.is_nan()).collect::<Vec<_>>();
+    assert_eq!(
+        nan(out[4].to_vec::<f32>().unwrap()),
+        [false, true, true, true, true, false]
+    );
+    assert_eq!(out[4].to_vec::<f32>().unwrap()[0], 13.0);
+    assert_eq!(out[4].to_vec::<f32>().unwrap()[5], 12.0);
+    assert_eq!(nan(out[5].to_vec::<f32>().unwrap()), [true, true, false]);
+    assert_eq!(out[5].to_vec::<f32>().unwrap()[2], 13.0);
+    assert_eq!(nan(out[6].to_vec::<f32>().unwrap()), [true, false]);
+    // Promised in bounds, XLA's gather clamps: below 0 reads element 0
+    // (-1 does not count from the end); n or more reads element n - 1.
     assert_eq!(
         out[0].to_vec::<f32>().unwrap(),
         [10.0, 13.0, 13.0, 10.0, 13.0, 12.0]

@@ -108,12 +108,9 @@ pub fn expert_parallel_layer(
     let dispatch = Tensor::iota([e * a, a], 0, S32)
         .eq(slot.expand_dims(0))
         .cast(x.dtype());
-    let send = dispatch.matmul(x.take(token, 0)).reshape(&[
-        devices as isize,
-        local as isize,
-        a as isize,
-        dm as isize,
-    ]);
+    let send = dispatch
+        .matmul(x.take_with(token, 0, TakeMode::PromiseInBounds))
+        .reshape(&[devices as isize, local as isize, a as isize, dm as isize]);
     let arrived = send.all_to_all(&[axis], 0, 0);
     // This device's experts over everything that arrived.
     let per_expert = arrived.transpose(&[1, 0, 2, 3]).reshape(&[

@@ -14,6 +14,7 @@
 
 use crate::dtype::DType;
 use crate::ir::{DotDims, ScatterCombine};
+use crate::ops::TakeMode;
 use crate::shape::TensorSpec;
 use crate::trace::tensor::{trace_error, Tensor};
 
@@ -88,9 +89,9 @@ fn route(tokens: Tensor, router: Tensor, o: &MoeOptions) -> Routing {
     let token_of = Tensor::iota([k, t], 1, DType::S32).reshape(&[a as isize]);
     // Stable sort by expert keeps the ranking inside each expert.
     let order = expert_of.argsort(0, false);
-    let expert = expert_of.take(order, 0);
-    let token = token_of.take(order, 0);
-    let gate = gate_of.take(order, 0);
+    let expert = expert_of.take_with(order, 0, TakeMode::PromiseInBounds);
+    let token = token_of.take_with(order, 0, TakeMode::PromiseInBounds);
+    let gate = gate_of.take_with(order, 0, TakeMode::PromiseInBounds);
     let one_hot = expert_of
         .expand_dims(1)
         .eq(Tensor::iota([a, e], 1, DType::S32));
@@ -98,7 +99,8 @@ fn route(tokens: Tensor, router: Tensor, o: &MoeOptions) -> Routing {
     // start[e] = Σ_{e' < e} counts[e'].
     let before = Tensor::iota([e, e], 1, DType::S32).lt(Tensor::iota([e, e], 0, DType::S32));
     let start = (before.cast(DType::S32) * counts.expand_dims(0)).sum(&[1]);
-    let pos = Tensor::iota([a], 0, DType::S32) - start.take(expert, 0);
+    let pos =
+        Tensor::iota([a], 0, DType::S32) - start.take_with(expert, 0, TakeMode::PromiseInBounds);
     let capacity = o.capacity(t);
     let kept = pos.lt(capacity as i32);
     let dropped = kept.logical_not().cast(DType::S32).sum(&[0]);
@@ -189,7 +191,7 @@ pub fn grouped_layer(
     let c = r.capacity;
     // Kept assignments go to slot expert · C + pos; dropped ones past the end (skipped by scatter).
     let slot = r.kept.select(r.expert * c as i32 + r.pos, (e * c) as i32);
-    let rows = tokens.take(r.token, 0);
+    let rows = tokens.take_with(r.token, 0, TakeMode::PromiseInBounds);
     let buffer =
         Tensor::zeros([e * c, d], tokens.dtype()).index_update(0, slot, rows, ScatterCombine::Set);
     let ye = expert(buffer.reshape(&[e as isize, c as isize, d as isize]));
@@ -199,7 +201,11 @@ pub fn grouped_layer(
     let d_out = ye.dim(-1);
     let flat = ye.reshape(&[(e * c) as isize, d_out as isize]);
     let weight = r.kept.select(r.gate, 0.0).cast(ye.dtype());
-    let picked = flat.take(slot.minimum((e * c - 1) as i32), 0) * weight.expand_dims(1);
+    let picked = flat.take_with(
+        slot.minimum((e * c - 1) as i32),
+        0,
+        TakeMode::PromiseInBounds,
+    ) * weight.expand_dims(1);
     let output =
         Tensor::zeros([t, d_out], ye.dtype()).index_update(0, r.token, picked, ScatterCombine::Add);
     MoeOutput {

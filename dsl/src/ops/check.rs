@@ -51,7 +51,8 @@ pub fn check(ok: Tensor, message: impl Into<String>, values: &[Tensor]) {
     check_at(ok, message.into(), values, Location::caller());
 }
 
-/// [`check`] at `loc`.
+/// [`check`] at `loc` (its ops at the caller's line).
+#[track_caller]
 pub(crate) fn check_at(ok: Tensor, message: String, values: &[Tensor], loc: Location) {
     let spec = ok.spec();
     if spec.dtype != DType::Pred {
@@ -180,6 +181,7 @@ pub(crate) fn union(a: &Layout, b: &Layout) -> Layout {
 /// Merges checks carried out of a closed region (`flat`: code then values,
 /// laid out as `layout`) into the current region's: a check recorded here
 /// before them keeps its precedence.
+#[track_caller]
 pub(crate) fn merge(flat: &[Tensor], layout: &Layout) {
     let Some(&code) = flat.first() else {
         return;

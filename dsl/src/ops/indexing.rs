@@ -1,11 +1,93 @@
 //! Gather and scatter (XLA semantics), and the numpy-style `take` /
 //! `index_update` built on them.
 
+use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::{GatherDims, Op, ScatterCombine, ScatterDims};
+use crate::ops::constant::full_at;
 use crate::shape::TensorSpec;
 use crate::trace::build;
 use crate::trace::tensor::{normalize_axis, Tensor};
+
+/// How [`Tensor::take_with`] treats indices outside the axis (of `n`
+/// elements), as JAX's `jnp.take` modes do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TakeMode {
+    /// An index in `-n .. 0` counts from the end; one outside `-n .. n`
+    /// reads the fill value (NaN for floats, the least signed or the
+    /// greatest unsigned integer, `true`). The default, as in JAX.
+    #[default]
+    Fill,
+    /// An index in `-n .. 0` counts from the end; the others are clamped
+    /// into `0 .. n`.
+    Clip,
+    /// Indices are taken modulo `n` (`-1` reads the last element, `n` the
+    /// first).
+    Wrap,
+    /// The indices are in `0 .. n`, and nothing checks or adjusts them:
+    /// the gather as XLA runs it (an index outside is clamped, which the
+    /// interpreter reports as a
+    /// [`FindingKind::ClampedIndex`](crate::interp::FindingKind::ClampedIndex)).
+    /// No extra op: for indices computed in range.
+    PromiseInBounds,
+}
+
+/// The value a [`TakeMode::Fill`] read gives outside the axis.
+#[track_caller]
+fn fill_value(dtype: DType, loc: &Location) -> Tensor {
+    if dtype.is_float() {
+        full_at(Vec::new(), f64::NAN, dtype, loc.clone())
+    } else if dtype == DType::Pred {
+        full_at(Vec::new(), 1.0, dtype, loc.clone())
+    } else if dtype.is_unsigned() {
+        // All ones: the greatest value.
+        !full_at(Vec::new(), 0.0, dtype, loc.clone())
+    } else {
+        let bits = 8 * dtype.size_in_bytes() as i32;
+        full_at(Vec::new(), -(2f64.powi(bits - 1)), dtype, loc.clone())
+    }
+}
+
+/// `indices` into an axis of `n` elements made to read in range as `mode`
+/// says, and (for [`TakeMode::Fill`]) which of them were in range.
+#[track_caller]
+fn in_range(indices: Tensor, n: usize, mode: TakeMode, loc: &Location) -> (Tensor, Option<Tensor>) {
+    // An index type too narrow for `n` (or for `-n`) computes in s64.
+    let dtype = indices.dtype();
+    let fits = match dtype {
+        DType::S32 => n <= i32::MAX as usize,
+        DType::S64 | DType::U64 => true,
+        DType::U32 => n <= u32::MAX as usize,
+        _ => false,
+    };
+    let idx = if fits {
+        indices
+    } else {
+        indices.cast(DType::S64)
+    };
+    let signed = !idx.dtype().is_unsigned();
+    let n_t = full_at(Vec::new(), n as f64, idx.dtype(), loc.clone());
+    let zero = full_at(Vec::new(), 0.0, idx.dtype(), loc.clone());
+    if mode == TakeMode::Wrap {
+        let r = idx % n_t;
+        let r = if signed {
+            r.lt(zero).select(r + n_t, r)
+        } else {
+            r
+        };
+        return (r, None);
+    }
+    let norm = if signed {
+        idx.lt(zero).select(idx + n_t, idx)
+    } else {
+        idx
+    };
+    if mode == TakeMode::Clip {
+        return (norm.clamp(0.0, (n - 1) as f64), None);
+    }
+    let valid = norm.ge(zero) & norm.lt(n_t);
+    (valid.select(norm, zero), Some(valid))
+}
 
 fn gather_shape(
     x: &TensorSpec,
@@ -156,43 +238,63 @@ impl Tensor {
     /// numpy `take`: elements along `axis` at integer `indices` (any shape);
     /// the result is `shape[..axis] ++ indices.shape ++ shape[axis+1..]`.
     ///
-    /// Out-of-range indices are clamped, as in XLA's gather (and JAX's
-    /// `take` with `mode="clip"`): with `n` elements along `axis`, an index
-    /// below 0 reads element 0 and an index of `n` or more reads element
-    /// `n - 1`. Unlike numpy, a negative index does not count from the end
-    /// (`-1` reads element 0, not `n - 1`), and no error or NaN marks a
-    /// clamped read. Where indices may be out of range, check them on the
-    /// host or mask the result with `indices.ge(0) & indices.lt(n)`; to
-    /// find where a kernel clamps, run its graph through
-    /// [`interp::evaluate`](crate::interp::evaluate) with the default
-    /// [`Checks`](crate::interp::Checks): each clamped `take` is a
-    /// [`FindingKind::ClampedIndex`](crate::interp::FindingKind::ClampedIndex)
-    /// finding on its `gather`, at the line that called `take`. An
-    /// `axis` with no elements (`n = 0`) has nothing to clamp to: taking
-    /// from it is a kernel error, unless there are no indices either (the
-    /// result is then empty).
+    /// As JAX's `jnp.take` by default ([`TakeMode::Fill`]): with `n`
+    /// elements along `axis`, an index in `-n .. 0` counts from the end, and
+    /// an index outside `-n .. n` reads a fill value (NaN for floats, the
+    /// least value of a signed integer type, the greatest of an unsigned
+    /// one, `true` for `pred`), never another element. See
+    /// [`take_with`](Self::take_with) for the other modes. An `axis` with
+    /// no elements (`n = 0`) has nothing to take from: a kernel error,
+    /// unless there are no indices either (the result is then empty).
+    ///
+    /// ```
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
+    /// let k = Kernel::new("take", |a: &[Tensor]| a[0].take(a[1], 0));
+    /// let x = HostTensor::from_vec(vec![10i32, 20, 30], [3])?;
+    /// let i = HostTensor::from_vec(vec![-1i32, 5, 1], [3])?;
+    /// let out = k.run(&Device::cpu()?, &[&x, &i])?;
+    /// assert_eq!(out[0].to_vec::<i32>()?, vec![30, i32::MIN, 20]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
     #[track_caller]
     pub fn take(self, indices: Tensor, axis: isize) -> Tensor {
+        self.take_at(indices, axis, TakeMode::Fill, Location::caller())
+    }
+
+    /// [`take`](Self::take) with out-of-range indices handled as `mode`
+    /// says (JAX's `mode=` of `jnp.take`).
+    #[track_caller]
+    pub fn take_with(self, indices: Tensor, axis: isize, mode: TakeMode) -> Tensor {
+        self.take_at(indices, axis, mode, Location::caller())
+    }
+
+    #[track_caller]
+    fn take_at(self, indices: Tensor, axis: isize, mode: TakeMode, loc: Location) -> Tensor {
         let (x, i) = (self.spec(), indices.spec());
         let Some(a) = normalize_axis(axis, x.rank()) else {
             let m = format!("axis {axis} is out of range for {x}");
-            return build("take", &[self, indices], Location::caller(), 1, move |_| {
-                Err(m)
-            })[0];
+            return build("take", &[self, indices], loc, 1, move |_| Err(m))[0];
         };
-        if x.shape[a] == 0 && i.dtype.is_integer() {
+        if !i.dtype.is_integer() {
+            let m = format!("the indices must be integers, got {i}; cast them first (.cast(S32))");
+            return build("take", &[self, indices], loc, 1, move |_| Err(m))[0];
+        }
+        let n = x.shape[a];
+        let mut shape = x.shape[..a].to_vec();
+        shape.extend(&i.shape);
+        shape.extend(&x.shape[a + 1..]);
+        if n == 0 {
             // No element to gather a window of one from.
-            let mut shape = x.shape[..a].to_vec();
-            shape.extend(&i.shape);
-            shape.extend(&x.shape[a + 1..]);
             if i.shape.contains(&0) {
-                return Tensor::zeros(shape, x.dtype);
+                return full_at(shape, 0.0, x.dtype, loc);
             }
             let m = format!("takes along axis {a} of {x}, which has no element, at indices {i}");
-            return build("take", &[self, indices], Location::caller(), 1, move |_| {
-                Err(m)
-            })[0];
+            return build("take", &[self, indices], loc, 1, move |_| Err(m))[0];
         }
+        let (idx, valid) = match mode {
+            TakeMode::PromiseInBounds => (indices, None),
+            _ => in_range(indices, n, mode, &loc),
+        };
         let mut sizes = x.shape.clone();
         sizes[a] = 1;
         let offset_dims = (0..a)
@@ -204,7 +306,16 @@ impl Tensor {
             start_index_map: vec![a],
             index_vector_dim: i.rank(),
         };
-        self.gather(indices, dims, &sizes)
+        let taken = self.gather(idx, dims, &sizes);
+        let Some(valid) = valid else {
+            return taken;
+        };
+        // `valid` over the result: the indices' extents, ones elsewhere.
+        let mut at: Vec<isize> = vec![1; a];
+        at.extend(i.shape.iter().map(|&e| e as isize));
+        at.extend(std::iter::repeat_n(1, x.rank() - a - 1));
+        let fill = fill_value(x.dtype, &loc);
+        valid.reshape(&at).select(taken, fill)
     }
 
     /// Combines `updates` into `self` along `axis` at integer `indices` (a

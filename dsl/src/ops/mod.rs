@@ -28,4 +28,5 @@ pub use control::{
     cond, fori_loop, optimization_barrier, while_loop, CondBuilder, WhileBuilder, MAX_COND_DEPTH,
 };
 pub use elementwise::Scalar;
+pub use indexing::TakeMode;
 pub use scan::{scan, scan_with, ScanOptions};

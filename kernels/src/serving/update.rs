@@ -38,12 +38,15 @@ pub fn token_slots(
     // Sequence of each token: how many sequences end at or before it.
     let ends = cu_q_lens.slice_axis(0, 1, b + 1).reshape(&[1, b as isize]);
     let seq = ends.le(tok.reshape(&[t as isize, 1])).cast(S32).sum(&[1]);
-    let lo = cu_q_lens.take(seq, 0);
-    let hi = cu_q_lens.take(seq + 1, 0);
-    let pos = kv_lens.take(seq, 0) - (hi - tok);
+    let lo = cu_q_lens.take_with(seq, 0, TakeMode::PromiseInBounds);
+    let hi = cu_q_lens.take_with(seq + 1, 0, TakeMode::PromiseInBounds);
+    let pos = kv_lens.take_with(seq, 0, TakeMode::PromiseInBounds) - (hi - tok);
     let page = pos / page_size as i32;
     let idx = seq * width as i32 + page;
-    let ids = block_tables.reshape(&[(b * width) as isize]).take(idx, 0);
+    let ids =
+        block_tables
+            .reshape(&[(b * width) as isize])
+            .take_with(idx, 0, TakeMode::PromiseInBounds);
     let valid = seq.lt(b as i32)
         & tok.ge(lo)
         & pos.ge(0)
