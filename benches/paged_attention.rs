@@ -21,7 +21,9 @@
 //! the pages per step (`KernelConfig::autotune`) and prints its choice and
 //! that step's time, measured by `profile` (the tuned value is remembered
 //! in the persistent cache: clear it with `tessel cache clear` to measure
-//! again).
+//! again). The "checks" column is the cost of the metadata checks the
+//! kernel runs by default (page ids, lengths: see `ServeOptions::unchecked`):
+//! the checked step's time over the same step compiled unchecked, minus 1.
 
 #[path = "attention_common/mod.rs"]
 #[allow(dead_code)]
@@ -46,7 +48,7 @@ fn gather_then_flash(q: Tensor, k_pages: Tensor, v_pages: Tensor, tables: Tensor
     let page = k_pages.dim(1);
     let s = (m * page) as isize;
     let dense = |p: Tensor| {
-        p.take(tables, 0)
+        p.take_with(tables, 0, TakeMode::PromiseInBounds)
             .reshape(&[b as isize, s, HKV as isize, D as isize])
             .transpose(&[0, 2, 1, 3])
     };
@@ -118,9 +120,9 @@ fn main() -> tessel::Result<()> {
         bound * 1e3
     );
     println!(
-        "| page | paged_attention | ragged | gather + flash | gather / paged | paged / memory bound |"
+        "| page | paged_attention | ragged | gather + flash | gather / paged | paged / memory bound | checks |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for page in pages {
         let per_seq = context.div_ceil(page);
         let num = B * per_seq;
@@ -164,6 +166,15 @@ fn main() -> tessel::Result<()> {
             opts.clone(),
         )?;
         let t_compile_paged = compile_start.elapsed().as_secs_f64();
+        let unchecked = paged_attention::compile(
+            &dev,
+            q.spec(),
+            kp.spec(),
+            vp.spec(),
+            tables.spec(),
+            lens.spec(),
+            opts.clone().unchecked(),
+        )?;
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
         let cu = dev.to_device(&HostTensor::from_vec((0..=B as i32).collect(), [B + 1])?)?;
@@ -221,6 +232,7 @@ fn main() -> tessel::Result<()> {
             );
         }
         let t_paged = min_time(runs, || common::time(&paged, &args))?;
+        let t_unchecked = min_time(runs, || common::time(&unchecked, &args))?;
         // Over a wider table, gather + flash would attend to the padding:
         // it is timed at the natural width only.
         let t_dense = if width == 1 {
@@ -235,12 +247,13 @@ fn main() -> tessel::Result<()> {
              {t_compile_ragged:.2} s"
         );
         println!(
-            "| {page} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
+            "| {page} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x | {:+.1}% |",
             t_paged * 1e3,
             t_ragged * 1e3,
             t_dense * 1e3,
             t_dense / t_paged,
-            t_paged / bound
+            t_paged / bound,
+            (t_paged / t_unchecked - 1.0) * 100.0
         );
     }
     Ok(())

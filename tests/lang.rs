@@ -557,3 +557,93 @@ fn labeled_exits_inside_traced_code() {
     let y = labeled_exits::run(&dev(), &x, &HostTensor::scalar(0.0f32), 3).unwrap();
     assert_eq!(f32s(&y), vec![3.0 * 84.0]);
 }
+
+/// The README's `check!` example.
+#[cpu_kernel]
+fn rows(x: Tensor, ids: Tensor) -> Tensor {
+    let n = x.dim(0) as f64;
+    check!(
+        ids.ge(0.0) & ids.lt(n),
+        "row ids {} out of 0..{}",
+        ids,
+        Tensor::scalar(n, S32)
+    );
+    x.take(ids, 0)
+}
+
+/// Checks in a body's traced `for` and in an `if` that assigns nothing
+/// outside it: both reach the host.
+#[cpu_kernel]
+fn walk(x: Tensor, limit: Tensor) -> Tensor {
+    let n = x.dim(0) as i32;
+    let mut total = Tensor::scalar(0.0, F32);
+    for i in 0..n {
+        let xi = x[ds(i, 1)].reshape(&[]);
+        check!(xi.ge(0.0), "x[{}] = {} is negative", i, xi);
+        total = total + xi;
+    }
+    if total > limit {
+        check!(total.lt(100.0), "total {} is far past the limit", total);
+    }
+    total
+}
+
+#[test]
+fn checks_in_macro_kernels_are_raised_after_the_call() {
+    let dev = dev();
+    let x = host(&[1.0, 2.0, 3.0], &[3]);
+    let ids = |v: Vec<i32>| HostTensor::from_vec(v, [2]).unwrap();
+    assert_eq!(
+        f32s(&rows::run(&dev, &x, &ids(vec![2, 0])).unwrap()),
+        [3.0, 1.0]
+    );
+    match rows::run(&dev, &x, &ids(vec![1, 7])) {
+        Err(Error::Check(c)) => {
+            assert_eq!(c.kernel, "rows");
+            assert_eq!(c.message, "row ids [1, 7] out of 0..3");
+            assert!(c.location.file.ends_with("lang.rs"), "{}", c.location);
+        }
+        other => panic!("expected a check error, got {other:?}"),
+    }
+    let limit = |v: f32| HostTensor::from_vec(vec![v], Vec::<usize>::new()).unwrap();
+    assert_eq!(f32s(&walk::run(&dev, &x, &limit(10.0)).unwrap()), [6.0]);
+    assert_eq!(f32s(&walk::run(&dev, &x, &limit(1.0)).unwrap()), [6.0]);
+    let neg = host(&[1.0, -2.0, -3.0], &[3]);
+    match walk::run(&dev, &neg, &limit(10.0)) {
+        Err(Error::Check(c)) => assert_eq!(c.message, "x[1] = -2 is negative"),
+        other => panic!("expected a check error, got {other:?}"),
+    }
+    let big = host(&[50.0, 60.0, 0.0], &[3]);
+    match walk::run(&dev, &big, &limit(10.0)) {
+        Err(Error::Check(c)) => assert_eq!(c.message, "total 110 is far past the limit"),
+        other => panic!("expected a check error, got {other:?}"),
+    }
+    assert_eq!(
+        f32s(&walk::run(&dev, &big, &limit(200.0)).unwrap()),
+        [110.0]
+    );
+}
+
+/// `checks = "index"`: every dynamic index is checked.
+#[cpu_kernel(checks = "index")]
+fn window(x: Tensor, at: Tensor) -> Tensor {
+    x[ds(at, 2)] * 2.0
+}
+
+#[test]
+fn the_checks_option_turns_on_a_family() {
+    const { assert!(window::CONFIG.checks.index && !window::CONFIG.checks.nan) };
+    let dev = dev();
+    let x = host(&[1.0, 2.0, 3.0], &[3]);
+    let at = |v: i32| HostTensor::from_vec(vec![v], Vec::<usize>::new()).unwrap();
+    assert_eq!(f32s(&window::run(&dev, &x, &at(1)).unwrap()), [4.0, 6.0]);
+    match window::run(&dev, &x, &at(2)) {
+        Err(Error::Check(c)) => {
+            assert_eq!(
+                c.message,
+                "dynamic_slice start (2) out of range: at most [1]"
+            )
+        }
+        other => panic!("expected a check error, got {other:?}"),
+    }
+}

@@ -70,6 +70,67 @@ pub struct KernelConfig {
     /// per kernel, argument specs, static arguments and device, in memory and
     /// in the persistent cache (see [`autotune`](crate::kernel::autotune)).
     pub autotune: bool,
+    /// The automatic check families (index, NaN and division checks, as
+    /// JAX's `checkify` offers): each adds a [`check`](crate::check()) to
+    /// every op of its kind. All off by default, when the program is
+    /// unchanged.
+    pub checks: CheckFamilies,
+}
+
+/// Which ops get an automatic [`check`](crate::check()) (JAX's `checkify`
+/// error sets): a failure is [`Error::Check`](crate::Error::Check) after the
+/// call, naming the op's line.
+///
+/// ```
+/// use tessel_dsl::config::{CheckFamilies, KernelConfig};
+/// const CHECKED: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu)
+///     .with_checks(CheckFamilies::ALL);
+/// assert!(CHECKED.checks.index && CHECKED.checks.nan && CHECKED.checks.div);
+/// assert_eq!(CheckFamilies::parse("index, div"), Ok(CheckFamilies { index: true, nan: false, div: true }));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CheckFamilies {
+    /// Every start and index of `dynamic_slice`, `dynamic_update_slice`,
+    /// `gather` (and `take`) and `scatter` in range (XLA would clamp the
+    /// start, or skip the update, silently).
+    pub index: bool,
+    /// No float result of an elementwise op, a dot or a reduction is NaN.
+    pub nan: bool,
+    /// No integer division or remainder by zero.
+    pub div: bool,
+}
+
+impl CheckFamilies {
+    /// No automatic checks (the default).
+    pub const NONE: CheckFamilies = CheckFamilies {
+        index: false,
+        nan: false,
+        div: false,
+    };
+    /// Every family.
+    pub const ALL: CheckFamilies = CheckFamilies {
+        index: true,
+        nan: true,
+        div: true,
+    };
+    /// The names [`parse`](Self::parse) takes.
+    pub const NAMES: [&'static str; 4] = ["index", "nan", "div", "all"];
+
+    /// The families named in a comma-separated list (`"index, nan"`,
+    /// `"all"`, `""` for none), or the first unknown name.
+    pub fn parse(list: &str) -> Result<CheckFamilies, String> {
+        let mut f = CheckFamilies::NONE;
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "index" => f.index = true,
+                "nan" => f.nan = true,
+                "div" => f.div = true,
+                "all" => f = CheckFamilies::ALL,
+                other => return Err(other.to_string()),
+            }
+        }
+        Ok(f)
+    }
 }
 
 impl KernelConfig {
@@ -91,7 +152,14 @@ impl KernelConfig {
             name: None,
             interpret: false,
             autotune: false,
+            checks: CheckFamilies::NONE,
         }
+    }
+
+    /// With the automatic check families `checks`; see [`CheckFamilies`].
+    pub const fn with_checks(mut self, checks: CheckFamilies) -> Self {
+        self.checks = checks;
+        self
     }
 
     /// With another dot precision.

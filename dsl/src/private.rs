@@ -3,7 +3,7 @@
 //! contents change with the macros.
 
 pub use crate::autodiff::value_and_grad;
-pub use crate::config::{KernelConfig, Platform};
+pub use crate::config::{CheckFamilies, KernelConfig, Platform};
 pub use crate::dtype::DType;
 pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;

@@ -294,3 +294,101 @@ fn a_program_without_checks_is_unchanged_and_checks_add_results_only() {
     );
     assert_eq!(g.checks[0].message, "ids {} out of 0..{}");
 }
+
+mod families {
+    use super::*;
+    use tessel_dsl::config::{CheckFamilies, KernelConfig};
+    use tessel_dsl::ops::ScatterCombine;
+    use tessel_dsl::TakeMode;
+
+    fn with(families: CheckFamilies) -> KernelConfig {
+        KernelConfig::default().with_checks(families)
+    }
+
+    /// Every op a family checks, on `x: f32[4]`, `i: s32[]`, `n: s32[2]`.
+    fn body(a: &[Tensor]) -> Vec<Tensor> {
+        let (x, i, n) = (a[0], a[1], a[2]);
+        let w = x.dynamic_slice(&[i], &[2]);
+        let u = x.dynamic_update_slice(w * 2.0, &[i]);
+        let t = x.take_with(n, 0, TakeMode::PromiseInBounds);
+        let s = x.index_update(0, n, t, ScatterCombine::Add);
+        let q = n / n.slice_axis(0, 1, 2);
+        vec![u, s, x.sqrt(), q]
+    }
+
+    fn run(
+        families: CheckFamilies,
+        x: &[f32],
+        i: i32,
+        n: [i32; 2],
+    ) -> tessel_dsl::Result<Vec<HostTensor>> {
+        let k = Kernel::new("families", body).config(with(families));
+        let i = HostTensor::from_vec(vec![i], Vec::<usize>::new()).unwrap();
+        let n = HostTensor::from_vec(n.to_vec(), [2]).unwrap();
+        k.run(&device(), &[&vec_f32(x), &i, &n])
+    }
+
+    #[test]
+    fn each_family_reports_its_op() {
+        let good = [1.0, 4.0, 9.0, 16.0];
+        assert!(run(CheckFamilies::ALL, &good, 1, [0, 3]).is_ok());
+        let index = CheckFamilies {
+            index: true,
+            ..CheckFamilies::NONE
+        };
+        let e = check_error(run(index, &good, 3, [0, 3]));
+        assert_eq!(
+            e.message,
+            "dynamic_slice start (3) out of range: at most [2]"
+        );
+        let e = check_error(run(index, &good, 1, [0, 4]));
+        assert_eq!(
+            e.message,
+            "gather indices [0, 4] out of range: at most [3] per index vector"
+        );
+        let nan = CheckFamilies {
+            nan: true,
+            ..CheckFamilies::NONE
+        };
+        let e = check_error(run(nan, &[1.0, -4.0, 9.0, 16.0], 1, [0, 3]));
+        assert!(e.message.ends_with("produced a NaN"), "{}", e.message);
+        let div = CheckFamilies {
+            div: true,
+            ..CheckFamilies::NONE
+        };
+        let e = check_error(run(div, &good, 1, [2, 0]));
+        assert!(
+            e.message.starts_with("integer") && e.message.ends_with("by zero"),
+            "{}",
+            e.message
+        );
+        // Off, the same inputs run: XLA clamps, skips, gives NaN and its
+        // integer division by zero.
+        assert!(run(CheckFamilies::NONE, &[1.0, -4.0, 9.0, 16.0], 3, [2, 4]).is_ok());
+        // The check is located at the op's line.
+        assert!(e.location.file.ends_with("checks.rs"), "{}", e.location);
+    }
+
+    #[test]
+    fn families_off_leave_the_program_unchanged() {
+        let specs = [
+            TensorSpec::new([4], F32),
+            TensorSpec::scalar(S32),
+            TensorSpec::new([2], S32),
+        ];
+        let lower = |c: KernelConfig| Kernel::new("same", body).config(c).lower(&specs).unwrap();
+        let plain = lower(KernelConfig::default());
+        assert_eq!(lower(with(CheckFamilies::NONE)), plain);
+        let checked = Kernel::new("same", body)
+            .config(with(CheckFamilies::ALL))
+            .trace(&specs)
+            .unwrap();
+        assert_eq!(checked.num_body_outputs(), 4);
+        // dynamic_slice, dynamic_update_slice, gather, scatter; NaN checks
+        // of the float results; one division.
+        assert!(checked.checks.len() >= 7, "{}", checked.checks.len());
+        let plain_graph = Kernel::new("same", body).trace(&specs).unwrap();
+        assert!(plain_graph.checks.is_empty());
+        assert!(checked.nodes.len() > plain_graph.nodes.len());
+    }
+}

@@ -7,6 +7,7 @@
 
 use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_PI};
 
+use tessel::autodiff::{custom_vjp, vjp};
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 
@@ -26,8 +27,46 @@ fn float_input(op: &str, x: Tensor) -> Result<DType, Tensor> {
 }
 
 /// GELU of `x` (already in its compute dtype).
+/// Beyond this magnitude the GELU and SiLU derivatives have reached their
+/// limits (0 or 1) in f64: `sigmoid(-40)` is 4e-18, `Φ(-40)` far less.
+const SATURATED: f64 = 40.0;
+
+/// `f(x)` with its gradient taken at `x` clamped to `±SATURATED`: the
+/// derivative's limits at `±inf` (the plain rules give `inf · 0 = NaN`
+/// there), unchanged elsewhere; NaN stays NaN.
+#[track_caller]
+fn saturating(x: Tensor, f: fn(Tensor) -> Tensor) -> Tensor {
+    custom_vjp(
+        x,
+        |x| (f(x), x.clamp(-SATURATED, SATURATED)),
+        move |&xc: &Tensor, g: Tensor| {
+            let (_, pb) = vjp(f, xc);
+            pb.call(g)
+        },
+    )
+}
+
+fn gelu_erf(x: Tensor) -> Tensor {
+    gelu_plain(x, false)
+}
+
+fn gelu_tanh(x: Tensor) -> Tensor {
+    gelu_plain(x, true)
+}
+
+/// `x · sigmoid(x)`, with its gradient's limits at `±inf`.
+#[track_caller]
+fn silu_of(x: Tensor) -> Tensor {
+    saturating(x, |x| x * x.sigmoid())
+}
+
 #[track_caller]
 fn gelu_of(x: Tensor, approximate: bool) -> Tensor {
+    saturating(x, if approximate { gelu_tanh } else { gelu_erf })
+}
+
+#[track_caller]
+fn gelu_plain(x: Tensor, approximate: bool) -> Tensor {
     if approximate {
         let inner = (x + x * x.square() * 0.044715) * FRAC_2_PI.sqrt();
         x * 0.5 * (inner.tanh() + 1.0)
@@ -82,7 +121,7 @@ pub fn silu(x: Tensor) -> Tensor {
     match float_input("silu", x) {
         Ok(cd) => {
             let xf = x.cast(cd);
-            (xf * xf.sigmoid()).cast(x.dtype())
+            silu_of(xf).cast(x.dtype())
         }
         Err(poisoned) => poisoned,
     }
@@ -128,7 +167,7 @@ fn swiglu_impl(gate: Tensor, up: Tensor) -> Tensor {
         );
     }
     let gf = gate.cast(cd);
-    (gf * gf.sigmoid() * up.cast(cd)).cast(gate.dtype())
+    (silu_of(gf) * up.cast(cd)).cast(gate.dtype())
 }
 
 /// GELU followed by inverted dropout, in one kernel: XLA fuses the two (on

@@ -252,3 +252,40 @@ fn a_wrong_cotangent_names_the_backward_kernel() {
         assert!(e.message.contains(needle), "{e}");
     }
 }
+
+/// At `±inf` the GELU and SiLU derivatives take their limits (1 and 0),
+/// not `inf · 0 = NaN`; a NaN input still gives NaN; and the swiglu gate's
+/// cotangent follows silu's.
+#[test]
+fn activation_gradients_take_their_limits_at_infinity() {
+    let dev = tessel_testing::dev();
+    let x = HostTensor::from_vec(
+        vec![f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, f32::NAN],
+        [5],
+    )
+    .unwrap();
+    let ones = HostTensor::from_vec(vec![1.0f32; 5], [5]).unwrap();
+    let want = [1.0, 0.0, 1.0, 0.0];
+    let check = |name: &str, got: HostTensor| {
+        let got = got.to_vec::<f32>().unwrap();
+        for (i, w) in want.iter().enumerate() {
+            assert!(
+                (got[i] - w).abs() < 1e-6,
+                "{name}: element {i}: {} vs {w}",
+                got[i]
+            );
+        }
+        assert!(got[4].is_nan(), "{name}: NaN in, {} out", got[4]);
+    };
+    check("silu_vjp", silu_vjp::run(&dev, &x, &ones).unwrap());
+    check(
+        "gelu_vjp erf",
+        gelu_vjp::run(&dev, &x, &ones, false).unwrap(),
+    );
+    check(
+        "gelu_vjp tanh",
+        gelu_vjp::run(&dev, &x, &ones, true).unwrap(),
+    );
+    let (dgate, _) = swiglu_vjp::run(&dev, &x, &ones, &ones).unwrap();
+    check("swiglu_vjp gate", dgate);
+}

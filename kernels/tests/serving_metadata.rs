@@ -398,3 +398,55 @@ fn dynamic_block_sparse_attention_answers_right_or_refuses() {
         "{valid} valid, {invalid} invalid"
     );
 }
+
+/// An empty batch gives an empty (or all-zero) result; an empty pool is a
+/// kernel error naming it, at the kernel's entry.
+#[test]
+fn empty_batches_and_pools() {
+    let (dev, r) = (dev(), r());
+    let mut rng = Rng::new(45);
+    let pool = Pool::new(&mut rng);
+    let (kp, vp) = pool.tensors();
+    let out = paged_attention::run(
+        &dev,
+        &f32s(&[], &[0, r.hq, D]),
+        &kp,
+        &vp,
+        &s32(&[], &[0, WIDTH]),
+        &s32(&[], &[0]),
+        ServeOptions::new(),
+    )
+    .unwrap();
+    assert_eq!(out.shape(), &[0, r.hq, D]);
+    let q = values(&mut rng, 3 * r.hq * D, F32);
+    let out = ragged_paged_attention::run(
+        &dev,
+        &f32s(&q, &[3, r.hq, D]),
+        &kp,
+        &vp,
+        &s32(&[], &[0, WIDTH]),
+        &s32(&[], &[0]),
+        &s32(&[0], &[1]),
+        ServeOptions::new(),
+    )
+    .unwrap();
+    assert_eq!(out.to_f64_vec(), vec![0.0; 3 * r.hq * D]);
+    let empty = f32s(&[], &[0, PAGE, 1, D]);
+    let e = paged_attention::run(
+        &dev,
+        &f32s(&q[..B * r.hq * D], &[B, r.hq, D]),
+        &empty,
+        &empty,
+        &s32(&[0; B * WIDTH], &[B, WIDTH]),
+        &s32(&[0; B], &[B]),
+        ServeOptions::new(),
+    )
+    .unwrap_err();
+    let k = e.as_kernel_error().expect("a kernel error");
+    assert_eq!(k.op, "paged_attention");
+    assert!(
+        k.message.contains("k_pages: the page pool is empty"),
+        "{}",
+        k.message
+    );
+}

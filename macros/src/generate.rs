@@ -37,6 +37,10 @@ fn config_expr(o: &Options) -> TokenStream {
     if let Some(a) = o.autotune {
         fields.push(quote!(autotune: #a));
     }
+    if let Some(c) = o.checks {
+        let (index, nan, div) = (c.index, c.nan, c.div);
+        fields.push(quote!(checks: #dsl::CheckFamilies { index: #index, nan: #nan, div: #div }));
+    }
     if !o.donate.is_empty() {
         let names = o.donate.iter().map(|d| d.to_string());
         fields.push(quote!(donate: &[#(#names),*]));

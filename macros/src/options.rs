@@ -17,8 +17,8 @@ use crate::analyze::KernelSig;
 use crate::suggest::did_you_mean;
 
 pub use values::{
-    Accumulate, AutoPad, Autotune, BlockSize, CapacityFactor, CheckArgs, DType, Donate, Interpret,
-    KernelName, NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
+    Accumulate, AutoPad, Autotune, BlockSize, CapacityFactor, CheckArgs, Checks, DType, Donate,
+    Interpret, KernelName, NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
 };
 
 /// One option as read: its typed value with the span of what was written,
@@ -90,6 +90,8 @@ option_struct! {
         autotune: Option<Parsed<Autotune>>,
         /// `check_args = check_inputs`.
         check_args: Option<Parsed<CheckArgs>>,
+        /// `checks = "index, nan"`.
+        checks: Option<Parsed<Checks>>,
     }
 }
 
@@ -151,6 +153,41 @@ pub struct Options {
     pub autotune: Option<bool>,
     /// The function that checks host arguments before they are run.
     pub check_args: Option<syn::Path>,
+    /// The automatic check families (index, nan, div).
+    pub checks: Option<CheckFamilies>,
+}
+
+/// The check families `checks = ".."` turns on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckFamilies {
+    /// Index checks.
+    pub index: bool,
+    /// NaN checks.
+    pub nan: bool,
+    /// Division checks.
+    pub div: bool,
+}
+
+/// The families named in `list` (comma-separated), or the first unknown
+/// name.
+fn check_families(list: &str) -> Result<CheckFamilies, String> {
+    let mut f = CheckFamilies::default();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "index" => f.index = true,
+            "nan" => f.nan = true,
+            "div" => f.div = true,
+            "all" => {
+                f = CheckFamilies {
+                    index: true,
+                    nan: true,
+                    div: true,
+                }
+            }
+            other => return Err(other.to_string()),
+        }
+    }
+    Ok(f)
 }
 
 impl Options {
@@ -168,6 +205,7 @@ impl Options {
             interpret: None,
             autotune: None,
             check_args: None,
+            checks: None,
         }
     }
 }
@@ -320,6 +358,18 @@ fn validate(
     options.interpret = take(raw.interpret, errors).map(|a| a.0);
     options.autotune = take(raw.autotune, errors).map(|a| a.0);
     options.check_args = take(raw.check_args, errors).map(|c| c.into_inner().0);
+    if let Some(c) = take(raw.checks, errors) {
+        match check_families(&c.0) {
+            Ok(f) => options.checks = Some(f),
+            Err(name) => errors.push(
+                Error::custom(format!(
+                    "unknown check family `{name}` in `checks`; the families are index, nan, div \
+                     (or all): `checks = \"index, nan\"`"
+                ))
+                .with_span(&c.span()),
+            ),
+        }
+    }
     let donate = take(raw.donate, errors).map_or_else(Vec::new, |d| d.into_inner().0);
     options.donate = donate
         .iter()
@@ -422,12 +472,13 @@ mod tests {
                 "interpret",
                 "autotune",
                 "check_args",
+                "checks",
                 "precision",
                 "name"
             ]
         );
         assert_eq!(SparseRaw::names()[0], "platform");
-        assert_eq!(SparseRaw::names().len(), 12);
+        assert_eq!(SparseRaw::names().len(), 13);
     }
 
     #[test]

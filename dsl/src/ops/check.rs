@@ -6,6 +6,7 @@
 //! result (and its reported values) per program, and one 4-byte read after
 //! each run. A program without checks is unchanged.
 
+use crate::config::CheckFamilies;
 use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::{CheckSite, RegionId};
@@ -71,6 +72,15 @@ pub(crate) fn check_at(ok: Tensor, message: String, values: &[Tensor], loc: Loca
         );
         return fail("check", values, m, &loc);
     }
+    let was_busy = with_state(|s| std::mem::replace(&mut s.checks.busy, true)).unwrap_or(false);
+    record(ok, message, values, loc);
+    with_state(|s| s.checks.busy = was_busy);
+}
+
+/// Records the check of [`check_at`] once its arguments are valid.
+#[track_caller]
+fn record(ok: Tensor, message: String, values: &[Tensor], loc: Location) {
+    let spec = ok.spec();
     let all = if spec.rank() == 0 {
         ok
     } else {
@@ -118,6 +128,25 @@ macro_rules! check {
     ($ok:expr, $message:expr $(, $value:expr)* $(,)?) => {
         $crate::ops::check::check($ok, $message, &[$($value),*])
     };
+}
+
+/// Adds the automatic check `make` builds (the condition, the message and
+/// its values) when the trace's [`CheckFamilies`] turn on the family
+/// `pick` selects, and no check is being built (so a check's own ops are
+/// not checked). The check is located at `loc`, the op's line.
+pub(crate) fn auto(
+    pick: fn(&CheckFamilies) -> bool,
+    loc: &Location,
+    make: impl FnOnce() -> (Tensor, String, Vec<Tensor>),
+) {
+    let on = with_state(|s| pick(&s.options.checks) && !s.checks.busy && s.error.is_none());
+    if on != Some(true) {
+        return;
+    }
+    with_state(|s| s.checks.busy = true);
+    let (ok, message, values) = make();
+    with_state(|s| s.checks.busy = false);
+    check_at(ok, message, &values, loc.clone());
 }
 
 /// Removes and returns the checks recorded in `region`.
@@ -206,4 +235,112 @@ pub(crate) fn merge(flat: &[Tensor], layout: &Layout) {
         None => RegionChecks { code, values },
     };
     put(region, checks);
+}
+
+/// The NaN family's check of an op's result `r` (float results only).
+pub(crate) fn nan_auto(r: Tensor, op: &str, loc: &Location) {
+    if !r.dtype().is_float() {
+        return;
+    }
+    auto(
+        |f| f.nan,
+        loc,
+        || (r.eq(r), format!("{op} produced a NaN"), Vec::new()),
+    );
+}
+
+/// The division family's check of an integer division or remainder by
+/// `divisor`.
+pub(crate) fn div_auto(divisor: Tensor, op: &str, loc: &Location) {
+    if !divisor.dtype().is_integer() {
+        return;
+    }
+    auto(
+        |f| f.div,
+        loc,
+        || (divisor.ne(0), format!("integer {op} by zero"), Vec::new()),
+    );
+}
+
+/// `t` (an integer tensor) within `0 ..= bound`, elementwise; `None` when
+/// every value of its type is.
+fn within(t: Tensor, bound: i64) -> Option<Tensor> {
+    let d = t.dtype();
+    let bits = 8 * d.size_in_bytes() as u32;
+    let max = if d.is_unsigned() {
+        u64::MAX >> (64 - bits)
+    } else {
+        (i64::MAX as u64) >> (64 - bits)
+    };
+    let low = (!d.is_unsigned()).then(|| t.ge(0));
+    let high = ((bound as u64) < max).then(|| t.le(bound as f64));
+    match (low, high) {
+        (Some(l), Some(h)) => Some(l & h),
+        (l, h) => l.or(h),
+    }
+}
+
+/// The index family's check of an op's scalar `starts`, each in `0 ..=
+/// bounds[i]` (an extent less a window's): XLA would clamp it silently.
+pub(crate) fn starts_auto(op: &str, starts: &[Tensor], bounds: &[i64], loc: &Location) {
+    if bounds.iter().any(|&b| b < 0) || starts.len() != bounds.len() {
+        return;
+    }
+    auto(
+        |f| f.index,
+        loc,
+        || {
+            let oks: Vec<Tensor> = starts
+                .iter()
+                .zip(bounds)
+                .filter_map(|(&s, &b)| within(s, b))
+                .collect();
+            let ok = oks.into_iter().reduce(|a, b| a & b).unwrap_or_else(|| {
+                crate::ops::constant::full_at(Vec::new(), 1.0, DType::Pred, Location::caller())
+            });
+            let holes = vec!["{}"; starts.len()].join(", ");
+            let message = format!("{op} start ({holes}) out of range: at most {bounds:?}");
+            (ok, message, starts.to_vec())
+        },
+    );
+}
+
+/// The index family's check of a gather's or scatter's index vectors:
+/// component `k` (along `vector_dim`, or the whole tensor when
+/// `vector_dim` is its rank) in `0 ..= bounds[k]`.
+pub(crate) fn indices_auto(
+    op: &str,
+    indices: Tensor,
+    vector_dim: usize,
+    bounds: &[i64],
+    loc: &Location,
+) {
+    if bounds.iter().any(|&b| b < 0) || !indices.dtype().is_integer() {
+        return;
+    }
+    auto(
+        |f| f.index,
+        loc,
+        || {
+            let rank = indices.spec().rank();
+            let oks: Vec<Tensor> = bounds
+                .iter()
+                .enumerate()
+                .filter_map(|(k, &b)| {
+                    let c = if vector_dim >= rank {
+                        indices
+                    } else {
+                        indices.slice_axis(vector_dim as isize, k, k + 1)
+                    };
+                    within(c, b)
+                })
+                .collect();
+            let ok = oks.into_iter().reduce(|a, b| a & b).unwrap_or_else(|| {
+                crate::ops::constant::full_at(Vec::new(), 1.0, DType::Pred, Location::caller())
+            });
+            let message =
+                format!("{op} indices {{}} out of range: at most {bounds:?} per index vector");
+            (ok, message, vec![indices])
+        },
+    );
 }

@@ -170,9 +170,12 @@ pub(crate) fn unary_at(x: Tensor, op: UnaryOp, loc: Location) -> Tensor {
             _ => {}
         }
     }
-    build(unary_name(op), &[x], loc, 1, move |s| {
+    let at = loc.clone();
+    let r = build(unary_name(op), &[x], loc, 1, move |s| {
         Ok((Op::Unary(op), vec![unary_check(op, &s[0])?]))
-    })[0]
+    })[0];
+    crate::ops::check::nan_auto(r, unary_name(op), &at);
+    r
 }
 
 fn unary_name(op: UnaryOp) -> &'static str {
@@ -262,7 +265,11 @@ pub(crate) fn binary_at(a: Tensor, b: Tensor, op: BinaryOp, loc: Location) -> Te
     };
     let a2 = broadcast_to_at(a, &shape, &loc);
     let b2 = broadcast_to_at(b, &shape, &loc);
-    build(name, &[a2, b2], loc, 1, move |s| {
+    if matches!(op, BinaryOp::Div | BinaryOp::Rem) {
+        crate::ops::check::div_auto(b2, name, &loc);
+    }
+    let at = loc.clone();
+    let r = build(name, &[a2, b2], loc, 1, move |s| {
         use BinaryOp::*;
         let d = s[0].dtype;
         let ok = match op {
@@ -275,7 +282,9 @@ pub(crate) fn binary_at(a: Tensor, b: Tensor, op: BinaryOp, loc: Location) -> Te
             return Err(format!("{name} is not defined for {d} elements"));
         }
         Ok((Op::Binary(op), vec![s[0].clone()]))
-    })[0]
+    })[0];
+    crate::ops::check::nan_auto(r, name, &at);
+    r
 }
 
 pub(crate) fn compare_at(a: Tensor, b: Tensor, dir: Comparison, loc: Location) -> Tensor {

@@ -89,6 +89,30 @@ fn in_range(indices: Tensor, n: usize, mode: TakeMode, loc: &Location) -> (Tenso
     (valid.select(norm, zero), Some(valid))
 }
 
+/// The largest index a scatter of `upd` into `x` takes per index vector
+/// component (an extent less its window's), or -1 where the dims do not fit.
+fn scatter_bounds(x: &[usize], upd: &[usize], d: &ScatterDims) -> Vec<i64> {
+    let windowed: Vec<usize> = (0..x.len())
+        .filter(|a| !d.inserted_window_dims.contains(a))
+        .collect();
+    d.scatter_dims_to_operand_dims
+        .iter()
+        .map(|&a| {
+            let Some(&n) = x.get(a) else { return -1 };
+            let w = if d.inserted_window_dims.contains(&a) {
+                Some(1)
+            } else {
+                windowed
+                    .iter()
+                    .position(|&b| b == a)
+                    .and_then(|j| d.update_window_dims.get(j))
+                    .and_then(|&u| upd.get(u).copied())
+            };
+            w.map_or(-1, |w| n as i64 - w as i64)
+        })
+        .collect()
+}
+
 fn gather_shape(
     x: &TensorSpec,
     idx: &TensorSpec,
@@ -174,20 +198,25 @@ impl Tensor {
     /// indices first, or mask the result, where they may be out of range.
     #[track_caller]
     pub fn gather(self, indices: Tensor, dims: GatherDims, slice_sizes: &[usize]) -> Tensor {
+        let loc = Location::caller();
+        let shape = self.shape();
+        let bounds: Vec<i64> = dims
+            .start_index_map
+            .iter()
+            .map(|&d| match (shape.get(d), slice_sizes.get(d)) {
+                (Some(&n), Some(&w)) => n as i64 - w as i64,
+                _ => -1,
+            })
+            .collect();
+        crate::ops::check::indices_auto("gather", indices, dims.index_vector_dim, &bounds, &loc);
         let slice_sizes = slice_sizes.to_vec();
-        build(
-            "gather",
-            &[self, indices],
-            Location::caller(),
-            1,
-            move |s| {
-                let shape = gather_shape(&s[0], &s[1], &dims, &slice_sizes)?;
-                Ok((
-                    Op::Gather { dims, slice_sizes },
-                    vec![TensorSpec::new(shape, s[0].dtype)],
-                ))
-            },
-        )[0]
+        build("gather", &[self, indices], loc, 1, move |s| {
+            let shape = gather_shape(&s[0], &s[1], &dims, &slice_sizes)?;
+            Ok((
+                Op::Gather { dims, slice_sizes },
+                vec![TensorSpec::new(shape, s[0].dtype)],
+            ))
+        })[0]
     }
 
     /// XLA scatter: combines each window of `updates` into `self` at the index
@@ -200,39 +229,36 @@ impl Tensor {
         dims: ScatterDims,
         combine: ScatterCombine,
     ) -> Tensor {
-        build(
-            "scatter",
-            &[self, indices, updates],
-            Location::caller(),
-            1,
-            move |s| {
-                let (x, idx, upd) = (&s[0], &s[1], &s[2]);
-                if !idx.dtype.is_integer() {
-                    return Err(format!("scatter indices must be integers, got {idx}"));
-                }
-                if upd.dtype != x.dtype {
-                    return Err(format!(
-                        "updates {upd} must have the operand's dtype {}",
-                        x.dtype
-                    ));
-                }
-                if dims.index_vector_dim > idx.rank() {
-                    return Err(format!(
-                        "index_vector_dim {} is out of range for {idx}",
-                        dims.index_vector_dim
-                    ));
-                }
-                let scatter_rank = idx.rank() - usize::from(dims.index_vector_dim < idx.rank());
-                if upd.rank() != scatter_rank + dims.update_window_dims.len()
-                    || dims.update_window_dims.len() + dims.inserted_window_dims.len() != x.rank()
-                {
-                    return Err(format!(
-                        "updates {upd} do not match operand {x} and indices {idx}"
-                    ));
-                }
-                Ok((Op::Scatter { dims, combine }, vec![x.clone()]))
-            },
-        )[0]
+        let loc = Location::caller();
+        let bounds = scatter_bounds(&self.shape(), &updates.shape(), &dims);
+        crate::ops::check::indices_auto("scatter", indices, dims.index_vector_dim, &bounds, &loc);
+        build("scatter", &[self, indices, updates], loc, 1, move |s| {
+            let (x, idx, upd) = (&s[0], &s[1], &s[2]);
+            if !idx.dtype.is_integer() {
+                return Err(format!("scatter indices must be integers, got {idx}"));
+            }
+            if upd.dtype != x.dtype {
+                return Err(format!(
+                    "updates {upd} must have the operand's dtype {}",
+                    x.dtype
+                ));
+            }
+            if dims.index_vector_dim > idx.rank() {
+                return Err(format!(
+                    "index_vector_dim {} is out of range for {idx}",
+                    dims.index_vector_dim
+                ));
+            }
+            let scatter_rank = idx.rank() - usize::from(dims.index_vector_dim < idx.rank());
+            if upd.rank() != scatter_rank + dims.update_window_dims.len()
+                || dims.update_window_dims.len() + dims.inserted_window_dims.len() != x.rank()
+            {
+                return Err(format!(
+                    "updates {upd} do not match operand {x} and indices {idx}"
+                ));
+            }
+            Ok((Op::Scatter { dims, combine }, vec![x.clone()]))
+        })[0]
     }
 
     /// numpy `take`: elements along `axis` at integer `indices` (any shape);

@@ -77,11 +77,14 @@ pub(crate) fn dot_general_at(
     loc: Location,
 ) -> Tensor {
     let precision = precision.unwrap_or_else(default_precision);
-    build("dot_general", &[a, b], loc, 1, move |s| {
+    let at = loc.clone();
+    let r = build("dot_general", &[a, b], loc, 1, move |s| {
         let out = out.unwrap_or(s[0].dtype);
         let spec = dot_result(&s[0], &s[1], &dims, out)?;
         Ok((Op::DotGeneral { dims, precision }, vec![spec]))
-    })[0]
+    })[0];
+    crate::ops::check::nan_auto(r, "dot_general", &at);
+    r
 }
 
 #[track_caller]

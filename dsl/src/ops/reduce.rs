@@ -35,7 +35,8 @@ pub(crate) fn reduce_at(x: Tensor, kind: ReduceKind, axes: &[isize], loc: Locati
         ReduceKind::And => "all",
         ReduceKind::Or => "any",
     };
-    build(name, &[x, init], loc, 1, move |s| {
+    let at = loc.clone();
+    let r = build(name, &[x, init], loc, 1, move |s| {
         let dims = axes_of(&axes, &s[0])?;
         let d = s[0].dtype;
         let ok = match kind {
@@ -50,7 +51,9 @@ pub(crate) fn reduce_at(x: Tensor, kind: ReduceKind, axes: &[isize], loc: Locati
             .map(|i| s[0].shape[i])
             .collect::<Vec<_>>();
         Ok((Op::Reduce { kind, dims }, vec![TensorSpec::new(shape, d)]))
-    })[0]
+    })[0];
+    crate::ops::check::nan_auto(r, name, &at);
+    r
 }
 
 #[track_caller]

@@ -242,52 +242,46 @@ impl Tensor {
     /// into range, as XLA does).
     #[track_caller]
     pub fn dynamic_slice(self, starts: &[Tensor], sizes: &[usize]) -> Tensor {
+        let loc = Location::caller();
+        let bounds = window_bounds(&self.shape(), sizes);
+        crate::ops::check::starts_auto("dynamic_slice", starts, &bounds, &loc);
         let sizes = sizes.to_vec();
         let mut operands = vec![self];
         operands.extend_from_slice(starts);
-        build(
-            "dynamic_slice",
-            &operands,
-            Location::caller(),
-            1,
-            move |s| {
-                let x = &s[0];
-                check_starts(x, &s[1..])?;
-                if sizes.len() != x.rank() || sizes.iter().zip(&x.shape).any(|(a, b)| a > b) {
-                    return Err(format!("slice sizes {sizes:?} do not fit {x}"));
-                }
-                Ok((
-                    Op::DynamicSlice {
-                        sizes: sizes.clone(),
-                    },
-                    vec![TensorSpec::new(sizes, x.dtype)],
-                ))
-            },
-        )[0]
+        build("dynamic_slice", &operands, loc, 1, move |s| {
+            let x = &s[0];
+            check_starts(x, &s[1..])?;
+            if sizes.len() != x.rank() || sizes.iter().zip(&x.shape).any(|(a, b)| a > b) {
+                return Err(format!("slice sizes {sizes:?} do not fit {x}"));
+            }
+            Ok((
+                Op::DynamicSlice {
+                    sizes: sizes.clone(),
+                },
+                vec![TensorSpec::new(sizes, x.dtype)],
+            ))
+        })[0]
     }
 
     /// `self` with the window at traced `starts` replaced by `update` (clamped into range).
     #[track_caller]
     pub fn dynamic_update_slice(self, update: Tensor, starts: &[Tensor]) -> Tensor {
+        let loc = Location::caller();
+        let bounds = window_bounds(&self.shape(), &update.shape());
+        crate::ops::check::starts_auto("dynamic_update_slice", starts, &bounds, &loc);
         let mut operands = vec![self, update];
         operands.extend_from_slice(starts);
-        build(
-            "dynamic_update_slice",
-            &operands,
-            Location::caller(),
-            1,
-            |s| {
-                let (x, u) = (&s[0], &s[1]);
-                check_starts(x, &s[2..])?;
-                if u.dtype != x.dtype
-                    || u.rank() != x.rank()
-                    || u.shape.iter().zip(&x.shape).any(|(a, b)| a > b)
-                {
-                    return Err(format!("update {u} does not fit into {x}"));
-                }
-                Ok((Op::DynamicUpdateSlice, vec![x.clone()]))
-            },
-        )[0]
+        build("dynamic_update_slice", &operands, loc, 1, |s| {
+            let (x, u) = (&s[0], &s[1]);
+            check_starts(x, &s[2..])?;
+            if u.dtype != x.dtype
+                || u.rank() != x.rank()
+                || u.shape.iter().zip(&x.shape).any(|(a, b)| a > b)
+            {
+                return Err(format!("update {u} does not fit into {x}"));
+            }
+            Ok((Op::DynamicUpdateSlice, vec![x.clone()]))
+        })[0]
     }
 
     /// Inserts an axis of extent 1 at `axis` (negative counts from the end of the result).
@@ -438,4 +432,17 @@ fn check_starts(x: &TensorSpec, starts: &[TensorSpec]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The largest start of a window of `sizes` in `shape`, per axis
+/// (negative where it does not fit; empty on a rank mismatch).
+fn window_bounds(shape: &[usize], sizes: &[usize]) -> Vec<i64> {
+    if shape.len() != sizes.len() {
+        return Vec::new();
+    }
+    shape
+        .iter()
+        .zip(sizes)
+        .map(|(&d, &w)| d as i64 - w as i64)
+        .collect()
 }

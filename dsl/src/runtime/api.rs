@@ -252,6 +252,22 @@ fn with_sources(e: &dyn std::error::Error) -> String {
     message
 }
 
+/// The variable that, set to anything, lets the plugins' informational
+/// log lines through (XLA's `I0000 ... cpu_device_count set via
+/// create_options` and absl's warning before them).
+pub const PLUGIN_LOGS_VAR: &str = "TESSEL_PLUGIN_LOGS";
+
+/// Keeps XLA's informational log lines off stderr (warnings and errors
+/// still show) unless [`PLUGIN_LOGS_VAR`] is set or the process chose a
+/// level itself (`TF_CPP_MIN_LOG_LEVEL`). Called before the first plugin
+/// is loaded, with the registry's lock held.
+fn quiet_plugin_logs() {
+    const LEVEL: &str = "TF_CPP_MIN_LOG_LEVEL";
+    if std::env::var_os(PLUGIN_LOGS_VAR).is_none() && std::env::var_os(LEVEL).is_none() {
+        std::env::set_var(LEVEL, "1");
+    }
+}
+
 type GetPjrtApi = unsafe extern "C" fn() -> *const ffi::PJRT_Api;
 
 fn open(path: &Path) -> Result<Api> {
@@ -261,6 +277,7 @@ fn open(path: &Path) -> Result<Api> {
     // A file cut short would be mapped anyway and crash the process on
     // first touch of a page past its end.
     super::elf::check_whole(path).map_err(|m| load_error(path, m))?;
+    quiet_plugin_logs();
     // SAFETY: loading a shared library runs its initializers. The caller
     // asked for this file as a PJRT plugin; PJRT plugins are ordinary shared
     // libraries whose initializers only register XLA components.

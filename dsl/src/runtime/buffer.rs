@@ -314,6 +314,22 @@ impl DeviceBuffer {
         Ok(())
     }
 
+    /// Whether the buffer's memory is gone: it was donated to a kernel
+    /// that reused it for a result (interpreter buffers never are).
+    pub fn is_deleted(&self) -> Result<bool> {
+        let Storage::Pjrt(buffer) = &self.storage else {
+            return Ok(false);
+        };
+        let api = buffer.client.api();
+        let mut args = ffi::PJRT_Buffer_IsDeleted_Args::new();
+        args.buffer = buffer.raw;
+        // SAFETY: `buffer` is a live `PJRT_Buffer` handle owned by `self`
+        // (a donated buffer's handle stays valid, only its memory is
+        // gone); the call only fills `is_deleted`.
+        unsafe { pjrt_call!(api, PJRT_Buffer_IsDeleted, &mut args) }?;
+        Ok(args.is_deleted)
+    }
+
     /// Copies the buffer to host memory (waits for any computation producing it).
     ///
     /// A failed computation that produced this buffer reports its error here.

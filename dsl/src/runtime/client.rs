@@ -79,9 +79,18 @@ const KNOWN_OPTIONS: &[(&str, OptionKind)] = &[
     ("num_nodes", OptionKind::Int64),
 ];
 
-/// Checks the types of the known create options.
+/// Checks the types of the known create options, and the CPU plugin's
+/// device count (it builds every device up front: 100,000 crashed it).
 fn check_options(options: &[(&str, CreateOption)]) -> Result<()> {
     for (name, value) in options {
+        if let ("cpu_device_count", CreateOption::Int64(n)) = (*name, value) {
+            if !(1..=crate::error::MAX_CPU_DEVICES as i64).contains(n) {
+                return Err(DeviceError::DeviceCount {
+                    requested: usize::try_from(*n).unwrap_or(0),
+                }
+                .into());
+            }
+        }
         if let Some(&(_, expected)) = KNOWN_OPTIONS.iter().find(|(n, _)| n == name) {
             if expected != value.kind() {
                 return Err(DeviceError::CreateOptionType {

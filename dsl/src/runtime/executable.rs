@@ -174,6 +174,8 @@ struct Inner {
     launch_seed: u32,
     /// The program's checks, reported by its last results.
     checks: Vec<CheckSite>,
+    /// The parameters' names, when the program was traced.
+    param_names: Vec<String>,
 }
 
 /// What runs an executable.
@@ -368,6 +370,11 @@ fn finish(
             0
         },
         checks: program.checks(),
+        param_names: program
+            .graph
+            .as_ref()
+            .map(|g| g.param_names.clone())
+            .unwrap_or_default(),
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
@@ -429,6 +436,11 @@ pub(crate) fn for_interpreter(
         devices: vec![0],
         launch_seed: 0,
         checks: program.checks(),
+        param_names: program
+            .graph
+            .as_ref()
+            .map(|g| g.param_names.clone())
+            .unwrap_or_default(),
     };
     Ok(Executable {
         inner: Arc::new(inner),
@@ -565,6 +577,11 @@ impl Executable {
     /// [checks](crate::ir::CheckSite) are read and removed by each run).
     pub fn outputs(&self) -> &[TensorSpec] {
         &self.inner.outputs[..self.inner.outputs.len() - check_outputs(&self.inner.checks)]
+    }
+
+    /// The name of parameter `i`, when the program was traced.
+    pub(crate) fn param_name(&self, i: usize) -> Option<&str> {
+        self.inner.param_names.get(i).map(String::as_str)
     }
 
     /// The program's checks (empty for most programs).

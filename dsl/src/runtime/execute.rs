@@ -59,6 +59,7 @@ impl Executable {
         self.check_specs(args.iter().map(|a| a.spec()))?;
         for (i, arg) in args.iter().enumerate() {
             self.check_placement(i, arg, device)?;
+            self.check_alive(i, arg)?;
         }
         if let Some(program) = self.interpreted() {
             let data: Vec<&HostTensor> = args
@@ -89,6 +90,23 @@ impl Executable {
                     self.arguments_error(format!("argument {i}: expected {spec}, got {given}"))
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// A donated buffer passed again: an error naming the argument, before
+    /// the plugin's own ("buffer has been deleted or donated").
+    fn check_alive(&self, i: usize, arg: &DeviceBuffer) -> Result<()> {
+        if arg.is_deleted()? {
+            let name = self.param_name(i).map_or_else(
+                || format!("argument {i}"),
+                |n| format!("argument {i} (`{n}`)"),
+            );
+            return Err(self.arguments_error(format!(
+                "{name} ({}) was donated to an earlier call, which reused its memory for a result; \
+                 pass that call's result instead",
+                arg.spec()
+            )));
         }
         Ok(())
     }
@@ -149,6 +167,7 @@ impl Executable {
                     )));
                 }
                 self.check_placement(i, arg, *device)?;
+                self.check_alive(i, arg)?;
             }
             lists.push(
                 list.iter()

@@ -53,7 +53,7 @@ mod plugin;
 mod plugin_stamp;
 mod python;
 
-pub use api::AttributeValue;
+pub use api::{AttributeValue, PLUGIN_LOGS_VAR};
 pub use buffer::DeviceBuffer;
 pub use client::CreateOption;
 pub use cost::{CostAnalysis, MemoryStats};

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use crate::error::{Error, HostError, Result};
 use crate::host::HostTensor;
 
-pub use classify::{BlockKind, BlockLayout, MaskInfo};
+pub use classify::{BlockKind, BlockLayout, MaskInfo, MAX_CLASSIFIED_BLOCKS};
 pub use multi::{MultiHeadLayout, MultiHeadMask};
 pub use trace::BlockIndex;
 
@@ -264,18 +264,33 @@ impl Mask {
     /// The whole mask as row-major bits (`q_len * kv_len` of them).
     pub fn to_dense(&self) -> Vec<bool> {
         let mut out = vec![false; self.q_len * self.kv_len];
+        self.write_dense(&mut out);
+        out
+    }
+
+    /// Sets the allowed positions of `out` (`q_len × kv_len`, all false).
+    fn write_dense(&self, out: &mut [bool]) {
         for q in 0..self.q_len {
             let row = &mut out[q * self.kv_len..(q + 1) * self.kv_len];
             for (a, b) in self.row_runs(q, 0, self.kv_len) {
                 row[a..b].fill(true);
             }
         }
-        out
     }
 
     /// The whole mask as a `pred[q_len, kv_len]` host tensor.
     pub fn to_host_tensor(&self) -> Result<HostTensor> {
-        HostTensor::from_vec(self.to_dense(), [self.q_len, self.kv_len])
+        let spec =
+            crate::shape::TensorSpec::new([self.q_len, self.kv_len], crate::dtype::DType::Pred);
+        let n = spec.check_size()?;
+        let mut bits: Vec<bool> = Vec::new();
+        bits.try_reserve_exact(n).map_err(|_| HostError::TooLarge {
+            spec: spec.to_string(),
+            reason: format!("{n} bytes could not be allocated"),
+        })?;
+        bits.resize(n, false);
+        self.write_dense(&mut bits);
+        HostTensor::from_vec(bits, [self.q_len, self.kv_len])
     }
 
     /// Whether any part of this mask stores explicit bits.

@@ -29,6 +29,9 @@ pub(crate) struct CheckState {
     pub(crate) sites: Vec<CheckSite>,
     /// The checks of the regions still open (or not yet merged).
     pub(crate) regions: Vec<(RegionId, RegionChecks)>,
+    /// A check is being built: the ops it appends get no automatic
+    /// checks of their own.
+    pub(crate) busy: bool,
 }
 
 impl CheckState {

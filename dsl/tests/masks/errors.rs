@@ -61,3 +61,23 @@ fn bad_input_is_a_typed_error() {
     let m = trace_err("bad_head", &[], &|_| mh.block_mask(2, 0usize, 0usize, 2, 2));
     assert!(m.contains("head 2 is out of range"), "{m}");
 }
+
+/// Masks too large to lay out or expand: errors, never an abort
+/// allocating a TiB or a capacity-overflow panic.
+#[test]
+fn huge_masks_are_errors_not_aborts() {
+    let big = Mask::causal(1 << 20, 1 << 20);
+    let e = big.classify(1, 1).unwrap_err();
+    assert!(e.to_string().contains("use larger blocks"), "{e}");
+    // The same mask in blocks of 1024 lays out fine (2^20 blocks).
+    assert!(big.classify(1024, 1024).is_ok());
+    let full = Mask::full(1 << 32, 1 << 32);
+    let e = full.to_host_tensor().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            tessel_dsl::Error::Host(tessel_dsl::HostError::TooLarge { .. })
+        ),
+        "{e:?}"
+    );
+}

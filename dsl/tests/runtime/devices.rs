@@ -103,6 +103,21 @@ fn cpu_clients_with_several_devices() {
         ),
         "{many:?}"
     );
+    // The same through the plugin's create options (it crashed after 73 s).
+    for n in [100_000, 0, -3] {
+        let many = Device::from_plugin_with_options(
+            &path,
+            &[(
+                "cpu_device_count",
+                tessel_dsl::runtime::CreateOption::Int64(n),
+            )],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(many, Error::Device(DeviceError::DeviceCount { .. })),
+            "{many:?}"
+        );
+    }
     let dev = Device::cpu_with_devices(4).unwrap();
     assert_eq!(dev.device_count(), 4);
     assert_eq!(dev.plugin_path(), cpu().plugin_path());

@@ -123,3 +123,42 @@ fn partitions_beyond_the_device_count_are_refused() {
     program.num_partitions = 0;
     compile_error(&program);
 }
+
+/// A buffer donated to an earlier call, passed again: an error naming the
+/// kernel and the parameter, before the plugin's own text.
+#[test]
+fn a_donated_buffer_passed_again_names_the_kernel_and_the_argument() {
+    use tessel_dsl::kernel::{Kernel, KernelConfig};
+    use tessel_dsl::Tensor;
+    let dev = cpu();
+    let config = KernelConfig {
+        donate: &["state"],
+        ..KernelConfig::default()
+    };
+    let step = Kernel::new("step", |a: &[Tensor]| a[0] + a[1])
+        .params(["state", "delta"])
+        .config(config);
+    let state = dev.to_device(&f32_tensor(&[1.0, 2.0], &[2])).unwrap();
+    let delta = dev.to_device(&f32_tensor(&[0.5, 0.5], &[2])).unwrap();
+    assert!(!state.is_deleted().unwrap());
+    let next = step.call(&dev, &[&state, &delta]).unwrap();
+    assert!(state.is_deleted().unwrap());
+    assert!(!delta.is_deleted().unwrap());
+    let e = step.call(&dev, &[&state, &delta]).unwrap_err();
+    assert!(
+        matches!(e, Error::Device(DeviceError::Arguments { .. })),
+        "{e:?}"
+    );
+    let m = e.to_string();
+    assert!(
+        m.contains("`step`") && m.contains("argument 0 (`state`)"),
+        "{m}"
+    );
+    assert!(m.contains("donated"), "{m}");
+    // The result carries on.
+    let again = step.call(&dev, &[&next[0], &delta]).unwrap();
+    assert_eq!(
+        again[0].to_host().unwrap().to_vec::<f32>().unwrap(),
+        [2.0, 3.0]
+    );
+}

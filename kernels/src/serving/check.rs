@@ -205,8 +205,12 @@ pub(crate) fn check_paged(
             ),
         );
     }
-    if num_pages == 0 && bt[1] > 0 {
-        return fail(op, &[kp], "the page pool is empty".to_string());
+    if num_pages == 0 {
+        return fail(
+            op,
+            &[kp],
+            "k_pages: the page pool is empty (num_pages is 0)".to_string(),
+        );
     }
     Some(PagedDims {
         b,

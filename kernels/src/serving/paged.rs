@@ -124,6 +124,10 @@ pub fn paged_attention_with(
         )
         .unwrap_or(q);
     }
+    if dims.b == 0 {
+        // No sequence: an empty batch.
+        return Tensor::zeros([0, dims.hq, dims.dv], dims.io);
+    }
     if !opts.unchecked {
         let num_pages = kv.k_pages.dim(0);
         check_tables(block_tables, lengths, "lengths", dims.page, num_pages);
@@ -191,6 +195,10 @@ pub fn ragged_paged_attention_with(
         .unwrap_or(q);
     }
     let t = qs[0];
+    if dims.b == 0 || t == 0 {
+        // No sequence or no query: nothing attends.
+        return Tensor::zeros([t, dims.hq, dims.dv], dims.io);
+    }
     if !opts.unchecked {
         let num_pages = kv.k_pages.dim(0);
         check_tables(block_tables, kv_lens, "kv_lens", dims.page, num_pages);

@@ -289,6 +289,8 @@ literal_value! {
     Interpret(bool) = "interpret", boolean, "a bool", "true";
     /// `autotune = true`: choose block sizes by measurement on first use.
     Autotune(bool) = "autotune", boolean, "a bool", "true";
+    /// `checks = "index, nan"`: the automatic check families.
+    Checks(String) = "checks", string, "a string listing index, nan, div or all", "\"index, nan\"";
     /// `name = "my_kernel"`: the kernel's name in compiled programs.
     KernelName(String) = "name", string, "a string", "\"my_kernel\"";
     /// `num_experts = 8`: how many experts `expert_kernel` routes between.

@@ -169,6 +169,10 @@ impl Mask {
     }
 }
 
+/// The most blocks [`Mask::classify`] lays out: one byte each, 256 MiB
+/// (a `2^20 x 2^20` mask in blocks of 1 would take a TiB).
+pub const MAX_CLASSIFIED_BLOCKS: usize = 1 << 28;
+
 /// The block grid of a matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Grid {
@@ -206,7 +210,14 @@ impl Grid {
     fn num_blocks(&self) -> Result<usize> {
         self.num_q_blocks
             .checked_mul(self.num_kv_blocks)
-            .ok_or_else(|| mask_error("too many blocks"))
+            .filter(|&n| n <= MAX_CLASSIFIED_BLOCKS)
+            .ok_or_else(|| {
+                mask_error(format!(
+                    "{} x {} blocks of {} x {} are more than the {MAX_CLASSIFIED_BLOCKS} a layout \
+                     holds; use larger blocks",
+                    self.num_q_blocks, self.num_kv_blocks, self.block_q, self.block_kv
+                ))
+            })
     }
 
     /// The in-matrix rectangle of block `(i, j)` (`None` if it has none) and
