@@ -129,6 +129,26 @@ fn executables_persist_and_bad_entries_are_recompiled() {
         assert_eq!(delta(s), stats(1, 0, 0, 0));
     }
 
+    // Not a file: a FIFO (reading it blocked the compile forever) or a
+    // link to /dev/zero (read without end). A miss, then replaced.
+    #[cfg(unix)]
+    for kind in ["fifo", "zero"] {
+        fs::remove_file(&entry).unwrap();
+        match kind {
+            "fifo" => assert!(Command::new("mkfifo")
+                .arg(&entry)
+                .status()
+                .unwrap()
+                .success()),
+            _ => std::os::unix::fs::symlink("/dev/zero", &entry).unwrap(),
+        }
+        let s = executable_cache_stats();
+        let exe = d.compile(&p).unwrap();
+        assert_eq!(delta(s), stats(0, 1, 1, 0), "{kind}");
+        assert_eq!(squares(&exe), vec![1.0, 4.0, 9.0]);
+        assert!(fs::symlink_metadata(&entry).unwrap().is_file(), "{kind}");
+    }
+
     // Kernels go through the same path; a second process compiles nothing.
     let x = HostTensor::from_vec(vec![0.25f32, -1.0], [2]).unwrap();
     let k = Kernel::new("disk_cache_affine", affine);

@@ -215,7 +215,27 @@ fn tuning_file(key: &str) -> Option<PathBuf> {
 /// The stored autotuning record of `key` (see
 /// [`kernel::autotune`](crate::kernel::autotune)), if there is one.
 pub(crate) fn read_tuning(key: &str) -> Option<String> {
-    fs::read_to_string(tuning_file(key)?).ok()
+    String::from_utf8(read_regular(&tuning_file(key)?).ok()?).ok()
+}
+
+/// The largest cache entry read: an executable of the CPU plugin is a few
+/// MiB; this bounds what a file put in the cache's place can make us read.
+const MAX_ENTRY_BYTES: u64 = 1 << 32;
+
+/// The bytes of `path` if it is a regular file (following symlinks) of at
+/// most [`MAX_ENTRY_BYTES`]: a FIFO would block the compile forever and a
+/// link to `/dev/zero` would read without end.
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    let meta = fs::metadata(path)?;
+    if !meta.is_file() || meta.len() > MAX_ENTRY_BYTES {
+        return Err(std::io::Error::other("not a regular cache entry"));
+    }
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    fs::File::open(path)?
+        .take(MAX_ENTRY_BYTES)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Stores the autotuning record of `key` (best effort, like executables).
@@ -291,7 +311,7 @@ fn verified_payload<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Option<&'a [u8]> {
 /// cache, no entry, a damaged one, or a plugin without deserialization).
 pub(crate) fn load(client: &Client, key: &[u8; 32]) -> Option<*mut ffi::PJRT_LoadedExecutable> {
     let path = entry_path(&executable_cache_dir()?, key);
-    let Ok(bytes) = fs::read(&path) else {
+    let Ok(bytes) = read_regular(&path) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return None;
     };

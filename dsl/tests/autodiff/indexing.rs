@@ -1,7 +1,7 @@
 //! Gather, take, scatter (add, set, max), index_update, sort and top_k.
 
 use tessel_dsl::ir::{ScatterCombine, ScatterDims};
-use tessel_dsl::{Tensor, S32};
+use tessel_dsl::{TakeMode, Tensor, S32};
 use tessel_testing::tensor;
 
 use crate::fd::{check, data};
@@ -13,15 +13,38 @@ fn idx(v: &[f64], shape: &[usize]) -> tessel_dsl::HostTensor {
 #[test]
 fn take_and_gather_with_out_of_range_indices() {
     let x = data(1, &[5, 3], -1.0, 1.0);
-    // Repeated, negative and too-large indices (XLA clamps them).
+    // Repeated, negative and too-large indices, promised in bounds: XLA
+    // clamps them.
     let i = idx(&[0.0, 4.0, 4.0, -2.0, 9.0, 2.0], &[2, 3]);
     check(
         "take_rows",
-        |a| vec![a[0].take(a[1], 0).sin()],
+        |a| vec![a[0].take_with(a[1], 0, TakeMode::PromiseInBounds).sin()],
         &[x.clone(), i.clone()],
     );
     let j = idx(&[2.0, 0.0, 2.0, 7.0], &[4]);
-    check("take_cols", |a| vec![a[0].take(a[1], 1).square()], &[x, j]);
+    check(
+        "take_cols",
+        |a| vec![a[0].take_with(a[1], 1, TakeMode::PromiseInBounds).square()],
+        &[x.clone(), j.clone()],
+    );
+    // The default (fill) and the other modes: negative indices count from
+    // the end; clip and wrap move the rest into range.
+    let from_end = idx(&[0.0, 4.0, 4.0, -2.0, -5.0, 2.0], &[2, 3]);
+    check(
+        "take_rows_fill",
+        |a| vec![a[0].take(a[1], 0).sin()],
+        &[x.clone(), from_end],
+    );
+    for (name, mode) in [
+        ("take_cols_clip", TakeMode::Clip),
+        ("take_cols_wrap", TakeMode::Wrap),
+    ] {
+        check(
+            name,
+            move |a| vec![a[0].take_with(a[1], 1, mode).square()],
+            &[x.clone(), j.clone()],
+        );
+    }
 }
 
 #[test]
