@@ -226,3 +226,20 @@ fn mutated_graphs_give_results_or_errors_never_panics() {
         "{ok} evaluated, {errors} errors"
     );
 }
+
+/// Results far beyond memory (an outer product of two 2^23-vectors, 512
+/// TiB as the interpreter holds them): an error naming the op, not an
+/// abort of the process.
+#[test]
+fn results_beyond_memory_are_errors() {
+    use tessel_dsl::runtime::Device;
+    let n = 1usize << 23;
+    let k = Kernel::new("outer", |a: &[Tensor]| {
+        a[0].expand_dims(1) * a[1].expand_dims(0)
+    });
+    let v = HostTensor::zeros(TensorSpec::new([n], F32));
+    let e = k.run(&Device::interpreter(), &[&v, &v]).unwrap_err();
+    let m = e.to_string();
+    assert!(m.contains("could not be allocated"), "{m}");
+    assert!(m.contains("outer"), "{m}");
+}

@@ -336,9 +336,17 @@ fn u64_indices_from_2_pow_63_clamp_to_the_end() {
     let idx = HostTensor::from_vec(vec![0u64, 3, 1 << 63, u64::MAX], [4]).unwrap();
     let start = HostTensor::scalar(u64::MAX - 1);
     let out = on_both(
-        |t| vec![t[0].take(t[1], 0), t[0].dynamic_slice(&[t[2]], &[2])],
+        |t| {
+            vec![
+                t[0].take_with(t[1], 0, tessel_dsl::TakeMode::PromiseInBounds),
+                t[0].dynamic_slice(&[t[2]], &[2]),
+                t[0].take(t[1], 0),
+            ]
+        },
         &[&x, &idx, &start],
     );
     assert_eq!(values::<i32>(&out[0]), vec![10, 13, 14, 14]);
     assert_eq!(values::<i32>(&out[1]), vec![13, 14]);
+    // The default mode reads the fill value past the end.
+    assert_eq!(values::<i32>(&out[2]), vec![10, 13, i32::MIN, i32::MIN]);
 }

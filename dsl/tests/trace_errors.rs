@@ -389,13 +389,7 @@ fn more_misuses_each_name_their_op() {
             "negative extent",
             s(&[4]),
         ),
-        (
-            |a| a[0].take(a[0], 0),
-            line!(),
-            "gather",
-            "integers",
-            s(&[4]),
-        ),
+        (|a| a[0].take(a[0], 0), line!(), "take", "integers", s(&[4])),
         (
             |a| a[0].index_update(0, a[0].cast(S32), a[0].cast(S32), Set),
             line!(),

@@ -161,8 +161,10 @@
 //! Nothing panics: arguments that do not match the parameters are an
 //! [`InterpError::Arguments`], and an op the graph holds that cannot be
 //! evaluated (malformed, or one that failed to trace) an
-//! [`InterpError::Op`] naming it and its source line. Memory is not
-//! limited: a graph whose tensors do not fit fails as any allocation does.
+//! [`InterpError::Op`] naming it and its source line. Before an op runs,
+//! the memory of its results (8 bytes an element, as the interpreter holds
+//! them) is reserved and released: results that do not fit are an
+//! [`InterpError::Op`] saying so, not an abort of the process.
 
 mod checks;
 mod control;
@@ -399,6 +401,9 @@ impl<'g> Interp<'g> {
                     .map(|&v| g.values.get(v).map(|x| x.spec.clone()))
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| self.fail(Some(id), "a result is not in the graph"))?;
+                if let Some(m) = unaffordable(&specs) {
+                    return Err(self.fail(Some(id), m));
+                }
                 let refs: Vec<&Val> = ops.iter().map(|v| v.as_ref()).collect();
                 dispatch::simple(op, &refs, &specs, &mut notes)
                     .map_err(|m| self.fail(Some(id), m))?
@@ -492,4 +497,35 @@ fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
         }
     }
     idx
+}
+
+/// Why results of `specs` cannot be held, if they cannot: their elements
+/// (8 bytes each here) overflow, or reserving that memory fails.
+fn unaffordable(specs: &[crate::shape::TensorSpec]) -> Option<String> {
+    let mut bytes: usize = 0;
+    for s in specs {
+        let n = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        match n
+            .and_then(|n| n.checked_mul(8))
+            .and_then(|b| bytes.checked_add(b))
+        {
+            Some(b) => bytes = b,
+            None => {
+                return Some(format!(
+                    "its results ({s}) have more elements than memory can hold"
+                ))
+            }
+        }
+    }
+    // Small results are left to the allocator.
+    if bytes < 1 << 30 {
+        return None;
+    }
+    let mut probe: Vec<u8> = Vec::new();
+    match probe.try_reserve_exact(bytes) {
+        Ok(()) => None,
+        Err(_) => Some(format!(
+            "its results need {bytes} bytes in the interpreter, which could not be allocated"
+        )),
+    }
 }

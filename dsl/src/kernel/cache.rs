@@ -259,16 +259,28 @@ impl CompileCache {
             return Ok((exe.clone(), Lookup::Hit));
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let (text, compile) = lower()?;
-        let cached = locked(&self.by_text).get(&text).and_then(Weak::upgrade);
-        let exe = match cached {
-            Some(e) => e,
-            None => {
-                self.relieve_mapping_pressure();
-                let e = Arc::new(compile()?);
-                self.compiles.fetch_add(1, Ordering::Relaxed);
-                locked(&self.by_text).insert(text, Arc::downgrade(&e));
-                e
+        let built = lower().and_then(|(text, compile)| {
+            let cached = locked(&self.by_text).get(&text).and_then(Weak::upgrade);
+            match cached {
+                Some(e) => Ok(e),
+                None => {
+                    self.relieve_mapping_pressure();
+                    let e = Arc::new(compile()?);
+                    self.compiles.fetch_add(1, Ordering::Relaxed);
+                    locked(&self.by_text).insert(text, Arc::downgrade(&e));
+                    Ok(e)
+                }
+            }
+        });
+        let exe = match built {
+            Ok(e) => e,
+            Err(e) => {
+                // A failed trace or compile keeps nothing: its empty slot
+                // would stay for the process's life (100,000 failures with
+                // distinct specs took 36 MB).
+                drop(exe_slot);
+                locked(&self.by_key).retain(|_, s| !Arc::ptr_eq(s, &slot));
+                return Err(e);
             }
         };
         *exe_slot = Some(exe.clone());
@@ -325,5 +337,36 @@ impl Device {
             live.push(Arc::downgrade(&cache));
         }
         cache
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a lookup's lowering returns: the text and the compile step.
+    type Lowered = Result<(String, fn() -> Result<Executable>)>;
+
+    /// A failed trace or compile leaves no slot behind.
+    #[test]
+    fn failed_lookups_keep_no_slot() {
+        let cache = CompileCache::with_capacity(4);
+        for i in 0..100 {
+            let key = CacheKey {
+                kernel: "failing".into(),
+                statics: StaticKey::default(),
+                specs: vec![TensorSpec::new([i], crate::dtype::DType::F32)],
+                config: KernelConfig::default(),
+            };
+            let failed = cache.get_or_compile(key, || -> Lowered {
+                Err(crate::Error::Io {
+                    path: "trace".into(),
+                    source: std::io::Error::other("does not trace"),
+                })
+            });
+            assert!(failed.is_err());
+        }
+        assert_eq!(locked(&cache.by_key).len(), 0);
+        assert_eq!(cache.stats().misses, 100);
     }
 }
