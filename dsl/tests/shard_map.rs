@@ -337,3 +337,45 @@ fn call_shard_map_keeps_blocks_on_the_devices_between_calls() {
         .to_string();
     assert!(e.contains("lives on mesh (data=2, model=2)"), "{e}");
 }
+
+/// A `check` in a per-device kernel and in an SPMD (GSPMD) kernel: each
+/// device's program reports it; a holding check returns the results.
+#[test]
+fn checks_in_sharded_and_per_device_kernels() {
+    let mesh = mesh4();
+    let x = x_host(F32);
+    let k = Kernel::new("checked_block", |a: &[Tensor]| {
+        let b = a[0];
+        check(b.lt(100.0), "a value {} is 100 or more", &[b.max(&[0, 1])]);
+        b * 2.0
+    });
+    let got = k.run_shard_map(&mesh, &split2(), &[&x]).unwrap();
+    assert_eq!(
+        got[0].to_f64_vec(),
+        x.to_f64_vec().iter().map(|v| v * 2.0).collect::<Vec<_>>()
+    );
+    let mut big = x.to_f64_vec();
+    big[C + 4] = 250.0; // row 1: device (0, 1)'s block
+    let big = HostTensor::from_fn(TensorSpec::new([R, C], F32), |i| big[i]);
+    match k.run_shard_map(&mesh, &split2(), &[&big]) {
+        Err(Error::Check(c)) => assert_eq!(c.message, "a value 250 is 100 or more"),
+        other => panic!("expected a check error, got {other:?}"),
+    }
+    let spmd = Kernel::new("checked_spmd", |a: &[Tensor]| {
+        check(
+            a[0].lt(100.0),
+            "a value {} is 100 or more",
+            &[a[0].max(&[0, 1])],
+        );
+        a[0] + 1.0
+    });
+    let got = spmd.run_sharded(&mesh, &split2(), &[&x]).unwrap();
+    assert_eq!(
+        got[0].to_f64_vec(),
+        x.to_f64_vec().iter().map(|v| v + 1.0).collect::<Vec<_>>()
+    );
+    match spmd.run_sharded(&mesh, &split2(), &[&big]) {
+        Err(Error::Check(c)) => assert_eq!(c.message, "a value 250 is 100 or more"),
+        other => panic!("expected a check error, got {other:?}"),
+    }
+}
