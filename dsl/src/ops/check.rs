@@ -280,6 +280,13 @@ fn within(t: Tensor, bound: i64) -> Option<Tensor> {
     }
 }
 
+/// The conjunction of `oks` (true when there is none).
+fn all_of(oks: impl Iterator<Item = Tensor>) -> Tensor {
+    oks.reduce(|a, b| a & b).unwrap_or_else(|| {
+        crate::ops::constant::full_at(Vec::new(), 1.0, DType::Pred, Location::caller())
+    })
+}
+
 /// The index family's check of an op's scalar `starts`, each in `0 ..=
 /// bounds[i]` (an extent less a window's): XLA would clamp it silently.
 pub(crate) fn starts_auto(op: &str, starts: &[Tensor], bounds: &[i64], loc: &Location) {
@@ -290,14 +297,12 @@ pub(crate) fn starts_auto(op: &str, starts: &[Tensor], bounds: &[i64], loc: &Loc
         |f| f.index,
         loc,
         || {
-            let oks: Vec<Tensor> = starts
-                .iter()
-                .zip(bounds)
-                .filter_map(|(&s, &b)| within(s, b))
-                .collect();
-            let ok = oks.into_iter().reduce(|a, b| a & b).unwrap_or_else(|| {
-                crate::ops::constant::full_at(Vec::new(), 1.0, DType::Pred, Location::caller())
-            });
+            let ok = all_of(
+                starts
+                    .iter()
+                    .zip(bounds)
+                    .filter_map(|(&s, &b)| within(s, b)),
+            );
             let holes = vec!["{}"; starts.len()].join(", ");
             let message = format!("{op} start ({holes}) out of range: at most {bounds:?}");
             (ok, message, starts.to_vec())
@@ -323,21 +328,14 @@ pub(crate) fn indices_auto(
         loc,
         || {
             let rank = indices.spec().rank();
-            let oks: Vec<Tensor> = bounds
-                .iter()
-                .enumerate()
-                .filter_map(|(k, &b)| {
-                    let c = if vector_dim >= rank {
-                        indices
-                    } else {
-                        indices.slice_axis(vector_dim as isize, k, k + 1)
-                    };
-                    within(c, b)
-                })
-                .collect();
-            let ok = oks.into_iter().reduce(|a, b| a & b).unwrap_or_else(|| {
-                crate::ops::constant::full_at(Vec::new(), 1.0, DType::Pred, Location::caller())
-            });
+            let ok = all_of(bounds.iter().enumerate().filter_map(|(k, &b)| {
+                let c = if vector_dim >= rank {
+                    indices
+                } else {
+                    indices.slice_axis(vector_dim as isize, k, k + 1)
+                };
+                within(c, b)
+            }));
             let message =
                 format!("{op} indices {{}} out of range: at most {bounds:?} per index vector");
             (ok, message, vec![indices])

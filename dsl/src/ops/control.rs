@@ -7,7 +7,7 @@
 use crate::dtype::DType;
 use crate::error::Location;
 use crate::ir::{RegionId, RegionKind, ValueId};
-use crate::ops::check::{self, RegionChecks};
+use crate::ops::check;
 use crate::ops::constant::full_at;
 use crate::ops::elementwise::{binary_at, compare_at, Operand};
 use crate::ops::{BinaryOp, Comparison, Op};
@@ -16,6 +16,8 @@ use crate::trace::tensor::Tensor;
 use crate::trace::{build, with_state};
 
 pub use super::carry::{flat, Carry};
+
+mod checks;
 
 /// Opens a region under the current one with arguments of `specs`; returns
 /// (region, previous region, argument handles).
@@ -251,33 +253,6 @@ impl WhileBuilder {
         };
         check::merge(&results[user..], &layout);
         results[..user].to_vec()
-    }
-
-    /// Carries the checks `rc` of the open body out of the loop: a code
-    /// (the first failing iteration's) and the values of that iteration,
-    /// appended to `outs`. Returns their layout.
-    fn carry_checks(&mut self, rc: &RegionChecks, outs: &mut Vec<Tensor>) -> Option<check::Layout> {
-        let loc = self.loc.clone();
-        let (flat, layout) = check::flatten(rc);
-        let mut carried = Vec::with_capacity(flat.len());
-        for &t in &flat {
-            let spec = t.spec();
-            carried.push(self.add_carry(|| full_at(spec.shape, 0.0, spec.dtype, loc.clone()))?);
-        }
-        // Until an iteration fails, each one's code and values replace the
-        // carried ones; after that they stay.
-        let clean = compare_at(
-            carried[0],
-            full_at(Vec::new(), 0.0, DType::S32, loc.clone()),
-            Comparison::Eq,
-            loc.clone(),
-        );
-        outs.extend(
-            flat.iter()
-                .zip(&carried)
-                .map(|(&now, &before)| clean.select(now, before)),
-        );
-        Some(layout)
     }
 
     /// [`finish`](Self::finish) once the checks are carried.
@@ -544,66 +519,6 @@ impl CondBuilder {
     /// the enclosing region's.
     pub fn finish(self, outs: &[Tensor]) -> Vec<Tensor> {
         self.finish_checked(outs, false)
-    }
-
-    /// Whether either branch recorded a check.
-    fn has_checks(&self, er: RegionId) -> bool {
-        with_state(|s| {
-            s.checks
-                .regions
-                .iter()
-                .any(|(r, _)| *r == er || *r == self.then_region)
-        })
-        .unwrap_or(false)
-    }
-
-    /// [`finish`](Self::finish); with `checks_only`, the branches return
-    /// nothing but their checks.
-    fn finish_checked(mut self, outs: &[Tensor], checks_only: bool) -> Vec<Tensor> {
-        let Some(er) = self.else_region else {
-            return outs.to_vec();
-        };
-        let (then_checks, else_checks) = (check::take(self.then_region), check::take(er));
-        if then_checks.is_none() && else_checks.is_none() {
-            return self.finish_cond(outs, er);
-        }
-        let layouts = [&then_checks, &else_checks].map(|c| c.as_ref().map(check::flatten));
-        let [t, e] = layouts.map(|l| l.map(|(_, layout)| layout).unwrap_or_default());
-        let layout = check::union(&t, &e);
-        let user = if checks_only { 0 } else { outs.len() };
-        let mut all = outs[..user].to_vec();
-        all.extend(check::flatten_as(else_checks.as_ref(), &layout));
-        let then_extra =
-            with_state(|s| std::mem::replace(&mut s.region, self.then_region)).map(|at| {
-                let extra = check::flatten_as(then_checks.as_ref(), &layout);
-                let ids: Vec<ValueId> = with_state(|s| {
-                    let ids = extra
-                        .iter()
-                        .filter_map(|&t| s.operand(t).ok().flatten())
-                        .collect();
-                    s.region = at;
-                    ids
-                })
-                .unwrap_or_default();
-                (extra, ids)
-            });
-        let Some((extra, ids)) = then_extra else {
-            return outs.to_vec();
-        };
-        if checks_only {
-            self.specs.clear();
-        }
-        self.specs.extend(extra.iter().map(|t| t.spec()));
-        with_state(|s| {
-            let results = &mut s.graph.regions[self.then_region].results;
-            if checks_only {
-                results.clear();
-            }
-            results.extend(ids);
-        });
-        let results = self.finish_cond(&all, er);
-        check::merge(&results[user..], &layout);
-        results[..user.min(results.len())].to_vec()
     }
 
     /// Closes the else-region `er` with `outs` and appends the conditional.

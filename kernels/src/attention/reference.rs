@@ -44,6 +44,20 @@ pub fn attention_reference_with(
         return poisoned(q);
     };
     let (b, hq, sq, skv) = (d.b, d.hq, d.sq, d.skv);
+    // The whole logits matrix is one tensor here: past the size limits
+    // it is an error naming the arguments, not one inside a dot.
+    let logits = TensorSpec::new([b, hq, sq, skv], d.stat);
+    if let Err(e) = logits.check_size() {
+        tessel::report::fail(
+            "attention_reference",
+            &[q, k],
+            format!(
+                "the reference holds all {sq} x {skv} logits of each head at once ({e}); use \
+                 flash_attention for long sequences"
+            ),
+        );
+        return poisoned(q);
+    }
     let kk = repeat_heads(k, d.g).cast(d.stat);
     let vv = repeat_heads(v, d.g).cast(d.stat);
     let mut s = q.cast(d.stat).matmul(kk.t()) * options.scale_for(d.d);

@@ -110,3 +110,14 @@ fn bad_inputs_are_kernel_errors() {
     );
     assert!(m.contains("pred"), "{m}");
 }
+
+/// The reference at S = 2^40: an error naming the kernel and its logits,
+/// not one inside a `dot_general` the user never wrote.
+#[test]
+fn the_reference_refuses_logits_past_the_size_limits() {
+    let q = TensorSpec::new([1, 1, 1 << 40, 2], F32);
+    let e = attention_reference::lower(&q, &q, &q, FlashOptions::new()).unwrap_err();
+    let k = e.as_kernel_error().expect("a kernel error");
+    assert_eq!(k.op, "attention_reference");
+    assert!(k.message.contains("use flash_attention"), "{}", k.message);
+}
