@@ -54,6 +54,7 @@ pub use dtype::{
 pub use error::{
     CheckError, DeviceError, Error, HostError, InterpError, KernelError, Location, Result,
 };
+pub use host::checkpoint;
 pub use host::HostTensor;
 pub use ir::Graph;
 pub use kernel::moe;

@@ -1,5 +1,6 @@
 //! Host tensors: a dense row-major buffer with a dtype and a shape.
 
+pub mod checkpoint;
 #[cfg(feature = "ndarray")]
 mod ndarray_conv;
 mod npy;
