@@ -148,6 +148,30 @@ impl Graph {
         missing
     }
 
+    /// Marks the parameters at `indices` as donated, each to the first
+    /// body result of the same type not yet taken. Returns the indices that
+    /// found no such result or are past the parameters.
+    pub fn donate_indices(&mut self, indices: &[usize]) -> Vec<usize> {
+        let mut outs = self.output_specs();
+        outs.truncate(self.num_body_outputs());
+        let ins = self.input_specs();
+        let mut missing = Vec::new();
+        for &p in indices {
+            let Some(spec) = ins.get(p) else {
+                missing.push(p);
+                continue;
+            };
+            let free = (0..outs.len())
+                .find(|&o| outs[o] == *spec && !self.aliases.iter().any(|&(_, t)| t == o));
+            match free {
+                Some(o) if !self.aliases.iter().any(|&(q, _)| q == p) => self.aliases.push((p, o)),
+                Some(_) => {}
+                None => missing.push(p),
+            }
+        }
+        missing
+    }
+
     /// An empty graph whose body takes parameters of the given types.
     pub fn new(name: &str, params: &[(String, TensorSpec)]) -> Graph {
         let mut g = Graph {

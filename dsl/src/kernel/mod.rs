@@ -61,6 +61,8 @@ pub struct Kernel<F> {
     statics: StaticKey,
     key: Option<String>,
     origin: Location,
+    /// Arguments donated by index ([`donate_args`](Self::donate_args)).
+    donated: Vec<usize>,
     body: F,
 }
 
@@ -79,6 +81,7 @@ where
             statics: StaticKey::default(),
             key: None,
             origin: Location::caller(),
+            donated: Vec::new(),
             body,
         }
     }
@@ -96,6 +99,33 @@ where
     /// Uses `config` instead of the default.
     pub fn config(mut self, config: KernelConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Donates the arguments at `indices` (JAX's `donate_argnums`): each
+    /// one's buffer may be reused for the first result of its type, so a
+    /// state passed in and returned is updated in place. Names built at
+    /// run time need no `'static` strings here. After a call the donated
+    /// buffers are consumed; passing one again is
+    /// [`DeviceError::Arguments`](crate::DeviceError::Arguments) naming the
+    /// kernel and the argument. An index past the arguments, or one with
+    /// no result of its type, is a kernel error when the kernel is traced.
+    ///
+    /// ```
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
+    /// let step = Kernel::new("step", |a: &[Tensor]| a[0] + a[1]).donate_args([0]);
+    /// let dev = Device::cpu()?;
+    /// let state = dev.to_device(&HostTensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
+    /// let delta = dev.to_device(&HostTensor::from_vec(vec![0.5f32, 0.5], [2])?)?;
+    /// let next = step.call(&dev, &[&state, &delta])?;
+    /// assert!(state.is_deleted()?);
+    /// assert_eq!(next[0].to_host()?.to_vec::<f32>()?, vec![1.5, 2.5]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn donate_args(mut self, indices: impl IntoIterator<Item = usize>) -> Self {
+        self.donated = indices.into_iter().collect();
+        self.donated.sort_unstable();
+        self.donated.dedup();
         self
     }
 
@@ -178,6 +208,21 @@ where
             }
         };
         let mut graph = traced.map_err(|e| e.called_at(&loc))?;
+        if let Some(&i) = graph.donate_indices(&self.donated).first() {
+            return Err(KernelError {
+                kernel: self.name().to_string(),
+                op: "donate".into(),
+                operands: graph.input_specs().iter().map(|s| s.to_string()).collect(),
+                message: format!(
+                    "argument {i} is donated but the kernel takes {} arguments, or no result has its \
+                     type; a donated buffer is reused for a result of the same shape and dtype",
+                    specs.len()
+                ),
+                location: loc,
+                called_at: None,
+            }
+            .into());
+        }
         let unmatched = graph.donate(self.config.donate);
         if let Some(name) = unmatched.first() {
             return Err(KernelError {
@@ -218,6 +263,10 @@ where
         extra: Option<&StaticKey>,
     ) -> CacheKey {
         let mut statics = self.statics.clone();
+        if !self.donated.is_empty() {
+            // Donation changes the program (its aliases).
+            statics.push(&("donate_args", self.donated.clone()));
+        }
         if let Some(extra) = extra {
             statics.extend(extra);
         }

@@ -162,3 +162,42 @@ fn a_donated_buffer_passed_again_names_the_kernel_and_the_argument() {
         [2.0, 3.0]
     );
 }
+
+/// Donation by argument index (JAX's `donate_argnums`): the state is
+/// updated in place and consumed; the compile key tells donating and
+/// non-donating programs apart; a bad index is a kernel error.
+#[test]
+fn donation_by_argument_index() {
+    use tessel_dsl::kernel::Kernel;
+    use tessel_dsl::Tensor;
+    let dev = cpu();
+    let body = |a: &[Tensor]| (a[0] * 2.0, a[1] + 1.0);
+    let both = Kernel::new("donate_both", body).donate_args([1, 0]);
+    let state = dev.to_device(&f32_tensor(&[1.0, 2.0], &[2])).unwrap();
+    let other = dev.to_device(&f32_tensor(&[5.0, 6.0], &[2])).unwrap();
+    let out = both.call(&dev, &[&state, &other]).unwrap();
+    assert!(state.is_deleted().unwrap() && other.is_deleted().unwrap());
+    assert_eq!(
+        out[0].to_host().unwrap().to_vec::<f32>().unwrap(),
+        [2.0, 4.0]
+    );
+    assert_eq!(
+        out[1].to_host().unwrap().to_vec::<f32>().unwrap(),
+        [6.0, 7.0]
+    );
+    let two = [spec(&[2], F32), spec(&[2], F32)];
+    let g = both.trace(&two).unwrap();
+    assert_eq!(g.aliases, [(0, 0), (1, 1)]);
+    let e = both.call(&dev, &[&out[0], &state]).unwrap_err().to_string();
+    assert!(e.contains("argument 1") && e.contains("donated"), "{e}");
+    // An index past the arguments, or with no result of its type.
+    let past = Kernel::new("donate_past", body).donate_args([2]);
+    let untyped = Kernel::new("donate_untyped", |a: &[Tensor]| a[0].sum(&[0])).donate_args([0]);
+    for e in [
+        past.trace(&two).unwrap_err(),
+        untyped.trace(&two).unwrap_err(),
+    ] {
+        let k = e.as_kernel_error().expect("a kernel error");
+        assert_eq!(k.op, "donate", "{e}");
+    }
+}
