@@ -19,6 +19,18 @@ use std::time::{Duration, Instant};
 /// The largest key or value accepted (a topology is a few kilobytes).
 const MAX_ITEM: u32 = 64 << 20;
 
+/// The most connections the coordinator serves at once (one thread each);
+/// one more is closed at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How long the coordinator waits for the rest of a request once it has
+/// begun, and for a reply to be taken.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection may sit between requests before the coordinator
+/// closes it (a client reconnects by itself on its next request).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
 #[derive(Default)]
 struct Table {
     items: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
@@ -71,15 +83,29 @@ impl Coordinator {
         let listener = TcpListener::bind(address)?;
         let address = listener.local_addr()?;
         let table = Arc::new(Table::default());
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("tessel-coordinator".into())
             .spawn(move || {
+                use std::sync::atomic::Ordering;
                 for stream in listener.incoming().flatten() {
-                    let table = Arc::clone(&table);
+                    if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        drop(stream);
+                        continue;
+                    }
+                    let (table, count) = (Arc::clone(&table), Arc::clone(&open));
                     // A connection that misbehaves ends its own thread only.
-                    let _ = std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name("tessel-coordinator-conn".into())
-                        .spawn(move || serve(stream, &table));
+                        .spawn(move || {
+                            let _ = serve(stream, &table);
+                            count.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
+                        // Not served: its count goes back.
+                        open.fetch_sub(1, Ordering::SeqCst);
+                    }
                 }
             })?;
         Ok(Coordinator { address })
@@ -101,9 +127,31 @@ fn read_item(r: &mut impl Read) -> io::Result<Vec<u8>> {
             format!("a key or value of {n} bytes (at most {MAX_ITEM})"),
         ));
     }
-    let mut v = vec![0u8; n as usize];
-    r.read_exact(&mut v)?;
+    // Grown as the bytes arrive: announcing a large item costs nothing
+    // until it is sent.
+    let mut v = Vec::new();
+    r.take(u64::from(n)).read_to_end(&mut v)?;
+    if v.len() != n as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("a key or value of {n} bytes ended after {}", v.len()),
+        ));
+    }
     Ok(v)
+}
+
+/// Refuses an item the other side would refuse, before anything is written.
+fn check_item(item: &[u8]) -> io::Result<()> {
+    match u32::try_from(item.len()) {
+        Ok(n) if n <= MAX_ITEM => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a key or value of {} bytes (at most {MAX_ITEM})",
+                item.len()
+            ),
+        )),
+    }
 }
 
 fn write_item(w: &mut impl Write, item: &[u8]) -> io::Result<()> {
@@ -124,13 +172,17 @@ fn write_item(w: &mut impl Write, item: &[u8]) -> io::Result<()> {
 }
 
 fn serve(stream: TcpStream, table: &Table) -> io::Result<()> {
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    let timeouts = stream.try_clone()?;
     let mut r = BufReader::new(stream.try_clone()?);
     let mut w = BufWriter::new(stream);
     loop {
         let mut op = [0u8; 1];
+        timeouts.set_read_timeout(Some(IDLE_TIMEOUT))?;
         if r.read(&mut op)? == 0 {
             return Ok(());
         }
+        timeouts.set_read_timeout(Some(REQUEST_TIMEOUT))?;
         let key = read_item(&mut r)?;
         match op[0] {
             b'P' => {
@@ -164,8 +216,31 @@ fn serve(stream: TcpStream, table: &Table) -> io::Result<()> {
 /// publishes and reads its peers' data through. Requests on one store are
 /// serialized.
 pub struct KvStore {
-    conn: Mutex<(BufReader<TcpStream>, BufWriter<TcpStream>)>,
+    /// The connection, `None` after an exchange failed part-way (the next
+    /// request connects again rather than reading a stale reply).
+    conn: Mutex<Option<Conn>>,
     address: SocketAddr,
+}
+
+/// One connection's two buffered halves.
+type Conn = (BufReader<TcpStream>, BufWriter<TcpStream>);
+
+fn open(address: &SocketAddr, deadline: Instant) -> io::Result<Conn> {
+    let stream = loop {
+        match TcpStream::connect_timeout(address, Duration::from_secs(5)) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() >= deadline => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot reach the coordinator at {address}: {e}"),
+                ))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    stream.set_nodelay(true)?;
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    Ok((BufReader::new(stream.try_clone()?), BufWriter::new(stream)))
 }
 
 impl KvStore {
@@ -176,24 +251,31 @@ impl KvStore {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no coordinator address"))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let stream = loop {
-            match TcpStream::connect_timeout(&address, Duration::from_secs(5)) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("cannot reach the coordinator at {address}: {e}"),
-                    ))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        };
-        stream.set_nodelay(true)?;
+        let conn = open(&address, Instant::now() + Duration::from_secs(30))?;
         Ok(KvStore {
-            conn: Mutex::new((BufReader::new(stream.try_clone()?), BufWriter::new(stream))),
+            conn: Mutex::new(Some(conn)),
             address,
         })
+    }
+
+    /// Runs one exchange on the connection (reconnecting if the last one
+    /// failed), waiting at most `wait` for the reply; a failure drops the
+    /// connection, so no half-sent request or unread reply is left on it.
+    fn exchange<T>(
+        &self,
+        wait: Duration,
+        f: impl FnOnce(&mut Conn) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match slot.take() {
+            Some(c) => c,
+            None => open(&self.address, Instant::now() + Duration::from_secs(5))?,
+        };
+        let mut conn = conn;
+        conn.0.get_ref().set_read_timeout(Some(wait))?;
+        let out = f(&mut conn)?;
+        *slot = Some(conn);
+        Ok(out)
     }
 
     /// The coordinator's address.
@@ -203,41 +285,49 @@ impl KvStore {
 
     /// Stores `value` under `key` (replacing an earlier value).
     pub fn put(&self, key: impl AsRef<[u8]>, value: &[u8]) -> io::Result<()> {
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let (r, w) = &mut *conn;
-        w.write_all(b"P")?;
-        write_item(w, key.as_ref())?;
-        write_item(w, value)?;
-        w.flush()?;
-        let mut status = [0u8; 1];
-        r.read_exact(&mut status)?;
-        Ok(())
+        let key = key.as_ref();
+        check_item(key)?;
+        check_item(value)?;
+        self.exchange(REQUEST_TIMEOUT, |(r, w)| {
+            w.write_all(b"P")?;
+            write_item(w, key)?;
+            write_item(w, value)?;
+            w.flush()?;
+            let mut status = [0u8; 1];
+            r.read_exact(&mut status)?;
+            Ok(())
+        })
     }
 
     /// The value under `key`, waiting up to `timeout` for some process to
     /// put it; `ErrorKind::TimedOut` if none did.
     pub fn get(&self, key: impl AsRef<[u8]>, timeout: Duration) -> io::Result<Vec<u8>> {
         let key = key.as_ref();
+        check_item(key)?;
         let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let (r, w) = &mut *conn;
-        w.write_all(b"G")?;
-        write_item(w, key)?;
-        w.write_all(&ms.to_le_bytes())?;
-        w.flush()?;
-        let mut status = [0u8; 1];
-        r.read_exact(&mut status)?;
-        if status[0] != 0 {
-            return Err(io::Error::new(
+        let wait = Duration::from_millis(u64::from(ms)) + REQUEST_TIMEOUT;
+        self.exchange(wait, |(r, w)| {
+            w.write_all(b"G")?;
+            write_item(w, key)?;
+            w.write_all(&ms.to_le_bytes())?;
+            w.flush()?;
+            let mut status = [0u8; 1];
+            r.read_exact(&mut status)?;
+            if status[0] != 0 {
+                return Ok(None);
+            }
+            read_item(r).map(Some)
+        })?
+        .ok_or_else(|| {
+            io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
                     "no process put `{}` within {} ms",
                     String::from_utf8_lossy(key),
                     ms
                 ),
-            ));
-        }
-        read_item(r)
+            )
+        })
     }
 }
 
@@ -264,5 +354,44 @@ mod tests {
         a.put("k", b"1").unwrap();
         a.put("k", b"").unwrap();
         assert_eq!(b.get("k", Duration::ZERO).unwrap(), b"");
+    }
+
+    /// An item past the limit is refused before anything is sent, so the
+    /// connection stays usable (a get after it used to block on the
+    /// half-sent put).
+    #[test]
+    fn a_refused_put_leaves_the_connection_usable() {
+        let c = Coordinator::start("127.0.0.1:0").unwrap();
+        let a = KvStore::connect(c.address()).unwrap();
+        let big = vec![0u8; MAX_ITEM as usize + 1];
+        let e = a.put("big", &big).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        a.put("small", b"1").unwrap();
+        assert_eq!(a.get("small", Duration::from_millis(100)).unwrap(), b"1");
+        let t = Instant::now();
+        assert!(a.get("none", Duration::from_millis(50)).is_err());
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A client that announces a large item and sends nothing costs the
+    /// coordinator no allocation, and a dropped connection is survived:
+    /// the store reconnects on its next request.
+    #[test]
+    fn announced_items_and_dropped_connections() {
+        let c = Coordinator::start("127.0.0.1:0").unwrap();
+        let mut raw = Vec::new();
+        for _ in 0..50 {
+            let mut s = TcpStream::connect(c.address()).unwrap();
+            s.write_all(b"P").unwrap();
+            s.write_all(&(MAX_ITEM).to_le_bytes()).unwrap();
+            raw.push(s);
+        }
+        let store = KvStore::connect(c.address()).unwrap();
+        store.put("k", b"v").unwrap();
+        // The store's connection breaks (the server side is gone): the
+        // next exchange opens a new one.
+        *store.conn.lock().unwrap() = None;
+        assert_eq!(store.get("k", Duration::from_millis(100)).unwrap(), b"v");
+        drop(raw);
     }
 }
