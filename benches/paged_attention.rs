@@ -155,26 +155,21 @@ fn main() -> tessel::Result<()> {
             Some(keys) => ServeOptions::new().pages_per_block(keys.div_ceil(page)),
             None => ServeOptions::new(),
         };
+        let compile_paged = |o: ServeOptions| {
+            paged_attention::compile(
+                &dev,
+                q.spec(),
+                kp.spec(),
+                vp.spec(),
+                tables.spec(),
+                lens.spec(),
+                o,
+            )
+        };
         let compile_start = std::time::Instant::now();
-        let paged = paged_attention::compile(
-            &dev,
-            q.spec(),
-            kp.spec(),
-            vp.spec(),
-            tables.spec(),
-            lens.spec(),
-            opts.clone(),
-        )?;
+        let paged = compile_paged(opts.clone())?;
         let t_compile_paged = compile_start.elapsed().as_secs_f64();
-        let unchecked = paged_attention::compile(
-            &dev,
-            q.spec(),
-            kp.spec(),
-            vp.spec(),
-            tables.spec(),
-            lens.spec(),
-            opts.clone().unchecked(),
-        )?;
+        let unchecked = compile_paged(opts.clone().unchecked())?;
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
         let cu = dev.to_device(&HostTensor::from_vec((0..=B as i32).collect(), [B + 1])?)?;

@@ -12,24 +12,6 @@ use tessel_dsl::host::checkpoint::{self, Checkpoint};
 use tessel_dsl::{DType, Error, HostError, HostTensor, TensorSpec, F32, S32};
 use tessel_testing::Rng;
 
-const ALL: [DType; 15] = [
-    DType::Pred,
-    DType::S8,
-    DType::S16,
-    DType::S32,
-    DType::S64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::F8E4M3FN,
-    DType::F8E5M2,
-];
-
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tessel-ckpt-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -68,7 +50,7 @@ fn every_dtype_round_trips_bit_for_bit() {
     let dir = scratch("dtypes");
     let path = dir.join("all.safetensors");
     let mut rng = Rng::new(7);
-    let tensors: Vec<(String, HostTensor)> = ALL
+    let tensors: Vec<(String, HostTensor)> = DType::ALL
         .iter()
         .enumerate()
         .map(|(i, &d)| {

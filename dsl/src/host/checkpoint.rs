@@ -243,6 +243,15 @@ impl Checkpoint {
     /// nothing is taken.
     pub fn take(&mut self, want: &[(String, TensorSpec)]) -> Result<Vec<HostTensor>> {
         let problems = self.problems(want);
+        self.take_unless(want, problems)
+    }
+
+    /// The tensors of `want`, taken, unless there are `problems`.
+    fn take_unless(
+        &mut self,
+        want: &[(String, TensorSpec)],
+        problems: Vec<String>,
+    ) -> Result<Vec<HostTensor>> {
         if !problems.is_empty() {
             return Err(invalid(problems.join("; ")));
         }
@@ -288,12 +297,6 @@ impl Checkpoint {
         if !unexpected.is_empty() {
             problems.push(format!("unexpected keys: {}", unexpected.join(", ")));
         }
-        if !problems.is_empty() {
-            return Err(invalid(problems.join("; ")));
-        }
-        Ok(want
-            .iter()
-            .filter_map(|(name, _)| self.tensors.remove(name))
-            .collect())
+        self.take_unless(want, problems)
     }
 }

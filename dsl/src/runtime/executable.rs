@@ -94,6 +94,15 @@ impl Program {
         }
     }
 
+    /// Its parameters' names (those of its graph; none for hand-written
+    /// text).
+    pub fn param_names(&self) -> Vec<String> {
+        self.graph
+            .as_ref()
+            .map(|g| g.param_names.clone())
+            .unwrap_or_default()
+    }
+
     /// The single-device program of a traced `graph`: its lowered text,
     /// its types, its compile hints, and the graph itself.
     pub fn from_graph(graph: impl Into<Arc<Graph>>) -> Program {
@@ -370,11 +379,7 @@ fn finish(
             0
         },
         checks: program.checks(),
-        param_names: program
-            .graph
-            .as_ref()
-            .map(|g| g.param_names.clone())
-            .unwrap_or_default(),
+        param_names: program.param_names(),
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
@@ -436,11 +441,7 @@ pub(crate) fn for_interpreter(
         devices: vec![0],
         launch_seed: 0,
         checks: program.checks(),
-        param_names: program
-            .graph
-            .as_ref()
-            .map(|g| g.param_names.clone())
-            .unwrap_or_default(),
+        param_names: program.param_names(),
     };
     Ok(Executable {
         inner: Arc::new(inner),

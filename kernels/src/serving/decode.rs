@@ -91,7 +91,7 @@ pub fn decode_attention_with(
         .unwrap_or(q);
     }
     if !opts.unchecked {
-        check_lengths(lengths, "lengths", 0, s_max);
+        check_lengths(lengths, "lengths", 0, s_max, "");
     }
     let dv = vs[3];
     let stat = if io == F64 { F64 } else { F32 };

@@ -22,6 +22,11 @@ fn first(bad: Tensor) -> (Tensor, Tensor) {
     (at / m as i32, at % m as i32)
 }
 
+/// Element `i` of the vector `v`, as a scalar.
+fn element(v: Tensor, i: Tensor) -> Tensor {
+    v.dynamic_slice(&[i], &[1]).reshape(&[])
+}
+
 /// Element `(row, col)` of the matrix `x`, as a scalar.
 fn entry(x: Tensor, row: Tensor, col: Tensor) -> Tensor {
     x.dynamic_slice(&[row, col], &[1, 1]).reshape(&[])
@@ -43,19 +48,9 @@ pub(crate) fn check_tables(
     if b == 0 {
         return;
     }
-    let capacity = (width * page).min(i32::MAX as usize) as i32;
-    let bad_len = lens.lt(0) | lens.gt(capacity);
-    let (seq, _) = first(bad_len.reshape(&[b as isize, 1]));
-    let len_at = lens.dynamic_slice(&[seq], &[1]).reshape(&[]);
-    check!(
-        !bad_len,
-        &format!(
-            "{lens_name}[{{}}] = {{}} is not in 0..={capacity} (a block table row holds {width} \
-             pages of {page} tokens)"
-        ),
-        seq,
-        len_at
-    );
+    let capacity = (width * page).min(i32::MAX as usize);
+    let holds = format!(" (a block table row holds {width} pages of {page} tokens)");
+    check_lengths(lens, lens_name, 0, capacity, &holds);
     if width == 0 {
         return;
     }
@@ -133,41 +128,39 @@ pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
     }
     let falls = hi.lt(lo);
     let (s, _) = first(falls.reshape(&[b as isize, 1]));
-    let at = |v: Tensor| v.dynamic_slice(&[s], &[1]).reshape(&[]);
     check!(
         !falls,
         "cu_q_lens decreases at sequence {}: {} then {}",
         s,
-        at(lo),
-        at(hi)
+        element(lo, s),
+        element(hi, s)
     );
     let q_lens = hi - lo;
     let short = q_lens.gt(kv_lens);
     let (s, _) = first(short.reshape(&[b as isize, 1]));
-    let at = |v: Tensor| v.dynamic_slice(&[s], &[1]).reshape(&[]);
     check!(
         !short,
         "sequence {} has {} queries but kv_lens {} (its keys must include its queries)",
         s,
-        at(q_lens),
-        at(kv_lens)
+        element(q_lens, s),
+        element(kv_lens, s)
     );
 }
 
-/// Checks per-sequence key counts `lens` (`s32 [B]`) of a contiguous cache
-/// of `s_max` positions, each at least `min` (the new tokens).
+/// Checks per-sequence counts `lens` (`s32 [B]`, named `name`), each in
+/// `min ..= max`; `why` follows the message (what bounds them).
 #[track_caller]
-pub(crate) fn check_lengths(lens: Tensor, name: &str, min: usize, s_max: usize) {
+pub(crate) fn check_lengths(lens: Tensor, name: &str, min: usize, max: usize, why: &str) {
     let b = lens.dim(0);
     if b == 0 {
         return;
     }
-    let bad = lens.lt(min as i32) | lens.gt(s_max.min(i32::MAX as usize) as i32);
+    let bad = lens.lt(min as i32) | lens.gt(max.min(i32::MAX as usize) as i32);
     let (s, _) = first(bad.reshape(&[b as isize, 1]));
     check!(
         !bad,
-        &format!("{name}[{{}}] = {{}} is not in {min}..={s_max}"),
+        &format!("{name}[{{}}] = {{}} is not in {min}..={max}{why}"),
         s,
-        lens.dynamic_slice(&[s], &[1]).reshape(&[])
+        element(lens, s)
     );
 }

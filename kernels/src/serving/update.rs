@@ -262,7 +262,7 @@ pub fn cache_update_with(
         );
         return (k_cache, v_cache);
     }
-    check_lengths(positions, "positions", 0, s_max - t);
+    check_lengths(positions, "positions", 0, s_max - t, "");
     let index = concat(
         &[
             Tensor::iota([b, 1], 0, S32),
