@@ -347,6 +347,16 @@ pub enum HostError {
         /// What is wrong with the input.
         message: String,
     },
+    /// A tree of tensors (parameters, optimizer state, results) whose
+    /// structure or leaves do not fit what was asked of it; `path` names the
+    /// leaf or node (`layers.3.attn.wq`).
+    #[error("{path}: {message}")]
+    Tree {
+        /// Where in the tree (`<root>` for the whole tree).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
     /// A named option (a kernel option given on the command line) with a
     /// value it does not accept.
     #[error("option {option}: {message}")]

@@ -56,6 +56,7 @@ pub use error::{
 };
 pub use host::checkpoint;
 pub use host::HostTensor;
+pub use ir::tree::{Tree, TreeValue};
 pub use ir::Graph;
 pub use kernel::moe;
 pub use ops::check::check;
@@ -65,10 +66,45 @@ pub use ops::{
     Precision, ScanOptions, TakeMode,
 };
 pub use shape::{Shape, TensorSpec};
+/// `#[derive(Tree)]`: see [`tree`].
+pub use tessel_macros::Tree;
 pub use tile::{blocks, blocks_of, grid};
 pub use trace::tensor;
 pub use trace::tensor::Tensor;
 pub use trace::{thread_trace_count, trace, trace_count};
+
+/// Trees of tensors (JAX's pytrees): one structure, written once generic
+/// over its leaf, that holds traced `Tensor`s inside a kernel,
+/// `DeviceBuffer`s between calls and `HostTensor`s on the host.
+///
+/// ```
+/// use tessel_dsl as tessel;
+/// use tessel::{tree, Tensor, Tree, TreeValue, HostTensor, TensorSpec, F32};
+///
+/// #[derive(Tree)]
+/// struct Layer<T = Tensor> {
+///     w: T,
+///     b: T,
+/// }
+///
+/// #[derive(Tree)]
+/// struct Params<T = Tensor> {
+///     layers: Vec<Layer<T>>,
+///     head: T,
+/// }
+///
+/// let zeros = |n: usize| HostTensor::zeros(TensorSpec::new([n], F32));
+/// let p = Params { layers: vec![Layer { w: zeros(4), b: zeros(4) }], head: zeros(2) };
+/// assert_eq!(p.leaf_paths(), ["layers.0.w", "layers.0.b", "head"]);
+/// let specs = tree::specs(&p);
+/// assert_eq!(specs.head.to_string(), "f32[2]");
+/// ```
+pub mod tree {
+    pub use crate::ir::tree::{
+        assemble_all, Leaf, PathSegment, StaticValue, Tree, TreeDef, TreePath, TreeValue,
+    };
+    pub use crate::kernel::trees::{specs, to_device, to_host, ArgLeaf};
+}
 
 /// Everything a kernel file usually needs: `use tessel::prelude::*;`.
 pub mod prelude {

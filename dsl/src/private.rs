@@ -5,13 +5,19 @@
 pub use crate::autodiff::value_and_grad;
 pub use crate::config::{CheckFamilies, KernelConfig, Platform};
 pub use crate::dtype::DType;
+pub use crate::error::HostError;
 pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;
+pub use crate::ir::tree::{Leaf, PathSegment, Tree, TreeDef, TreePath, TreeValue};
 pub use crate::kernel::autotune::{
     call_buffers as autotune_call, choose as autotune_choose, run_host as autotune_run_host,
     TuneRequest, Uploads as AutotuneUploads,
 };
 pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
+pub use crate::kernel::trees::{
+    bind_tree as tree_bind, collect_tree as tree_collect, static_field as tree_static_field,
+    static_from_def as tree_static_from_def,
+};
 pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
 pub use crate::lang::{
     and, or, static_condition, AssignPlain, Cmp, ComparePlain, Condition, ForSource, IndexPlain,
@@ -20,6 +26,8 @@ pub use crate::lang::{
 pub use crate::ops::Precision;
 pub use crate::profile::{Profile, ProfileOptions};
 pub use crate::runtime::{Device, DeviceBuffer, Executable};
+pub use crate::shape::TensorSpec;
+pub use crate::shard::ShardedBuffer;
 pub use crate::shard::{Mesh, PartitionSpec, Shardings};
 pub use crate::trace::tensor::{trace_error, Tensor};
 pub use crate::trace::Outputs;

@@ -134,7 +134,7 @@ pub fn companion(
                 O: #dsl::Outputs,
             {
                 #dsl::Kernel::new(#name_str, f)
-                    .params(c.names.iter().copied())
+                    .params(c.names.iter().cloned())
                     .config(*config)
                     .statics(c.statics.clone())
                     .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
@@ -143,21 +143,21 @@ pub fn companion(
             /// Runs the kernel once on host tensors under `config`, as given.
             #[track_caller]
             fn __run_host(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
-                -> #dsl::Result<::std::vec::Vec<#dsl::HostTensor>>
+                -> #dsl::Result<<#ret as #ko>::Host>
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_host).run(device, &__c.hosts)
+                Self::__kernel(config, &__c, #body_host).run_typed(device, &__c.hosts)
             }
 
             /// Runs the kernel once on device buffers under `config`, as given.
             #[track_caller]
             fn __call_buffers(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
-                -> #dsl::Result<::std::vec::Vec<#dsl::DeviceBuffer>>
+                -> #dsl::Result<<#ret as #ko>::Buffer>
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_buf).call(device, &__c.buffers)
+                Self::__kernel(config, &__c, #body_buf).call_typed(device, &__c.buffers)
             }
 
             /// Runs the kernel once for autotuning on host tensors (copied to the
@@ -196,8 +196,7 @@ pub fn companion(
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_cfg
                 #tune_host
-                let __outs = Self::__run_host(config, device, #(#ps),*)?;
-                <#ret as #ko>::from_host(__outs)
+                Self::__run_host(config, device, #(#ps),*)
             }
 
             /// Runs the kernel on device buffers under `config`, leaving the results on the device.
@@ -208,8 +207,7 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
                 #tune_buffer
-                let __outs = Self::__call_buffers(config, device, #(#ps),*)?;
-                <#ret as #ko>::from_buffers(__outs)
+                Self::__call_buffers(config, device, #(#ps),*)
             }
 
             /// The kernel's StableHLO text for arguments of these specs, under `config`.
@@ -271,8 +269,9 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_const
-                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_sharded(mesh, shardings, &__c.hosts)?;
-                <#ret as #ko>::from_host(__outs)
+                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_host);
+                let __outs = __k.run_sharded(mesh, shardings, &__c.hosts)?;
+                <#ret as #ko>::from_host(__outs, __k.output_tree().as_deref())
             }
 
             /// Runs the kernel with [`Self::CONFIG`] once per device of `mesh`,
@@ -288,8 +287,9 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_const
-                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_host).run_shard_map(mesh, shardings, &__c.hosts)?;
-                <#ret as #ko>::from_host(__outs)
+                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_host);
+                let __outs = __k.run_shard_map(mesh, shardings, &__c.hosts)?;
+                <#ret as #ko>::from_host(__outs, __k.output_tree().as_deref())
             }
 
             /// Runs the kernel with [`Self::CONFIG`] as one SPMD program over
@@ -302,8 +302,9 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
-                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_sharded).call_sharded(mesh, outputs, &__c.sharded)?;
-                <#ret as #ko>::from_sharded(__outs)
+                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_sharded);
+                let __outs = __k.call_sharded(mesh, outputs, &__c.sharded)?;
+                <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
             }
 
             /// [`run_shard_map`](Self::run_shard_map) on sharded device buffers
@@ -316,8 +317,9 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
-                let __outs = Self::__kernel(&Self::CONFIG, &__c, #body_sharded).call_shard_map(mesh, outputs, &__c.sharded)?;
-                <#ret as #ko>::from_sharded(__outs)
+                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_sharded);
+                let __outs = __k.call_shard_map(mesh, outputs, &__c.sharded)?;
+                <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
             }
 
             /// Runs the kernel on device buffers with [`Self::CONFIG`].
@@ -393,7 +395,7 @@ pub fn companion(
                     __out
                 };
                 let mut __outs = #dsl::Kernel::new(::std::format!("{}_value_and_grad", #name_str), __body)
-                    .params(__c.names.iter().copied())
+                    .params(__c.names.iter().cloned())
                     .config(*config)
                     .statics(__c.statics.clone())
                     .cache_key(__key)

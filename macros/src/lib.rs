@@ -21,6 +21,7 @@ mod paths;
 mod rewrite;
 mod scope;
 mod suggest;
+mod tree;
 mod tune;
 
 use darling::error::Accumulator;
@@ -172,4 +173,22 @@ fn stub_body(func: &mut syn::ItemFn) {
     func.attrs
         .push(syn::parse_quote!(#[allow(unused_variables, unreachable_code)]));
     *func.block = syn::parse_quote!({ ::core::unreachable!("the kernel body did not compile") });
+}
+
+/// Makes a struct or enum generic over its leaf type a tree of tensors
+/// (JAX's pytrees): `#[derive(Tree)] struct Params<T = Tensor> { embed: T,
+/// layers: Vec<Layer<T>>, heads: usize }`. The same type then holds traced
+/// `Tensor`s inside a kernel (it can be a kernel parameter or result, a
+/// loop carry, a `grad` argument), `DeviceBuffer`s between calls,
+/// `HostTensor`s on the host and `TensorSpec`s to compile. Leaves are named
+/// by their paths (`layers.3.wq`).
+///
+/// A field whose type mentions the leaf parameter is a subtree: its type
+/// with the parameter as `Tensor` must be a tree (`Tensor`, a `Vec`, array,
+/// `Option` or tuple of trees, or another derived type). Any other field is
+/// static: a `StaticArg` that enters the compile key and is cloned into
+/// the traced and returned values.
+#[proc_macro_derive(Tree)]
+pub fn derive_tree(item: TokenStream) -> TokenStream {
+    tree::derive(item.into()).into()
 }

@@ -3,8 +3,11 @@
 //! A [`Graph`] is what tracing produces and lowering consumes. Region 0 is the
 //! function body (`@main`); `while` and `if` ops own nested regions.
 
+use std::sync::Arc;
+
 use crate::error::Location;
 use crate::ir::check::{check_outputs, CheckSite};
+use crate::ir::tree::TreeDef;
 use crate::ir::{GraphShardings, Op};
 use crate::shape::TensorSpec;
 
@@ -118,6 +121,10 @@ pub struct Graph {
     /// [`CheckSite`]); empty for a program without checks, whose results
     /// are all the body's.
     pub checks: Vec<CheckSite>,
+    /// The structure of what the kernel body returned (a tensor, a tuple, a
+    /// `#[derive(Tree)]` struct, ...), over its body results; `None` for a
+    /// graph not built by tracing.
+    pub output_tree: Option<Arc<TreeDef>>,
 }
 
 impl Graph {
@@ -131,7 +138,7 @@ impl Graph {
         let mut missing = Vec::new();
         for name in donate {
             let params: Vec<usize> = (0..self.param_names.len())
-                .filter(|&i| self.param_names[i] == *name)
+                .filter(|&i| within(&self.param_names[i], name))
                 .collect();
             if params.is_empty() {
                 missing.push((*name).to_string());
@@ -191,6 +198,7 @@ impl Graph {
             shardings: None,
             replicas: 1,
             checks: Vec::new(),
+            output_tree: None,
         };
         for (_, spec) in params {
             g.add_arg(0, spec.clone());
@@ -307,4 +315,12 @@ impl Graph {
     pub fn num_ops(&self) -> usize {
         self.nodes.len()
     }
+}
+
+/// Whether the parameter `param` is `name` or a leaf of the tree parameter
+/// `name` (`state` covers `state.layers.0.wq`).
+fn within(param: &str, name: &str) -> bool {
+    param
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }

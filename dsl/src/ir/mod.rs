@@ -8,6 +8,7 @@ pub mod graph;
 mod mesh_axes;
 mod op;
 mod sharding;
+pub mod tree;
 
 pub(crate) use check::check_outputs;
 pub use check::CheckSite;
@@ -17,3 +18,4 @@ pub use op::{
     BinaryOp, Comparison, DotDims, GatherDims, Op, ReduceKind, ScatterCombine, ScatterDims, UnaryOp,
 };
 pub use sharding::GraphShardings;
+pub use tree::{Leaf, PathSegment, StaticValue, Tree, TreeDef, TreePath, TreeValue};

@@ -11,8 +11,9 @@ mod shard_map;
 mod sharded;
 mod sparse_param;
 mod static_key;
+pub mod trees;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use crate::config::{KernelConfig, Platform};
 pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
@@ -23,7 +24,7 @@ pub use static_key::{distinct_candidates, StaticArg, StaticKey};
 
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
-use crate::ir::{Graph, MeshAxes};
+use crate::ir::{Graph, MeshAxes, TreeDef};
 use crate::lower::lower;
 use crate::runtime::{Device, DeviceBuffer, Executable, Program};
 use crate::shape::TensorSpec;
@@ -63,6 +64,9 @@ pub struct Kernel<F> {
     origin: Location,
     /// Arguments donated by index ([`donate_args`](Self::donate_args)).
     donated: Vec<usize>,
+    /// The structure of the results of the program last compiled or
+    /// fetched for a call ([`output_tree`](Self::output_tree)).
+    last_tree: Mutex<Option<Arc<TreeDef>>>,
     body: F,
 }
 
@@ -82,6 +86,7 @@ where
             key: None,
             origin: Location::caller(),
             donated: Vec::new(),
+            last_tree: Mutex::new(None),
             body,
         }
     }
@@ -292,10 +297,27 @@ where
     ) -> Result<(Arc<Executable>, Lookup)> {
         let device = &self.target(device);
         let key = self.cache_key_for(specs, None);
-        device.cache().get_or_compile(key, || {
+        let (exe, lookup) = device.cache().get_or_compile(key, || {
             let program = Program::for_platform(self.trace_at(specs, loc)?, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))
-        })
+        })?;
+        self.note_outputs(&exe);
+        Ok((exe, lookup))
+    }
+
+    /// Remembers the structure of `exe`'s results for
+    /// [`output_tree`](Self::output_tree).
+    pub(crate) fn note_outputs(&self, exe: &Executable) {
+        if let Ok(mut t) = self.last_tree.lock() {
+            *t = exe.output_tree().cloned();
+        }
+    }
+
+    /// The structure of the results of the program this kernel last
+    /// compiled or fetched from the cache for a call (`None` before the
+    /// first): what [`KernelOutput`] rebuilds a flat result list into.
+    pub fn output_tree(&self) -> Option<Arc<TreeDef>> {
+        self.last_tree.lock().ok().and_then(|t| t.clone())
     }
 
     /// The device this kernel runs on when given `device`.
@@ -310,12 +332,55 @@ where
     /// Runs on host tensors: compile (cached), copy in, execute, copy out.
     #[track_caller]
     pub fn run(&self, device: &Device, args: &[&HostTensor]) -> Result<Vec<HostTensor>> {
+        Ok(self.run_at(device, args, Location::caller())?.0)
+    }
+
+    /// [`run`](Self::run), also giving the executable that ran.
+    fn run_at(
+        &self,
+        device: &Device,
+        args: &[&HostTensor],
+        loc: Location,
+    ) -> Result<(Vec<HostTensor>, Arc<Executable>)> {
         let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let (exe, lookup) = self.compile_at(device, &specs, Location::caller())?;
+        let (exe, lookup) = self.compile_at(device, &specs, loc)?;
         let out = exe.run(args)?;
         calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
-        Ok(out)
+        Ok((out, exe))
+    }
+
+    /// [`run`](Self::run), with the results in the structure the body
+    /// returned them: a `(Tensor, Tensor)` body gives `(HostTensor,
+    /// HostTensor)`, a `#[derive(Tree)]` struct the same struct over host
+    /// tensors.
+    ///
+    /// ```no_run
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
+    /// let k = Kernel::new("split", |a: &[Tensor]| (a[0] * 2.0, vec![a[0] + 1.0]));
+    /// let x = HostTensor::from_vec(vec![1.0f32, 2.0], [2])?;
+    /// let (twice, plus) = k.run_typed(&Device::cpu()?, &[&x])?;
+    /// assert_eq!(plus[0].to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn run_typed(&self, device: &Device, args: &[&HostTensor]) -> Result<O::Host>
+    where
+        O: KernelOutput,
+    {
+        let (outs, exe) = self.run_at(device, args, Location::caller())?;
+        O::from_host(outs, exe.output_tree().map(|t| &**t))
+    }
+
+    /// [`call`](Self::call), with the results in the structure the body
+    /// returned them (device buffers as leaves).
+    #[track_caller]
+    pub fn call_typed(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<O::Buffer>
+    where
+        O: KernelOutput,
+    {
+        let (outs, exe) = self.call_at(device, args, Location::caller())?;
+        O::from_buffers(outs, exe.output_tree().map(|t| &**t))
     }
 
     /// Runs on device buffers, leaving the results on the device. A kernel
@@ -323,9 +388,19 @@ where
     /// arguments back to the host and puts its results on `device`.
     #[track_caller]
     pub fn call(&self, device: &Device, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        Ok(self.call_at(device, args, Location::caller())?.0)
+    }
+
+    /// [`call`](Self::call), also giving the executable that ran.
+    fn call_at(
+        &self,
+        device: &Device,
+        args: &[&DeviceBuffer],
+        loc: Location,
+    ) -> Result<(Vec<DeviceBuffer>, Arc<Executable>)> {
         let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let (exe, lookup) = self.compile_at(device, &specs, Location::caller())?;
+        let (exe, lookup) = self.compile_at(device, &specs, loc)?;
         let out = if exe.is_interpreted() && !device.is_interpreter() {
             let hosts = args
                 .iter()
@@ -340,6 +415,6 @@ where
             exe.execute(args)?
         };
         calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
-        Ok(out)
+        Ok((out, exe))
     }
 }

@@ -4,9 +4,13 @@
 //! [`StaticArg`] is static (the caller passes the value; it is part of the
 //! compile-cache key).
 
+use std::borrow::Cow;
+
 use super::static_key::{StaticArg, StaticKey};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
+use crate::ir::tree::{assemble_all, Leaf, Tree, TreeDef, TreePath};
+use crate::ops::carry::Carry;
 use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
@@ -15,8 +19,9 @@ use crate::trace::tensor::Tensor;
 /// What a generated companion function collects from its arguments before tracing.
 #[derive(Default)]
 pub struct ArgCollector<'a> {
-    /// Names of the tensor parameters, in order.
-    pub names: Vec<&'static str>,
+    /// Names of the tensor parameters, in order (a tree argument's leaves
+    /// by their paths, `state.layers.0.wq`).
+    pub names: Vec<Cow<'static, str>>,
     /// Host tensors given for them (`run`).
     pub hosts: Vec<&'a HostTensor>,
     /// Specs given for them (`lower`, `compile`).
@@ -128,16 +133,16 @@ impl KernelParam for Tensor {
     type Buffer<'a> = &'a DeviceBuffer;
     type Sharded<'a> = &'a ShardedBuffer;
     fn collect_host<'a>(arg: &&'a HostTensor, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.names.push(Cow::Borrowed(name));
         c.hosts.push(*arg);
         c.specs.push(arg.spec().clone());
     }
     fn collect_spec<'a>(arg: &&'a TensorSpec, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.names.push(Cow::Borrowed(name));
         c.specs.push((*arg).clone());
     }
     fn collect_buffer<'a>(arg: &&'a DeviceBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.names.push(Cow::Borrowed(name));
         c.buffers.push(*arg);
         c.specs.push(arg.spec().clone());
     }
@@ -151,7 +156,7 @@ impl KernelParam for Tensor {
         next.next().unwrap_or(Tensor::INERT)
     }
     fn collect_sharded<'a>(arg: &&'a ShardedBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.names.push(Cow::Borrowed(name));
         c.sharded.push(*arg);
         c.specs.push(arg.spec().clone());
     }
@@ -223,10 +228,13 @@ impl<T: StaticArg> KernelParam for T {
     }
 }
 
-/// A kernel's return type: a [`Tensor`], a tuple of tensors, or a `Vec`.
+/// A kernel's return type: any tree of tensors (a [`Tensor`], a tuple,
+/// array, `Vec` or `Option` of them, or a `#[derive(Tree)]` struct); `run`
+/// and `call` give back the same structure with host tensors or device
+/// buffers as leaves.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned from a kernel",
-    label = "kernels return `Tensor`, a tuple of `Tensor`s or `Vec<Tensor>`"
+    label = "kernels return a `Tensor`, a tuple, array or `Vec` of them, or a `#[derive(Tree)]` struct"
 )]
 pub trait KernelOutput: crate::trace::Outputs {
     /// What `run` returns.
@@ -235,108 +243,43 @@ pub trait KernelOutput: crate::trace::Outputs {
     type Buffer;
     /// What `call_sharded` returns.
     type Sharded;
-    /// Builds the host result from the executable's outputs.
-    fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host>;
+    /// Builds the host result from the executable's outputs and the
+    /// structure its body returned.
+    fn from_host(outs: Vec<HostTensor>, tree: Option<&TreeDef>) -> Result<Self::Host>;
     /// Builds the device result from the executable's outputs.
-    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer>;
+    fn from_buffers(outs: Vec<DeviceBuffer>, tree: Option<&TreeDef>) -> Result<Self::Buffer>;
     /// Builds the sharded result from the program's outputs.
-    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Self::Sharded>;
+    fn from_sharded(outs: Vec<ShardedBuffer>, tree: Option<&TreeDef>) -> Result<Self::Sharded>;
 }
 
-/// The only element of `outs`.
-fn single<X>(outs: Vec<X>) -> Result<X> {
-    let n = outs.len();
-    let mut it = outs.into_iter();
-    match (it.next(), it.next()) {
-        (Some(h), None) => Ok(h),
-        _ => Err(count_error(1, n)),
+impl<T: Carry> KernelOutput for T {
+    type Host = T::Form<HostTensor>;
+    type Buffer = T::Form<DeviceBuffer>;
+    type Sharded = T::Form<ShardedBuffer>;
+    fn from_host(outs: Vec<HostTensor>, tree: Option<&TreeDef>) -> Result<Self::Host> {
+        rebuild::<T, _>(outs, tree)
     }
-}
-
-fn count_error(expected: usize, got: usize) -> crate::Error {
-    DeviceError::OutputCount { expected, got }.into()
-}
-
-impl KernelOutput for Tensor {
-    type Host = HostTensor;
-    type Buffer = DeviceBuffer;
-    type Sharded = ShardedBuffer;
-    fn from_host(outs: Vec<HostTensor>) -> Result<HostTensor> {
-        single(outs)
+    fn from_buffers(outs: Vec<DeviceBuffer>, tree: Option<&TreeDef>) -> Result<Self::Buffer> {
+        rebuild::<T, _>(outs, tree)
     }
-    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<DeviceBuffer> {
-        single(outs)
-    }
-    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<ShardedBuffer> {
-        single(outs)
+    fn from_sharded(outs: Vec<ShardedBuffer>, tree: Option<&TreeDef>) -> Result<Self::Sharded> {
+        rebuild::<T, _>(outs, tree)
     }
 }
 
-impl KernelOutput for Vec<Tensor> {
-    type Host = Vec<HostTensor>;
-    type Buffer = Vec<DeviceBuffer>;
-    type Sharded = Vec<ShardedBuffer>;
-    fn from_host(outs: Vec<HostTensor>) -> Result<Vec<HostTensor>> {
-        Ok(outs)
+/// `outs` in the structure `tree` (the kernel body's results).
+fn rebuild<T: Tree, L: Leaf>(outs: Vec<L>, tree: Option<&TreeDef>) -> Result<T::Form<L>> {
+    let Some(tree) = tree else {
+        return Err(TreePath::default()
+            .error("the program does not record its results' structure (it was not traced)")
+            .into());
+    };
+    if outs.len() != tree.num_leaves() {
+        return Err(DeviceError::OutputCount {
+            expected: tree.num_leaves(),
+            got: outs.len(),
+        }
+        .into());
     }
-    fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Vec<DeviceBuffer>> {
-        Ok(outs)
-    }
-    fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Vec<ShardedBuffer>> {
-        Ok(outs)
-    }
-}
-
-mod tuples {
-    use super::*;
-    type A = Tensor;
-    type B = Tensor;
-    type C = Tensor;
-    type D = Tensor;
-    type E = Tensor;
-    type F = Tensor;
-    type G = Tensor;
-    type H = Tensor;
-    macro_rules! next_or {
-        ($it:ident) => {
-            match $it.next() {
-                Some(x) => x,
-                None => return Err(count_error(0, 0)),
-            }
-        };
-    }
-    macro_rules! tuple_output {
-        ($n:expr; $($t:ident),+) => {
-            impl KernelOutput for ($($t,)+) {
-                type Host = ($(tuple_output!(@as $t HostTensor),)+);
-                type Buffer = ($(tuple_output!(@as $t DeviceBuffer),)+);
-                type Sharded = ($(tuple_output!(@as $t ShardedBuffer),)+);
-                fn from_host(outs: Vec<HostTensor>) -> Result<Self::Host> {
-                    tuple_output!(@take $n, outs; $($t),+)
-                }
-                fn from_buffers(outs: Vec<DeviceBuffer>) -> Result<Self::Buffer> {
-                    tuple_output!(@take $n, outs; $($t),+)
-                }
-                fn from_sharded(outs: Vec<ShardedBuffer>) -> Result<Self::Sharded> {
-                    tuple_output!(@take $n, outs; $($t),+)
-                }
-            }
-        };
-        (@as $t:ident $x:ty) => { $x };
-        (@take $n:expr, $outs:ident; $($t:ident),+) => {{
-            if $outs.len() != $n {
-                return Err(count_error($n, $outs.len()));
-            }
-            let mut it = $outs.into_iter();
-            Ok(($({ let _: Option<$t> = None; next_or!(it) },)+))
-        }};
-    }
-    tuple_output!(1; A);
-    tuple_output!(2; A, B);
-    tuple_output!(3; A, B, C);
-    tuple_output!(4; A, B, C, D);
-    tuple_output!(5; A, B, C, D, E);
-    tuple_output!(6; A, B, C, D, E, F);
-    tuple_output!(7; A, B, C, D, E, F, G);
-    tuple_output!(8; A, B, C, D, E, F, G, H);
+    Ok(assemble_all::<T, L>(tree, outs)?)
 }

@@ -90,6 +90,7 @@ where
             let program = Program::for_platform(graph, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
+        self.note_outputs(&exe);
         let outs = exe.outputs().to_vec();
         let parts = self.output_parts(outputs, outs.len(), &specs, &loc)?;
         let whole: Vec<TensorSpec> = outs

@@ -192,6 +192,7 @@ where
             };
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
+        self.note_outputs(&exe);
         let outs = exe.outputs().to_vec();
         let parts = out_parts(outs.len())?;
         let out_layouts = self.layouts(mesh, "result", &outs, &parts, loc)?;

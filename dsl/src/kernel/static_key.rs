@@ -57,6 +57,11 @@ impl StaticKey {
         self.push_bytes(&other.bytes)
     }
 
+    /// The bytes written so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()

@@ -16,7 +16,7 @@ use super::options::{compile_options, platform_overrides, HostCpu};
 use crate::config::Platform;
 use crate::error::{DeviceError, Result};
 use crate::interp::Finding;
-use crate::ir::{check_outputs, CheckSite, Graph};
+use crate::ir::{check_outputs, CheckSite, Graph, TreeDef};
 use crate::lower::{compile_hints, lower, split_row_reductions, CompileHints};
 use crate::shape::TensorSpec;
 
@@ -92,6 +92,12 @@ impl Program {
             Some(g) if g.output_specs() == self.outputs => g.checks.clone(),
             _ => Vec::new(),
         }
+    }
+
+    /// The structure of its body's results (that of its graph; none for
+    /// hand-written text).
+    pub fn output_tree(&self) -> Option<Arc<TreeDef>> {
+        self.graph.as_ref().and_then(|g| g.output_tree.clone())
     }
 
     /// Its parameters' names (those of its graph; none for hand-written
@@ -185,6 +191,8 @@ struct Inner {
     checks: Vec<CheckSite>,
     /// The parameters' names, when the program was traced.
     param_names: Vec<String>,
+    /// The structure of the body's results, when the program was traced.
+    output_tree: Option<Arc<TreeDef>>,
 }
 
 /// What runs an executable.
@@ -380,6 +388,7 @@ fn finish(
         },
         checks: program.checks(),
         param_names: program.param_names(),
+        output_tree: program.output_tree(),
     };
     if let Backend::Pjrt(compiled) = &inner.backend {
         if inner.devices.len() == 1 {
@@ -442,6 +451,7 @@ pub(crate) fn for_interpreter(
         launch_seed: 0,
         checks: program.checks(),
         param_names: program.param_names(),
+        output_tree: program.output_tree(),
     };
     Ok(Executable {
         inner: Arc::new(inner),
@@ -583,6 +593,14 @@ impl Executable {
     /// The name of parameter `i`, when the program was traced.
     pub(crate) fn param_name(&self, i: usize) -> Option<&str> {
         self.inner.param_names.get(i).map(String::as_str)
+    }
+
+    /// The structure of the body's results (a tensor, a tuple, a
+    /// `#[derive(Tree)]` struct, ...) when the program was traced: what
+    /// [`KernelOutput`](crate::kernel::KernelOutput) rebuilds from
+    /// [`outputs`](Self::outputs).
+    pub fn output_tree(&self) -> Option<&Arc<TreeDef>> {
+        self.inner.output_tree.as_ref()
     }
 
     /// The program's checks (empty for most programs).

@@ -86,22 +86,27 @@ impl Executable {
         self.check_count(specs.len())?;
         for (i, (given, spec)) in specs.zip(self.inputs()).enumerate() {
             if given != spec {
-                return Err(
-                    self.arguments_error(format!("argument {i}: expected {spec}, got {given}"))
-                );
+                let name = self.argument_name(i);
+                return Err(self.arguments_error(format!("{name}: expected {spec}, got {given}")));
             }
         }
         Ok(())
+    }
+
+    /// How errors name argument `i`: `argument 3 (`p.layers.1.b`)` when the
+    /// program was traced, else by its index.
+    fn argument_name(&self, i: usize) -> String {
+        self.param_name(i).map_or_else(
+            || format!("argument {i}"),
+            |n| format!("argument {i} (`{n}`)"),
+        )
     }
 
     /// A donated buffer passed again: an error naming the argument, before
     /// the plugin's own ("buffer has been deleted or donated").
     fn check_alive(&self, i: usize, arg: &DeviceBuffer) -> Result<()> {
         if arg.is_deleted()? {
-            let name = self.param_name(i).map_or_else(
-                || format!("argument {i}"),
-                |n| format!("argument {i} (`{n}`)"),
-            );
+            let name = self.argument_name(i);
             return Err(self.arguments_error(format!(
                 "{name} ({}) was donated to an earlier call, which reused its memory for a result; \
                  pass that call's result instead",

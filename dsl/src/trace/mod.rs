@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::config::KernelConfig;
 use crate::error::{KernelError, Location, Result};
+use crate::ir::tree::{Tree, TreeDef, TreePath};
 use crate::ir::Op;
 use crate::ir::{Def, Graph, MeshAxes, RegionId, RegionKind, ValueId};
 use crate::shape::TensorSpec;
@@ -296,61 +297,28 @@ impl Drop for Guard {
     }
 }
 
-/// Values a kernel body returns: one tensor, a tuple of tensors, an array or a `Vec`.
+/// Values a kernel body returns: any tree of traced tensors ([`Carry`]):
+/// one tensor, a tuple, array or `Vec` of them, or a `#[derive(Tree)]`
+/// struct. The program keeps the structure, so the caller gets the same
+/// shape back.
+///
+/// [`Carry`]: crate::ops::Carry
 pub trait Outputs {
     /// The tensors, in order.
     fn into_tensors(self) -> Vec<Tensor>;
+    /// The structure the tensors make.
+    fn output_tree(&self) -> TreeDef;
 }
 
-impl Outputs for Tensor {
+impl<T: Tree<Form<Tensor> = T>> Outputs for T {
     fn into_tensors(self) -> Vec<Tensor> {
-        vec![self]
+        let mut out = Vec::new();
+        T::visit::<Tensor>(&self, &mut TreePath::default(), &mut |_, t| out.push(*t));
+        out
     }
-}
-
-impl Outputs for Vec<Tensor> {
-    fn into_tensors(self) -> Vec<Tensor> {
-        self
+    fn output_tree(&self) -> TreeDef {
+        T::structure::<Tensor>(self)
     }
-}
-
-impl<const N: usize> Outputs for [Tensor; N] {
-    fn into_tensors(self) -> Vec<Tensor> {
-        self.to_vec()
-    }
-}
-
-macro_rules! outputs_tuple {
-    ($($t:ident),+) => {
-        impl Outputs for ($($t,)+) {
-            #[allow(non_snake_case)]
-            fn into_tensors(self) -> Vec<Tensor> {
-                let ($($t,)+) = self;
-                vec![$($t),+]
-            }
-        }
-    };
-}
-
-#[allow(unused_parens)]
-mod tuple_impls {
-    use super::*;
-    type A = Tensor;
-    type B = Tensor;
-    type C = Tensor;
-    type D = Tensor;
-    type E = Tensor;
-    type F = Tensor;
-    type G = Tensor;
-    type H = Tensor;
-    outputs_tuple!(A);
-    outputs_tuple!(A, B);
-    outputs_tuple!(A, B, C);
-    outputs_tuple!(A, B, C, D);
-    outputs_tuple!(A, B, C, D, E);
-    outputs_tuple!(A, B, C, D, E, F);
-    outputs_tuple!(A, B, C, D, E, F, G);
-    outputs_tuple!(A, B, C, D, E, F, G, H);
 }
 
 /// Checks the parameter specs against the size limits
@@ -492,7 +460,11 @@ fn trace_inner<O: Outputs>(
         })
     });
     let guard = Guard;
-    let Some(outs) = after_error::catching(|| body(&args).into_tensors()) else {
+    let Some((outs, tree)) = after_error::catching(|| {
+        let out = body(&args);
+        let tree = out.output_tree();
+        (out.into_tensors(), tree)
+    }) else {
         // A panic after the trace's first error (see `after_error`).
         let state = STACK.with(|s| s.borrow_mut().pop());
         std::mem::forget(guard);
@@ -524,6 +496,9 @@ fn trace_inner<O: Outputs>(
     let state = state.expect("trace state pushed above");
     match state.error {
         Some(e) => Err(e.into()),
-        None => Ok(state.graph),
+        None => Ok(Graph {
+            output_tree: Some(std::sync::Arc::new(tree)),
+            ..state.graph
+        }),
     }
 }

@@ -1,0 +1,347 @@
+//! Trees of tensors: one structure (a model's parameters, an optimizer's
+//! state, a batch) written once, generic over its leaf type, and used with
+//! traced [`Tensor`](crate::Tensor) leaves inside a kernel, `DeviceBuffer`
+//! leaves between calls, `HostTensor` leaves on the host and `TensorSpec`
+//! leaves to compile. JAX calls these pytrees.
+//!
+//! A type is a [`Tree`] through `#[derive(Tree)]` (structs and enums generic
+//! over their leaf type) or the impls here (`Vec`, arrays, `Option`, tuples).
+//! The trait is implemented on the traced form (`Params<Tensor>`); its
+//! [`Form`](Tree::Form) names the same structure with other leaves.
+//! [`TreeValue`] goes the other way, from any form to its tree, so functions
+//! over trees infer their types from the value they are given.
+//!
+//! Paths name leaves the way checkpoints and errors show them: fields by
+//! name, elements by index, joined with `.` (`layers.3.attn.wq`).
+
+mod impls;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::HostError;
+use crate::host::HostTensor;
+use crate::shape::TensorSpec;
+
+/// A leaf type of trees: a traced tensor, a host tensor, a device buffer, a
+/// sharded buffer or a spec.
+pub trait Leaf: Sized + 'static {}
+
+impl Leaf for HostTensor {}
+impl Leaf for TensorSpec {}
+
+/// One step of a [`TreePath`]: a field by name or an element by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PathSegment {
+    /// A named field (or a kernel parameter's name).
+    Field(&'static str),
+    /// An element of a sequence, or a tuple field.
+    Index(usize),
+}
+
+/// Where a leaf sits in a tree: its segments from the root. Shown joined
+/// with `.` (`layers.3.attn.wq`); the root shows as `<root>`.
+///
+/// ```
+/// use tessel_dsl::ir::tree::{PathSegment, TreePath};
+/// let mut p = TreePath::default();
+/// p.push(PathSegment::Field("layers"));
+/// p.push(PathSegment::Index(3));
+/// p.push(PathSegment::Field("wq"));
+/// assert_eq!(p.to_string(), "layers.3.wq");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TreePath {
+    segments: Vec<PathSegment>,
+}
+
+impl TreePath {
+    /// A path starting at the field (or parameter) `name`.
+    pub fn field(name: &'static str) -> Self {
+        TreePath {
+            segments: vec![PathSegment::Field(name)],
+        }
+    }
+
+    /// Descends one step.
+    pub fn push(&mut self, segment: PathSegment) {
+        self.segments.push(segment);
+    }
+
+    /// Goes back up one step.
+    pub fn pop(&mut self) {
+        self.segments.pop();
+    }
+
+    /// The segments, root first.
+    pub fn segments(&self) -> &[PathSegment] {
+        &self.segments
+    }
+
+    /// A [`HostError::Tree`] at this path.
+    pub fn error(&self, message: impl Into<String>) -> HostError {
+        HostError::Tree {
+            path: self.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for TreePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.segments.is_empty() {
+            return f.write_str("<root>");
+        }
+        for (i, s) in self.segments.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            match s {
+                PathSegment::Field(n) => f.write_str(n)?,
+                PathSegment::Index(i) => write!(f, "{i}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A static (non-tensor) field of a tree: its value, for rebuilding a tree
+/// returned by a kernel, and its compile-cache key bytes, since it may
+/// change the traced program.
+#[derive(Clone)]
+pub struct StaticValue {
+    key: Vec<u8>,
+    shown: String,
+    value: Arc<dyn Any + Send + Sync>,
+}
+
+impl StaticValue {
+    /// A static value with its key bytes (from
+    /// [`StaticKey`](crate::kernel::StaticKey)) and how it is shown.
+    pub fn new<T: Any + Send + Sync>(value: T, key: Vec<u8>, shown: String) -> Self {
+        StaticValue {
+            key,
+            shown,
+            value: Arc::new(value),
+        }
+    }
+
+    /// The value, when it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.value.downcast_ref()
+    }
+
+    /// How the value is shown (its `Debug` text).
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+impl fmt::Debug for StaticValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// The structure of one tree value without its leaves: what a flat list of
+/// leaves needs to become that tree again (sequence lengths, which options
+/// are present, which enum variant, the static fields' values). A kernel's
+/// program keeps the structure of what its body returned.
+#[derive(Clone, Debug)]
+pub enum TreeDef {
+    /// One leaf.
+    Leaf,
+    /// The children of a struct, tuple, array or `Vec` (or of `Some`), in order.
+    Node(Vec<TreeDef>),
+    /// An enum value: its variant's index and fields.
+    Variant(usize, Vec<TreeDef>),
+    /// `None`.
+    Absent,
+    /// A static field.
+    Static(StaticValue),
+}
+
+impl TreeDef {
+    /// How many leaves a tree of this structure has.
+    pub fn num_leaves(&self) -> usize {
+        match self {
+            TreeDef::Leaf => 1,
+            TreeDef::Node(c) | TreeDef::Variant(_, c) => c.iter().map(TreeDef::num_leaves).sum(),
+            TreeDef::Absent | TreeDef::Static(_) => 0,
+        }
+    }
+
+    /// Writes the structure's identity (lengths, variants, static values'
+    /// keys) as bytes: two structures over the same leaf specs trace the
+    /// same program exactly when these agree.
+    pub fn write_key(&self, out: &mut Vec<u8>) {
+        match self {
+            TreeDef::Leaf => out.push(0),
+            TreeDef::Node(c) => {
+                out.push(1);
+                out.extend_from_slice(&(c.len() as u64).to_le_bytes());
+                c.iter().for_each(|d| d.write_key(out));
+            }
+            TreeDef::Variant(v, c) => {
+                out.push(2);
+                out.extend_from_slice(&(*v as u64).to_le_bytes());
+                out.extend_from_slice(&(c.len() as u64).to_le_bytes());
+                c.iter().for_each(|d| d.write_key(out));
+            }
+            TreeDef::Absent => out.push(3),
+            TreeDef::Static(s) => {
+                out.push(4);
+                out.extend_from_slice(&(s.key.len() as u64).to_le_bytes());
+                out.extend_from_slice(&s.key);
+            }
+        }
+    }
+
+    /// The children of a node, or an error at `path` naming what was
+    /// expected (`what`: "a struct of 3 fields", ...).
+    pub fn children(
+        &self,
+        path: &TreePath,
+        count: Option<usize>,
+        what: &str,
+    ) -> Result<&[TreeDef], HostError> {
+        match self {
+            TreeDef::Node(c) if count.is_none_or(|n| n == c.len()) => Ok(c),
+            other => Err(path.error(format!("expected {what}, found {}", other.describe()))),
+        }
+    }
+
+    /// A short description, for errors.
+    pub fn describe(&self) -> String {
+        match self {
+            TreeDef::Leaf => "a tensor".into(),
+            TreeDef::Node(c) => format!("a node of {} children", c.len()),
+            TreeDef::Variant(v, _) => format!("enum variant {v}"),
+            TreeDef::Absent => "`None`".into(),
+            TreeDef::Static(s) => format!("the static value {}", s.shown),
+        }
+    }
+}
+
+/// A structure of tensors, implemented on its traced form (`Params<Tensor>`,
+/// `Vec<Tensor>`, `(Tensor, Tensor)`, ...) by `#[derive(Tree)]` or by the
+/// impls of this module. [`Form<L>`](Tree::Form) is the same structure with
+/// leaves of type `L`; the functions work on any form.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tree of tensors",
+    label = "not a `Tensor`, a `#[derive(Tree)]` type, or a tuple, array, `Vec` or `Option` of them",
+    note = "write the structure once, generic over its leaf: \
+            `#[derive(Tree)] struct Params<T = Tensor> {{ w: T, layers: Vec<Layer<T>> }}`"
+)]
+pub trait Tree: Sized {
+    /// The same structure with leaves of type `L`.
+    type Form<L: Leaf>;
+
+    /// Calls `f` on every leaf of `x` with its path, in order.
+    fn visit<'a, L: Leaf>(
+        x: &'a Self::Form<L>,
+        path: &mut TreePath,
+        f: &mut dyn FnMut(&TreePath, &'a L),
+    );
+
+    /// The same structure with every leaf replaced by `f`'s value for it
+    /// (in [`visit`](Tree::visit) order); the first error stops.
+    fn try_map<L: Leaf, M: Leaf, E>(
+        x: &Self::Form<L>,
+        path: &mut TreePath,
+        f: &mut dyn FnMut(&TreePath, &L) -> Result<M, E>,
+    ) -> Result<Self::Form<M>, E>;
+
+    /// The structure of `x`.
+    fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef;
+
+    /// A tree of structure `def` made of the next leaves of `leaves`, or an
+    /// error at the first path where `def` does not fit this type or the
+    /// leaves run out.
+    fn assemble<L: Leaf>(
+        def: &TreeDef,
+        path: &mut TreePath,
+        leaves: &mut dyn Iterator<Item = L>,
+    ) -> Result<Self::Form<L>, HostError>;
+}
+
+/// A value that is one form of a tree: `Params<HostTensor>`,
+/// `Vec<DeviceBuffer>`, a lone `TensorSpec`, ... It names its [`Tree`] and
+/// its leaf type, so functions over trees take the value and infer the rest.
+pub trait TreeValue: Sized {
+    /// The leaf type.
+    type Leaf: Leaf;
+    /// The tree (its traced form) of which this is the `Leaf` form.
+    type Tree: Tree<Form<Self::Leaf> = Self>;
+
+    /// The leaves, in order.
+    fn leaves(&self) -> Vec<&Self::Leaf> {
+        let mut out = Vec::new();
+        <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut |_, l| {
+            out.push(l)
+        });
+        out
+    }
+
+    /// The leaves' paths, in order (`layers.0.wq`, ...).
+    fn leaf_paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut |p, _| {
+            out.push(p.to_string())
+        });
+        out
+    }
+
+    /// The leaves with their paths, in order.
+    fn leaves_with_paths(&self) -> Vec<(String, &Self::Leaf)> {
+        let mut out = Vec::new();
+        <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut |p, l| {
+            out.push((p.to_string(), l))
+        });
+        out
+    }
+
+    /// The same structure with every leaf replaced by `f(path, leaf)`.
+    fn map_leaves<M: Leaf>(
+        &self,
+        mut f: impl FnMut(&TreePath, &Self::Leaf) -> M,
+    ) -> <Self::Tree as Tree>::Form<M> {
+        let mapped = <Self::Tree as Tree>::try_map::<Self::Leaf, M, _>(
+            self,
+            &mut TreePath::default(),
+            &mut |p, l| Ok::<M, std::convert::Infallible>(f(p, l)),
+        );
+        match mapped {
+            Ok(v) => v,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The same structure with every leaf replaced by `f(path, leaf)`; the
+    /// first error stops.
+    fn try_map_leaves<M: Leaf, E>(
+        &self,
+        mut f: impl FnMut(&TreePath, &Self::Leaf) -> Result<M, E>,
+    ) -> Result<<Self::Tree as Tree>::Form<M>, E> {
+        <Self::Tree as Tree>::try_map::<Self::Leaf, M, _>(self, &mut TreePath::default(), &mut f)
+    }
+
+    /// The structure (without the leaves).
+    fn structure(&self) -> TreeDef {
+        <Self::Tree as Tree>::structure::<Self::Leaf>(self)
+    }
+}
+
+/// A tree of structure `def` made of `leaves` (all of them), or an error
+/// naming the first path where they do not fit.
+pub fn assemble_all<T: Tree, L: Leaf>(
+    def: &TreeDef,
+    leaves: Vec<L>,
+) -> Result<T::Form<L>, HostError> {
+    let (n, want) = (leaves.len(), def.num_leaves());
+    if n != want {
+        return Err(TreePath::default().error(format!("the structure has {want} leaves, got {n}")));
+    }
+    T::assemble(def, &mut TreePath::default(), &mut leaves.into_iter())
+}
