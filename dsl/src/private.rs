@@ -23,6 +23,7 @@ pub use crate::lang::{
     and, or, static_condition, AssignPlain, Cmp, ComparePlain, Condition, ForSource, IndexPlain,
     LoopCondition, RangeLoop, RustFor, RustForEarly, Target, TracedFor, TracedForEarly,
 };
+pub use crate::ops::Carry;
 pub use crate::ops::Precision;
 pub use crate::profile::{Profile, ProfileOptions};
 pub use crate::runtime::{Device, DeviceBuffer, Executable};

@@ -17,6 +17,7 @@ pub mod mixed;
 pub mod moe;
 pub mod moe_parallel;
 pub mod norm;
+pub mod optim;
 mod product_checks;
 pub mod quantized;
 pub mod rope;

@@ -266,6 +266,12 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
         }
 
         #[automatically_derived]
+        impl #dsl::Carry for #traced {}
+
+        #[automatically_derived]
+        impl #dsl::Outputs for #traced {}
+
+        #[automatically_derived]
         impl<__L: #leaf_bound> #dsl::TreeValue for #name<__L> {
             type Leaf = __L;
             type Tree = #traced;

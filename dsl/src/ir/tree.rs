@@ -236,7 +236,7 @@ impl TreeDef {
 )]
 pub trait Tree: Sized {
     /// The same structure with leaves of type `L`.
-    type Form<L: Leaf>;
+    type Form<L: Leaf>: 'static;
 
     /// Calls `f` on every leaf of `x` with its path, in order.
     fn visit<'a, L: Leaf>(

@@ -10,7 +10,6 @@ use super::static_key::{StaticArg, StaticKey};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::ir::tree::{assemble_all, Leaf, Tree, TreeDef, TreePath};
-use crate::ops::carry::Carry;
 use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
@@ -252,7 +251,8 @@ pub trait KernelOutput: crate::trace::Outputs {
     fn from_sharded(outs: Vec<ShardedBuffer>, tree: Option<&TreeDef>) -> Result<Self::Sharded>;
 }
 
-impl<T: Carry> KernelOutput for T {
+#[diagnostic::do_not_recommend]
+impl<T: crate::trace::Outputs> KernelOutput for T {
     type Host = T::Form<HostTensor>;
     type Buffer = T::Form<DeviceBuffer>;
     type Sharded = T::Form<ShardedBuffer>;

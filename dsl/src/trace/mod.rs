@@ -10,6 +10,7 @@
 //! `after_error`).
 
 mod after_error;
+pub mod carry;
 pub(crate) mod checks;
 pub mod tensor;
 
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::config::KernelConfig;
 use crate::error::{KernelError, Location, Result};
-use crate::ir::tree::{Tree, TreeDef, TreePath};
+use crate::ir::tree::TreeDef;
 use crate::ir::Op;
 use crate::ir::{Def, Graph, MeshAxes, RegionId, RegionKind, ValueId};
 use crate::shape::TensorSpec;
@@ -303,23 +304,39 @@ impl Drop for Guard {
 /// shape back.
 ///
 /// [`Carry`]: crate::ops::Carry
-pub trait Outputs {
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from a kernel",
+    label = "kernels return a `Tensor`, a tuple, array or `Vec` of them, or a `#[derive(Tree)]` struct"
+)]
+pub trait Outputs: carry::Carry {
     /// The tensors, in order.
-    fn into_tensors(self) -> Vec<Tensor>;
+    fn into_tensors(self) -> Vec<Tensor> {
+        carry::flat(&self)
+    }
     /// The structure the tensors make.
-    fn output_tree(&self) -> TreeDef;
+    fn output_tree(&self) -> TreeDef {
+        Self::structure::<Tensor>(self)
+    }
 }
 
-impl<T: Tree<Form<Tensor> = T>> Outputs for T {
-    fn into_tensors(self) -> Vec<Tensor> {
-        let mut out = Vec::new();
-        T::visit::<Tensor>(&self, &mut TreePath::default(), &mut |_, t| out.push(*t));
-        out
-    }
-    fn output_tree(&self) -> TreeDef {
-        T::structure::<Tensor>(self)
-    }
+impl Outputs for Tensor {}
+impl<X: carry::Carry> Outputs for Vec<X> {}
+impl<X: carry::Carry, const N: usize> Outputs for [X; N] {}
+impl<X: carry::Carry> Outputs for Option<X> {}
+
+macro_rules! outputs_tuple {
+    ($($t:ident),+) => {
+        impl<$($t: carry::Carry),+> Outputs for ($($t,)+) {}
+    };
 }
+outputs_tuple!(A);
+outputs_tuple!(A, B);
+outputs_tuple!(A, B, C);
+outputs_tuple!(A, B, C, D);
+outputs_tuple!(A, B, C, D, E);
+outputs_tuple!(A, B, C, D, E, F);
+outputs_tuple!(A, B, C, D, E, F, G);
+outputs_tuple!(A, B, C, D, E, F, G, H);
 
 /// Checks the parameter specs against the size limits
 /// ([`TensorSpec::check_size`]): a kernel error naming the parameter.
