@@ -103,6 +103,7 @@ pub mod tree {
     pub use crate::ir::tree::{
         assemble_all, Leaf, PathSegment, StaticValue, Tree, TreeDef, TreePath, TreeValue,
     };
+    pub use crate::kernel::save_tree as save;
     pub use crate::kernel::trees::{specs, to_device, to_host, ArgLeaf};
 }
 

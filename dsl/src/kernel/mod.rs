@@ -11,6 +11,7 @@ mod shard_map;
 mod sharded;
 mod sparse_param;
 mod static_key;
+mod tree_checkpoint;
 pub mod trees;
 
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ pub use calls::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
 pub use static_key::{distinct_candidates, StaticArg, StaticKey};
+pub use tree_checkpoint::save as save_tree;
 
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
