@@ -7,7 +7,8 @@
 //! Four prompts of different lengths are prefilled in one call (their
 //! tokens packed into one ragged batch, attended with
 //! `ragged_paged_attention`), then decoded greedily for 64 steps, one token
-//! per sequence per step, with `paged_attention`. Each step is one kernel:
+//! per sequence per step, with `paged_attention`. The parameters, the cache
+//! and a step's inputs are `#[derive(Tree)]` structs. Each step is one kernel:
 //! embedding, for each layer RMSNorm → q/k/v with RoPE at the tokens'
 //! (traced) positions → the new keys and values written into their pages →
 //! attention over the cache → MLP, then the logits. The page pools are
@@ -20,8 +21,6 @@
 
 use std::time::Instant;
 
-use tessel::config::KernelConfig;
-use tessel::kernel::Kernel;
 use tessel::kernels::activation::swiglu;
 use tessel::kernels::attention::{attention_reference_with, AttentionExtras, FlashOptions};
 use tessel::kernels::norm::rms_norm;
@@ -30,6 +29,7 @@ use tessel::kernels::serving::{
     PagedKv, ServeOptions,
 };
 use tessel::prelude::*;
+use tessel::{tree, Tree};
 
 const VOCAB: usize = 256;
 const DIM: usize = 64;
@@ -41,7 +41,6 @@ const LAYERS: usize = 2;
 const PAGE: usize = 16;
 /// Pages per layer; layer `l` uses pages `l · POOL ..` of one pool.
 const POOL: usize = 48;
-const PARAMS: usize = 2 + 9 * LAYERS;
 
 /// A tiny deterministic generator (xorshift).
 struct Rng(u64);
@@ -58,23 +57,43 @@ impl Rng {
     }
 }
 
-fn parameter_shapes() -> Vec<Vec<usize>> {
-    let mut p = vec![vec![VOCAB, DIM]];
-    for _ in 0..LAYERS {
-        p.extend([
-            vec![DIM],
-            vec![DIM, HEADS * HEAD_DIM],
-            vec![DIM, KV_HEADS * HEAD_DIM],
-            vec![DIM, KV_HEADS * HEAD_DIM],
-            vec![HEADS * HEAD_DIM, DIM],
-            vec![DIM],
-            vec![DIM, HIDDEN],
-            vec![DIM, HIDDEN],
-            vec![HIDDEN, DIM],
-        ]);
-    }
-    p.push(vec![DIM]);
-    p
+/// One block's parameters.
+#[derive(Tree)]
+struct Block<T = Tensor> {
+    attn_norm: T,
+    wq: T,
+    wk: T,
+    wv: T,
+    wo: T,
+    mlp_norm: T,
+    w_gate: T,
+    w_up: T,
+    w_down: T,
+}
+
+/// The decoder's parameters: traced in the kernels, device buffers between calls.
+#[derive(Tree)]
+struct Model<T = Tensor> {
+    embedding: T,
+    blocks: Vec<Block<T>>,
+    final_norm: T,
+}
+
+/// The key and value page pools (donated: updated in place).
+#[derive(Tree)]
+struct Cache<T = Tensor> {
+    k: T,
+    v: T,
+}
+
+/// One step's tokens, their positions and their places in the cache.
+#[derive(Tree)]
+struct Step<T = Tensor> {
+    tokens: T,
+    positions: T,
+    tables: T,
+    kv_lens: T,
+    cu_q_lens: T,
 }
 
 fn init(shape: &[usize], rng: &mut Rng) -> tessel::Result<HostTensor> {
@@ -86,6 +105,29 @@ fn init(shape: &[usize], rng: &mut Rng) -> tessel::Result<HostTensor> {
         (0..n).map(|_| (rng.unit() * 2.0 - 1.0) * scale).collect()
     };
     HostTensor::from_vec(values, shape.to_vec())
+}
+
+fn init_model(rng: &mut Rng) -> tessel::Result<Model<HostTensor>> {
+    let embedding = init(&[VOCAB, DIM], rng)?;
+    let mut blocks = Vec::new();
+    for _ in 0..LAYERS {
+        blocks.push(Block {
+            attn_norm: init(&[DIM], rng)?,
+            wq: init(&[DIM, HEADS * HEAD_DIM], rng)?,
+            wk: init(&[DIM, KV_HEADS * HEAD_DIM], rng)?,
+            wv: init(&[DIM, KV_HEADS * HEAD_DIM], rng)?,
+            wo: init(&[HEADS * HEAD_DIM, DIM], rng)?,
+            mlp_norm: init(&[DIM], rng)?,
+            w_gate: init(&[DIM, HIDDEN], rng)?,
+            w_up: init(&[DIM, HIDDEN], rng)?,
+            w_down: init(&[HIDDEN, DIM], rng)?,
+        });
+    }
+    Ok(Model {
+        embedding,
+        blocks,
+        final_norm: init(&[DIM], rng)?,
+    })
 }
 
 /// Rotary embedding of `x: [T, H, HEAD_DIM]` at positions `pos: s32 [T]`
@@ -101,106 +143,98 @@ fn rope_rows(x: Tensor, pos: Tensor) -> Tensor {
     concat(&[a * cos - b * sin, b * cos + a * sin], 2)
 }
 
-/// How a step attends.
-#[derive(Clone, Copy)]
-enum Attend {
-    /// Packed prompts, `ragged_paged_attention`.
-    Prefill,
-    /// One token per sequence, `paged_attention`.
-    Decode,
+/// The residual stream after attention output `o: [T, HEADS, HEAD_DIM]` and the MLP.
+fn finish_block(w: &Block, x: Tensor, o: Tensor) -> Tensor {
+    let x = x + o.reshape(&[x.dim(0) as isize, DIM as isize]).matmul(w.wo);
+    let h = rms_norm(x, w.mlp_norm, 1e-5);
+    x + swiglu(h.matmul(w.w_gate), h.matmul(w.w_up)).matmul(w.w_down)
 }
 
-/// One step over the cache: args are the parameters, then `tokens`,
-/// `positions` (s32 `[T]`), the key and value pools, the block tables
-/// (layer 0's page ids), `kv_lens` and `cu_q_lens`. Returns the logits
-/// `[T, VOCAB]` and the two pools.
-fn cached_step(a: &[Tensor], mode: Attend) -> Vec<Tensor> {
-    let (p, rest) = a.split_at(PARAMS);
-    let [tokens, positions, mut k_pool, mut v_pool, tables, kv_lens, cu] = rest else {
-        unreachable!("the kernel's parameters are named and counted")
+/// Queries `[T, HEADS, HEAD_DIM]`, keys and values `[T, KV_HEADS, HEAD_DIM]`.
+fn qkv(w: &Block, x: Tensor, positions: Tensor) -> (Tensor, Tensor, Tensor) {
+    let h = rms_norm(x, w.attn_norm, 1e-5);
+    let split = |y: Tensor, heads: usize| {
+        y.reshape(&[x.dim(0) as isize, heads as isize, HEAD_DIM as isize])
     };
-    let t = tokens.dim(0) as isize;
-    let mut x = p[0].take(*tokens, 0);
+    let q = rope_rows(split(h.matmul(w.wq), HEADS), positions);
+    let k = rope_rows(split(h.matmul(w.wk), KV_HEADS), positions);
+    (q, k, split(h.matmul(w.wv), KV_HEADS))
+}
+
+/// One step over the cache: the prompts packed into one ragged batch
+/// (`prefill`, `ragged_paged_attention`) or one token per sequence
+/// (`paged_attention`). Returns the cache and the logits `[T, VOCAB]`.
+#[cpu_kernel(donate(cache))]
+fn cached_step(p: Model, cache: Cache, step: Step, prefill: bool) -> (Cache, Tensor) {
+    step_over_cache(&p, cache, &step, prefill)
+}
+
+/// The body of [`cached_step`](fn@cached_step).
+fn step_over_cache(p: &Model, cache: Cache, step: &Step, prefill: bool) -> (Cache, Tensor) {
+    let (mut k_pool, mut v_pool) = (cache.k, cache.v);
+    let mut x = p.embedding.take(step.tokens, 0);
     let opts = ServeOptions::new();
-    for l in 0..LAYERS {
-        let w = &p[1 + 9 * l..1 + 9 * (l + 1)];
-        let h = rms_norm(x, w[0], 1e-5);
-        let split = |y: Tensor, heads: usize| y.reshape(&[t, heads as isize, HEAD_DIM as isize]);
-        let q = rope_rows(split(h.matmul(w[1]), HEADS), *positions);
-        let k = rope_rows(split(h.matmul(w[2]), KV_HEADS), *positions);
-        let v = split(h.matmul(w[3]), KV_HEADS);
-        let layer_tables = *tables + (l * POOL) as i32;
-        let kv = kv_cache_update_with(
-            &PagedKv::new(k_pool, v_pool),
-            k,
-            v,
-            layer_tables,
-            *kv_lens,
-            *cu,
-        );
+    for (l, w) in p.blocks.iter().enumerate() {
+        let (q, k, v) = qkv(w, x, step.positions);
+        let tables = step.tables + (l * POOL) as i32;
+        let kv = PagedKv::new(k_pool, v_pool);
+        let kv = kv_cache_update_with(&kv, k, v, tables, step.kv_lens, step.cu_q_lens);
         (k_pool, v_pool) = (kv.k_pages, kv.v_pages);
-        let o = match mode {
-            Attend::Prefill => {
-                ragged_paged_attention_with(q, &kv, layer_tables, *kv_lens, *cu, &opts)
-            }
-            Attend::Decode => paged_attention_with(q, &kv, layer_tables, *kv_lens, &opts),
-        };
-        x = x + o.reshape(&[t, DIM as isize]).matmul(w[4]);
-        let h = rms_norm(x, w[5], 1e-5);
-        x = x + swiglu(h.matmul(w[6]), h.matmul(w[7])).matmul(w[8]);
+        let o = attend(q, &kv, tables, step, prefill, &opts);
+        x = finish_block(w, x, o);
     }
-    let x = rms_norm(x, p[PARAMS - 1], 1e-5);
-    vec![x.matmul(p[0].t()), k_pool, v_pool]
+    let logits = rms_norm(x, p.final_norm, 1e-5).matmul(p.embedding.t());
+    (
+        Cache {
+            k: k_pool,
+            v: v_pool,
+        },
+        logits,
+    )
+}
+
+/// The attention of one step: ragged over the packed prompts, or paged
+/// with one query per sequence.
+fn attend(
+    q: Tensor,
+    kv: &PagedKv,
+    tables: Tensor,
+    step: &Step,
+    prefill: bool,
+    opts: &ServeOptions,
+) -> Tensor {
+    if prefill {
+        ragged_paged_attention_with(q, kv, tables, step.kv_lens, step.cu_q_lens, opts)
+    } else {
+        paged_attention_with(q, kv, tables, step.kv_lens, opts)
+    }
 }
 
 /// The logits `[S, VOCAB]` of one whole sequence `tokens: s32 [S]`,
 /// without a cache: causal attention over all its tokens.
-fn full_forward(a: &[Tensor]) -> Tensor {
-    let (p, tokens) = (&a[..PARAMS], a[PARAMS]);
+#[cpu_kernel]
+fn full_forward(p: Model, tokens: Tensor) -> Tensor {
     let s = tokens.dim(0) as isize;
     let positions = Tensor::iota([tokens.dim(0)], 0, S32);
-    let mut x = p[0].take(tokens, 0);
+    let mut x = p.embedding.take(tokens, 0);
     // [S, H, D] -> [1, H, S, D]
     let heads = |y: Tensor, h: usize| {
-        y.reshape(&[s, h as isize, HEAD_DIM as isize])
-            .transpose(&[1, 0, 2])
+        y.transpose(&[1, 0, 2])
             .reshape(&[1, h as isize, s, HEAD_DIM as isize])
     };
-    for l in 0..LAYERS {
-        let w = &p[1 + 9 * l..1 + 9 * (l + 1)];
-        let h = rms_norm(x, w[0], 1e-5);
-        let split = |y: Tensor, n: usize| y.reshape(&[s, n as isize, HEAD_DIM as isize]);
-        let q = rope_rows(split(h.matmul(w[1]), HEADS), positions);
-        let k = rope_rows(split(h.matmul(w[2]), KV_HEADS), positions);
-        let v = split(h.matmul(w[3]), KV_HEADS);
-        let flat = |y: Tensor, n: usize| y.reshape(&[s, (n * HEAD_DIM) as isize]);
-        let (q, k, v) = (
-            heads(flat(q, HEADS), HEADS),
-            heads(flat(k, KV_HEADS), KV_HEADS),
-            heads(flat(v, KV_HEADS), KV_HEADS),
-        );
+    for w in &p.blocks {
+        let (q, k, v) = qkv(w, x, positions);
         let causal = FlashOptions::new().causal(true);
+        let (q, k, v) = (heads(q, HEADS), heads(k, KV_HEADS), heads(v, KV_HEADS));
         let (o, _) = attention_reference_with(q, k, v, &AttentionExtras::default(), &causal);
-        let o = o
-            .reshape(&[HEADS as isize, s, HEAD_DIM as isize])
-            .transpose(&[1, 0, 2]);
-        x = x + o.reshape(&[s, DIM as isize]).matmul(w[4]);
-        let h = rms_norm(x, w[5], 1e-5);
-        x = x + swiglu(h.matmul(w[6]), h.matmul(w[7])).matmul(w[8]);
+        x = finish_block(
+            w,
+            x,
+            o.reshape(&[HEADS as isize, s, HEAD_DIM as isize])
+                .transpose(&[1, 0, 2]),
+        );
     }
-    rms_norm(x, p[PARAMS - 1], 1e-5).matmul(p[0].t())
-}
-
-/// The body of a cached step, as a function pointer (both steps share one
-/// kernel type).
-type StepBody = fn(&[Tensor]) -> Vec<Tensor>;
-
-fn prefill_body(a: &[Tensor]) -> Vec<Tensor> {
-    cached_step(a, Attend::Prefill)
-}
-
-fn decode_body(a: &[Tensor]) -> Vec<Tensor> {
-    cached_step(a, Attend::Decode)
+    rms_norm(x, p.final_norm, 1e-5).matmul(p.embedding.t())
 }
 
 fn argmax(row: &[f32]) -> i32 {
@@ -211,13 +245,6 @@ fn argmax(row: &[f32]) -> i32 {
         }
     }
     best as i32
-}
-
-/// The three results of a step: the logits and the two pools.
-fn three(out: Vec<DeviceBuffer>) -> tessel::Result<[DeviceBuffer; 3]> {
-    let got = out.len();
-    out.try_into()
-        .map_err(|_| tessel::DeviceError::OutputCount { expected: 3, got }.into())
 }
 
 fn s32(v: Vec<i32>) -> tessel::Result<HostTensor> {
@@ -235,10 +262,7 @@ fn main() -> tessel::Result<()> {
         .unwrap_or(64usize);
     let dev = Device::from_env()?;
     let mut rng = Rng(0x5eed);
-    let mut params = Vec::new();
-    for shape in parameter_shapes() {
-        params.push(dev.to_device(&init(&shape, &mut rng)?)?);
-    }
+    let params = tree::to_device(&dev, &init_model(&mut rng)?)?;
 
     let prompt_lens = [7usize, 19, 33, 12];
     let b = prompt_lens.len();
@@ -259,34 +283,15 @@ fn main() -> tessel::Result<()> {
     let buckets = Buckets::powers_of_two(1024);
     let width = buckets.bucket(longest.div_ceil(PAGE))?;
     let seqs: Vec<u64> = (0..b as u64).collect();
-    let tables = dev.to_device(&pool.block_tables(&seqs, width)?)?;
+    let tables = pool.block_tables(&seqs, width)?;
     let pool_spec = TensorSpec::new(vec![LAYERS * POOL, PAGE, KV_HEADS, HEAD_DIM], F32);
-    let mut k_pool = dev.to_device(&HostTensor::zeros(pool_spec.clone()))?;
-    let mut v_pool = dev.to_device(&HostTensor::zeros(pool_spec))?;
-
-    let mut names: Vec<String> = (0..PARAMS).map(|i| format!("p{i}")).collect();
-    names.extend(
-        [
-            "tokens",
-            "positions",
-            "k_pool",
-            "v_pool",
-            "tables",
-            "kv_lens",
-            "cu_q_lens",
-        ]
-        .map(String::from),
-    );
-    let config = KernelConfig {
-        donate: &["k_pool", "v_pool"],
-        ..KernelConfig::default()
-    };
-    let prefill = Kernel::new("prefill_step", prefill_body as StepBody)
-        .params(names.clone())
-        .config(config);
-    let decode = Kernel::new("decode_step", decode_body as StepBody)
-        .params(names)
-        .config(config);
+    let mut cache = tree::to_device(
+        &dev,
+        &Cache {
+            k: HostTensor::zeros(pool_spec.clone()),
+            v: HostTensor::zeros(pool_spec),
+        },
+    )?;
 
     // Prefill: the prompts packed into one ragged batch, padded to a bucket.
     let packed: usize = prompt_lens.iter().sum();
@@ -300,38 +305,26 @@ fn main() -> tessel::Result<()> {
     tokens.resize(t, 0);
     positions.resize(t, 0);
     let mut kv_lens: Vec<i32> = prompt_lens.iter().map(|&n| n as i32).collect();
-    let run_step = |kernel: &Kernel<StepBody>,
-                    tokens: Vec<i32>,
-                    positions: Vec<i32>,
-                    kv_lens: &[i32],
-                    cu: Vec<i32>,
-                    k_pool: &DeviceBuffer,
-                    v_pool: &DeviceBuffer|
-     -> tessel::Result<Vec<DeviceBuffer>> {
-        let small = [
-            dev.to_device(&s32(tokens)?)?,
-            dev.to_device(&s32(positions)?)?,
-            dev.to_device(&s32(kv_lens.to_vec())?)?,
-            dev.to_device(&s32(cu)?)?,
-        ];
-        let mut a: Vec<&DeviceBuffer> = params.iter().collect();
-        a.extend([
-            &small[0], &small[1], k_pool, v_pool, &tables, &small[2], &small[3],
-        ]);
-        kernel.call(&dev, &a)
+    // One step: its small inputs copied in, the cache donated and returned.
+    let mut run_step = |tokens: Vec<i32>,
+                        positions: Vec<i32>,
+                        kv_lens: &[i32],
+                        cu: Vec<i32>,
+                        prefill: bool|
+     -> tessel::Result<DeviceBuffer> {
+        let step = Step {
+            tokens: dev.to_device(&s32(tokens)?)?,
+            positions: dev.to_device(&s32(positions)?)?,
+            tables: dev.to_device(&tables)?,
+            kv_lens: dev.to_device(&s32(kv_lens.to_vec())?)?,
+            cu_q_lens: dev.to_device(&s32(cu)?)?,
+        };
+        let (next, logits) = cached_step::call(&dev, &params, &cache, &step, prefill)?;
+        cache = next;
+        Ok(logits)
     };
     let start = Instant::now();
-    let out = run_step(
-        &prefill,
-        tokens,
-        positions,
-        &kv_lens,
-        cu.clone(),
-        &k_pool,
-        &v_pool,
-    )?;
-    let [logits, k2, v2] = three(out)?;
-    (k_pool, v_pool) = (k2, v2);
+    let logits = run_step(tokens, positions, &kv_lens, cu.clone(), true)?;
     let logits = logits.to_host()?.to_vec::<f32>()?;
     let mut cached: Vec<Vec<Vec<f32>>> = vec![Vec::new(); b];
     let mut next = Vec::new();
@@ -355,17 +348,7 @@ fn main() -> tessel::Result<()> {
             generated[s].push(next[s]);
             *len += 1;
         }
-        let out = run_step(
-            &decode,
-            next.clone(),
-            positions,
-            &kv_lens,
-            decode_cu.clone(),
-            &k_pool,
-            &v_pool,
-        )?;
-        let [logits, k2, v2] = three(out)?;
-        (k_pool, v_pool) = (k2, v2);
+        let logits = run_step(next.clone(), positions, &kv_lens, decode_cu.clone(), false)?;
         let logits = logits.to_host()?.to_vec::<f32>()?;
         for s in 0..b {
             let r = logits[s * VOCAB..(s + 1) * VOCAB].to_vec();
@@ -380,15 +363,14 @@ fn main() -> tessel::Result<()> {
     let after = dev.cache().stats();
 
     // Recompute each whole sequence without a cache.
-    let full = Kernel::new("full_forward", full_forward);
     let mut max_diff = 0f32;
     for s in 0..b {
         let mut seq = prompts[s].clone();
         seq.extend(&generated[s]);
         let seq_t = dev.to_device(&s32(seq.clone())?)?;
-        let mut a: Vec<&DeviceBuffer> = params.iter().collect();
-        a.push(&seq_t);
-        let logits = full.call(&dev, &a)?.remove(0).to_host()?.to_vec::<f32>()?;
+        let logits = full_forward::call(&dev, &params, &seq_t)?
+            .to_host()?
+            .to_vec::<f32>()?;
         let n = prompt_lens[s];
         for (i, row) in cached[s].iter().enumerate() {
             let at = n - 1 + i;

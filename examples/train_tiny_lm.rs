@@ -7,10 +7,12 @@
 //! The model: byte embedding (tied with the output layer), two blocks of
 //! RMSNorm → causal multi-head attention with RoPE (the library's flash
 //! attention) → RMSNorm → SwiGLU MLP, a final RMSNorm, and the softmax
-//! cross-entropy of the next byte. One training step is one kernel: the
-//! loss and every parameter's gradient (`autodiff::value_and_grad`), global
-//! norm clipping and an AdamW update of every parameter, all on the device;
-//! the parameters and moments stay device-resident between steps.
+//! cross-entropy of the next byte. The parameters are one `#[derive(Tree)]`
+//! struct and the training state (parameters and optimizer state) another.
+//! One training step is one kernel: the loss and every parameter's gradient
+//! (`autodiff::value_and_grad` over the tree), global norm clipping and an
+//! AdamW update (`tessel::kernels::optim`), all on the device; the state is
+//! donated, so it stays device-resident and is updated in place.
 //! `--devices D` runs the same step data-parallel: the batch is split over
 //! D devices and XLA inserts the all-reduce of the gradients.
 //!
@@ -21,14 +23,15 @@
 use std::time::Instant;
 
 use tessel::autodiff::value_and_grad;
-use tessel::kernel::Kernel;
 use tessel::kernels::activation::swiglu;
 use tessel::kernels::attention::{flash_attention, FlashOptions};
 use tessel::kernels::norm::rms_norm;
+use tessel::kernels::optim::{OptState, Optimizer, PathMask, Schedule};
 use tessel::kernels::rope::{rope, RopeLayout, RopeTable};
-use tessel::kernels::train::{adamw, clip_by_global_norm, cross_entropy, AdamW};
+use tessel::kernels::train::cross_entropy;
 use tessel::prelude::*;
 use tessel::shard::{Mesh, PartitionSpec, ShardedBuffer};
+use tessel::{Tree, TreeValue};
 
 const VOCAB: usize = 256;
 const DIM: usize = 64;
@@ -78,26 +81,41 @@ fn corpus(len: usize) -> Vec<u8> {
     text.into_bytes()[..len].to_vec()
 }
 
-/// Parameter names and shapes, in order.
-fn parameter_shapes() -> Vec<(String, Vec<usize>)> {
-    let mut p = vec![("embedding".to_string(), vec![VOCAB, DIM])];
-    for l in 0..LAYERS {
-        for (name, shape) in [
-            ("attn_norm", vec![DIM]),
-            ("wq", vec![DIM, DIM]),
-            ("wk", vec![DIM, DIM]),
-            ("wv", vec![DIM, DIM]),
-            ("wo", vec![DIM, DIM]),
-            ("mlp_norm", vec![DIM]),
-            ("w_gate", vec![DIM, HIDDEN]),
-            ("w_up", vec![DIM, HIDDEN]),
-            ("w_down", vec![HIDDEN, DIM]),
-        ] {
-            p.push((format!("layer{l}.{name}"), shape));
-        }
-    }
-    p.push(("final_norm".to_string(), vec![DIM]));
-    p
+/// One transformer block's parameters.
+#[derive(Tree, Clone)]
+struct Block<T = Tensor> {
+    attn_norm: T,
+    wq: T,
+    wk: T,
+    wv: T,
+    wo: T,
+    mlp_norm: T,
+    w_gate: T,
+    w_up: T,
+    w_down: T,
+}
+
+/// The model: written once, it holds traced tensors in the kernel and
+/// sharded buffers on the mesh.
+#[derive(Tree, Clone)]
+struct Model<T = Tensor> {
+    embedding: T,
+    blocks: Vec<Block<T>>,
+    final_norm: T,
+}
+
+/// Everything a step updates: the parameters and the optimizer's state.
+#[derive(Tree)]
+struct TrainState<T = Tensor> {
+    params: Model<T>,
+    opt: OptState<Model<T>, T>,
+}
+
+/// The RoPE table's two halves.
+#[derive(Tree)]
+struct Rope<T = Tensor> {
+    cos: T,
+    sin: T,
 }
 
 fn init(shape: &[usize], rng: &mut Rng) -> HostTensor {
@@ -109,6 +127,28 @@ fn init(shape: &[usize], rng: &mut Rng) -> HostTensor {
         (0..n).map(|_| (rng.unit() * 2.0 - 1.0) * scale).collect()
     };
     HostTensor::from_vec(values, shape.to_vec()).expect("shape matches")
+}
+
+fn init_model(rng: &mut Rng) -> Model<HostTensor> {
+    let embedding = init(&[VOCAB, DIM], rng);
+    let blocks = (0..LAYERS)
+        .map(|_| Block {
+            attn_norm: init(&[DIM], rng),
+            wq: init(&[DIM, DIM], rng),
+            wk: init(&[DIM, DIM], rng),
+            wv: init(&[DIM, DIM], rng),
+            wo: init(&[DIM, DIM], rng),
+            mlp_norm: init(&[DIM], rng),
+            w_gate: init(&[DIM, HIDDEN], rng),
+            w_up: init(&[DIM, HIDDEN], rng),
+            w_down: init(&[HIDDEN, DIM], rng),
+        })
+        .collect();
+    Model {
+        embedding,
+        blocks,
+        final_norm: init(&[DIM], rng),
+    }
 }
 
 /// Splits `[B, S, DIM]` into heads `[B, HEADS, S, DIM / HEADS]`.
@@ -123,26 +163,42 @@ fn heads(x: Tensor) -> Tensor {
 }
 
 /// The mean next-byte loss of `tokens` (`[BATCH, SEQ + 1]`) under `p`.
-fn loss(p: &[Tensor], tokens: Tensor, cos: Tensor, sin: Tensor) -> Tensor {
+fn loss(p: &Model, tokens: Tensor, rope_table: &Rope) -> Tensor {
     let (b, s, d) = (BATCH as isize, SEQ as isize, DIM as isize);
+    let (cos, sin) = (rope_table.cos, rope_table.sin);
     let inputs = tokens.slice_axis(1, 0, SEQ).reshape(&[b * s]);
     let targets = tokens.slice_axis(1, 1, SEQ + 1).reshape(&[b * s]);
-    let emb = p[0];
-    let mut x = emb.take(inputs, 0).reshape(&[b, s, d]);
-    for l in 0..LAYERS {
-        let w = &p[1 + 9 * l..1 + 9 * (l + 1)];
-        let h = rms_norm(x, w[0], 1e-5);
-        let q = rope(heads(h.matmul(w[1])), cos, sin, 0, RopeLayout::HalfSplit);
-        let k = rope(heads(h.matmul(w[2])), cos, sin, 0, RopeLayout::HalfSplit);
-        let v = heads(h.matmul(w[3]));
+    let mut x = p.embedding.take(inputs, 0).reshape(&[b, s, d]);
+    for w in &p.blocks {
+        let h = rms_norm(x, w.attn_norm, 1e-5);
+        let q = rope(heads(h.matmul(w.wq)), cos, sin, 0, RopeLayout::HalfSplit);
+        let k = rope(heads(h.matmul(w.wk)), cos, sin, 0, RopeLayout::HalfSplit);
+        let v = heads(h.matmul(w.wv));
         let a = flash_attention(q, k, v, FlashOptions::new().causal(true));
         let a = a.transpose(&[0, 2, 1, 3]).reshape(&[b, s, d]);
-        x = x + a.matmul(w[4]);
-        let h = rms_norm(x, w[5], 1e-5);
-        x = x + swiglu(h.matmul(w[6]), h.matmul(w[7])).matmul(w[8]);
+        x = x + a.matmul(w.wo);
+        let h = rms_norm(x, w.mlp_norm, 1e-5);
+        x = x + swiglu(h.matmul(w.w_gate), h.matmul(w.w_up)).matmul(w.w_down);
     }
-    let x = rms_norm(x, p[p.len() - 1], 1e-5).reshape(&[b * s, d]);
-    cross_entropy(x.matmul(emb.t()), targets)
+    let x = rms_norm(x, p.final_norm, 1e-5).reshape(&[b * s, d]);
+    cross_entropy(x.matmul(p.embedding.t()), targets)
+}
+
+/// One training step: loss and gradients of every parameter, clipping and
+/// the optimizer's update, the whole state donated and updated in place.
+#[cpu_kernel(donate(state))]
+fn train_step(
+    state: TrainState,
+    tokens: Tensor,
+    rope_table: Rope,
+    opt: Optimizer,
+) -> (TrainState, Tensor) {
+    let (l, grads) = value_and_grad(
+        |p: Model| loss(&p, tokens, &rope_table),
+        state.params.clone(),
+    );
+    let (params, opt) = opt.update(grads, state.opt, state.params);
+    (TrainState { params, opt }, l)
 }
 
 fn main() -> tessel::Result<()> {
@@ -178,55 +234,24 @@ fn main() -> tessel::Result<()> {
     let replicated = PartitionSpec::replicated();
     let by_batch = PartitionSpec::new([Some("data"), None]);
     let put = |h: &HostTensor, p: &PartitionSpec| ShardedBuffer::from_host(&mesh, h, p);
-    let shapes = parameter_shapes();
-    let n = shapes.len();
-    let mut rng = Rng(42);
-    // The training state: parameters, first moments, second moments.
-    let mut state = Vec::with_capacity(3 * n);
-    for (_, shape) in &shapes {
-        state.push(put(&init(shape, &mut rng), &replicated)?);
-    }
-    for _ in 0..2 {
-        for (_, shape) in &shapes {
-            let zeros = HostTensor::from_vec(vec![0f32; shape.iter().product()], shape.clone())?;
-            state.push(put(&zeros, &replicated)?);
-        }
-    }
-    let table = RopeTable::new(SEQ, DIM / HEADS, 10_000.0)?;
-    let cos = put(table.cos(), &replicated)?;
-    let sin = put(table.sin(), &replicated)?;
-
-    // One step: args = params, m, v, tokens, step, lr, cos, sin;
-    // results = loss, params', m', v'.
-    let hp = AdamW {
-        weight_decay: 0.0,
-        ..AdamW::default()
+    let place = |h: &HostTensor| put(h, &replicated);
+    // AdamW without weight decay, the gradients clipped to norm 1, the rate
+    // warmed up linearly to 3e-3 over 20 steps.
+    let opt = Optimizer::adamw(Schedule::warmup_constant(3e-3, 20), 0.0, PathMask::All)
+        .clip_by_global_norm(1.0);
+    let params = init_model(&mut Rng(42));
+    let host_state = TrainState {
+        opt: opt.init(&params)?,
+        params,
     };
-    let step_kernel = Kernel::new("train_step", move |a: &[Tensor]| {
-        let (ps, ms, vs) = (&a[..n], &a[n..2 * n], &a[2 * n..3 * n]);
-        let (tokens, step, lr, cos, sin) = (
-            a[3 * n],
-            a[3 * n + 1],
-            a[3 * n + 2],
-            a[3 * n + 3],
-            a[3 * n + 4],
-        );
-        let (l, grads) = value_and_grad(|p: Vec<Tensor>| loss(&p, tokens, cos, sin), ps.to_vec());
-        let (grads, _) = clip_by_global_norm(&grads, 1.0);
-        let mut out = vec![l];
-        let mut new_m = Vec::new();
-        let mut new_v = Vec::new();
-        for i in 0..n {
-            let (p2, m2, v2) = adamw(ps[i], grads[i], ms[i], vs[i], step, lr, hp);
-            out.push(p2);
-            new_m.push(m2);
-            new_v.push(v2);
-        }
-        out.extend(new_m);
-        out.extend(new_v);
-        out
-    });
-    let outputs = vec![replicated.clone(); 1 + 3 * n];
+    let mut state = host_state.try_map_leaves(|_, h| place(h))?;
+    let table = RopeTable::new(SEQ, DIM / HEADS, 10_000.0)?;
+    let rope_table = Rope {
+        cos: place(table.cos())?,
+        sin: place(table.sin())?,
+    };
+    // Every result replicated: the new state's leaves and the loss.
+    let outputs = vec![replicated.clone(); state.leaves().len() + 1];
 
     let text = corpus(1 << 16);
     let mut data_rng = Rng(7);
@@ -241,17 +266,10 @@ fn main() -> tessel::Result<()> {
             tokens.extend(text[at..at + SEQ + 1].iter().map(|&b| i32::from(b)));
         }
         let tokens = put(&HostTensor::from_vec(tokens, [BATCH, SEQ + 1])?, &by_batch)?;
-        let warmup = (step as f32 / 20.0).min(1.0);
-        let lr = put(
-            &HostTensor::from_vec(vec![3e-3f32 * warmup], [])?,
-            &replicated,
-        )?;
-        let step_t = put(&HostTensor::from_vec(vec![step as i32], [])?, &replicated)?;
-        let mut args: Vec<&ShardedBuffer> = state.iter().collect();
-        args.extend([&tokens, &step_t, &lr, &cos, &sin]);
-        let mut out = step_kernel.call_sharded(&mesh, &outputs, &args)?;
-        state = out.split_off(1);
-        let l = out[0].to_host()?.to_vec::<f32>()?[0];
+        let (next, l) =
+            train_step::call_sharded(&mesh, &outputs, &state, &tokens, &rope_table, opt.clone())?;
+        state = next;
+        let l = l.to_host()?.to_vec::<f32>()?[0];
         first.get_or_insert(l);
         last = l;
         if step % log_every == 0 || step == 1 {

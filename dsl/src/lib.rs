@@ -78,7 +78,7 @@ pub use trace::{thread_trace_count, trace, trace_count};
 /// `DeviceBuffer`s between calls and `HostTensor`s on the host.
 ///
 /// ```
-/// use tessel_dsl as tessel;
+/// # extern crate tessel_dsl as tessel;
 /// use tessel::{tree, Tensor, Tree, TreeValue, HostTensor, TensorSpec, F32};
 ///
 /// #[derive(Tree)]

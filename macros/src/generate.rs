@@ -111,6 +111,13 @@ pub fn companion(
         })
     };
     let check_cfg = check(quote!(config));
+    // Whether `run_with` needs the host arguments before running (for
+    // `check_args` or autotuning).
+    let collect_first = if opts.check_args.is_some() {
+        quote!(true)
+    } else {
+        quote!(config.autotune)
+    };
     let check_const = check(quote!(&Self::CONFIG));
     let body_host = body(quote!(bind_host));
     let body_spec = body(quote!(bind_spec));
@@ -128,15 +135,15 @@ pub fn companion(
             /// The configuration given by the kernel's attribute.
             pub const CONFIG: #cfg_ty = #config;
 
-            fn __kernel<F, O>(config: &#cfg_ty, c: &#dsl::ArgCollector<'_>, f: F) -> #dsl::Kernel<F>
+            fn __kernel<F, O>(config: &#cfg_ty, c: &mut #dsl::ArgCollector<'_>, f: F) -> #dsl::Kernel<F>
             where
                 F: Fn(&[#dsl::Tensor]) -> O,
                 O: #dsl::Outputs,
             {
                 #dsl::Kernel::new(#name_str, f)
-                    .params(c.names.iter().cloned())
+                    .params(::core::mem::take(&mut c.names))
                     .config(*config)
-                    .statics(c.statics.clone())
+                    .statics(::core::mem::take(&mut c.statics))
                     .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
             }
 
@@ -147,7 +154,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_host).run_typed(device, &__c.hosts)
+                Self::__kernel(config, &mut __c, #body_host).run_typed(device, &__c.hosts)
             }
 
             /// Runs the kernel once on device buffers under `config`, as given.
@@ -157,7 +164,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_buf).call_typed(device, &__c.buffers)
+                Self::__kernel(config, &mut __c, #body_buf).call_typed(device, &__c.buffers)
             }
 
             /// Runs the kernel once for autotuning on host tensors (copied to the
@@ -171,7 +178,7 @@ pub fn companion(
             ) -> #dsl::Result<()> {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                #dsl::autotune_run_host(&Self::__kernel(config, &__c, #body_host), device, &__c.hosts, uploads)
+                #dsl::autotune_run_host(&Self::__kernel(config, &mut __c, #body_host), device, &__c.hosts, uploads)
             }
 
             /// Runs the kernel once for autotuning on device buffers, waiting for
@@ -182,7 +189,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                #dsl::autotune_call(&Self::__kernel(config, &__c, #body_buf), device, &__c.buffers)
+                #dsl::autotune_call(&Self::__kernel(config, &mut __c, #body_buf), device, &__c.buffers)
             }
 
             /// Runs the kernel on host tensors under `config` (traced and compiled
@@ -192,8 +199,12 @@ pub fn companion(
             pub fn run_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
                 -> #dsl::Result<<#ret as #ko>::Host>
             {
+                // The arguments are collected here only for the argument
+                // check and autotuning; `__run_host` collects its own.
                 let mut __c = #dsl::ArgCollector::default();
-                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                if #collect_first {
+                    #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                }
                 #check_cfg
                 #tune_host
                 Self::__run_host(config, device, #(#ps),*)
@@ -204,8 +215,12 @@ pub fn companion(
             pub fn call_with(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
                 -> #dsl::Result<<#ret as #ko>::Buffer>
             {
+                // Collected here only for autotuning; `__call_buffers`
+                // collects its own.
                 let mut __c = #dsl::ArgCollector::default();
-                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                if config.autotune {
+                    #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                }
                 #tune_buffer
                 Self::__call_buffers(config, device, #(#ps),*)
             }
@@ -215,7 +230,7 @@ pub fn companion(
             pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_spec).lower(&__c.specs)
+                Self::__kernel(config, &mut __c, #body_spec).lower(&__c.specs)
             }
 
             /// Compiles (or fetches from the device's cache) the kernel for these specs, under `config`.
@@ -225,7 +240,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &__c, #body_spec).compile(device, &__c.specs)
+                Self::__kernel(config, &mut __c, #body_spec).compile(device, &__c.specs)
             }
 
             /// Profiles the kernel on host tensors under `config`: trace, compile
@@ -240,7 +255,7 @@ pub fn companion(
                 #tune_host
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                let mut __p = Self::__kernel(config, &__c, #body_host).profile(device, &__c.hosts, options)?;
+                let mut __p = Self::__kernel(config, &mut __c, #body_host).profile(device, &__c.hosts, options)?;
                 __p.tuned = __tuned;
                 ::core::result::Result::Ok(__p)
             }
@@ -269,7 +284,7 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_const
-                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_host);
+                let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_host);
                 let __outs = __k.run_sharded(mesh, shardings, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs, __k.output_tree().as_deref())
             }
@@ -287,7 +302,7 @@ pub fn companion(
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
                 #check_const
-                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_host);
+                let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_host);
                 let __outs = __k.run_shard_map(mesh, shardings, &__c.hosts)?;
                 <#ret as #ko>::from_host(__outs, __k.output_tree().as_deref())
             }
@@ -302,7 +317,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
-                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_sharded);
+                let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_sharded);
                 let __outs = __k.call_sharded(mesh, outputs, &__c.sharded)?;
                 <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
             }
@@ -317,7 +332,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
-                let __k = Self::__kernel(&Self::CONFIG, &__c, #body_sharded);
+                let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_sharded);
                 let __outs = __k.call_shard_map(mesh, outputs, &__c.sharded)?;
                 <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
             }

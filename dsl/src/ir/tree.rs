@@ -54,29 +54,53 @@ pub enum PathSegment {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TreePath {
     segments: Vec<PathSegment>,
+    /// The path as shown, kept up to date by `push` and `pop` (so naming
+    /// every leaf of a large tree costs one copy per leaf).
+    text: String,
+    /// The length of `text` before each segment.
+    ends: Vec<usize>,
 }
 
 impl TreePath {
     /// A path starting at the field (or parameter) `name`.
     pub fn field(name: &'static str) -> Self {
-        TreePath {
-            segments: vec![PathSegment::Field(name)],
-        }
+        let mut p = TreePath::default();
+        p.push(PathSegment::Field(name));
+        p
     }
 
     /// Descends one step.
     pub fn push(&mut self, segment: PathSegment) {
+        use std::fmt::Write;
+        self.ends.push(self.text.len());
+        if !self.segments.is_empty() {
+            self.text.push('.');
+        }
+        match segment {
+            PathSegment::Field(n) => self.text.push_str(n),
+            PathSegment::Index(i) => {
+                let _ = write!(self.text, "{i}");
+            }
+        }
         self.segments.push(segment);
     }
 
     /// Goes back up one step.
     pub fn pop(&mut self) {
+        if let Some(end) = self.ends.pop() {
+            self.text.truncate(end);
+        }
         self.segments.pop();
     }
 
     /// The segments, root first.
     pub fn segments(&self) -> &[PathSegment] {
         &self.segments
+    }
+
+    /// The path joined with `.` (empty at the root).
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 
     /// A [`HostError::Tree`] at this path.
@@ -91,18 +115,10 @@ impl TreePath {
 impl fmt::Display for TreePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.segments.is_empty() {
-            return f.write_str("<root>");
+            f.write_str("<root>")
+        } else {
+            f.write_str(&self.text)
         }
-        for (i, s) in self.segments.iter().enumerate() {
-            if i > 0 {
-                f.write_str(".")?;
-            }
-            match s {
-                PathSegment::Field(n) => f.write_str(n)?,
-                PathSegment::Index(i) => write!(f, "{i}")?,
-            }
-        }
-        Ok(())
     }
 }
 
@@ -288,7 +304,7 @@ pub trait TreeValue: Sized {
     fn leaf_paths(&self) -> Vec<String> {
         let mut out = Vec::new();
         <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut |p, _| {
-            out.push(p.to_string())
+            out.push(p.as_str().to_owned())
         });
         out
     }
@@ -297,7 +313,7 @@ pub trait TreeValue: Sized {
     fn leaves_with_paths(&self) -> Vec<(String, &Self::Leaf)> {
         let mut out = Vec::new();
         <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut |p, l| {
-            out.push((p.to_string(), l))
+            out.push((p.as_str().to_owned(), l))
         });
         out
     }

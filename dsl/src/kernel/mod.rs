@@ -14,6 +14,7 @@ mod static_key;
 mod tree_checkpoint;
 pub mod trees;
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 pub use crate::config::{KernelConfig, Platform};
@@ -59,7 +60,7 @@ use crate::trace::{trace, trace_on_mesh, Outputs};
 /// ```
 pub struct Kernel<F> {
     name: String,
-    params: Vec<String>,
+    params: Vec<Cow<'static, str>>,
     config: KernelConfig,
     statics: StaticKey,
     key: Option<String>,
@@ -97,7 +98,7 @@ where
     pub fn params<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: Into<Cow<'static, str>>,
     {
         self.params = names.into_iter().map(Into::into).collect();
         self
@@ -203,7 +204,7 @@ where
                 let n = self
                     .params
                     .get(i)
-                    .cloned()
+                    .map(|n| n.to_string())
                     .unwrap_or_else(|| format!("arg{i}"));
                 (n, s.clone())
             })

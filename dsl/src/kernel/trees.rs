@@ -91,7 +91,7 @@ pub fn collect_tree<'a, T: Tree, L: ArgLeaf>(
     c: &mut ArgCollector<'a>,
 ) {
     T::visit::<L>(x, &mut TreePath::field(name), &mut |p, l| {
-        l.collect(Cow::Owned(p.to_string()), c)
+        l.collect(Cow::Owned(p.as_str().to_owned()), c)
     });
     let mut key = Vec::new();
     T::structure::<L>(x).write_key(&mut key);

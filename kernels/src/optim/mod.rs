@@ -7,8 +7,8 @@
 //! state is donated and updated in place with the parameters.
 //!
 //! ```
-//! # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
-//! use tessel::kernels::optim::{Optimizer, OptState, PathMask, Schedule};
+//! # extern crate tessel_dsl as tessel;
+//! use tessel_kernels::optim::{Optimizer, OptState, PathMask, Schedule};
 //! use tessel::prelude::*;
 //! use tessel::{autodiff::value_and_grad, tree, Tree};
 //!
