@@ -27,7 +27,7 @@ impl Optimizer {
     /// One optimizer step inside a kernel: from the gradients `grads` (the
     /// parameters' structure, as `value_and_grad` gives them), the state and
     /// the parameters, the new parameters and the new state. Statistics and
-    /// the update are computed in [`slot_dtype`](super::slot_dtype) (f32 for
+    /// the update are computed in [`slot_dtype`] (f32 for
     /// bf16 parameters) and the new parameters cast back to their dtype.
     ///
     /// A state of another layout (a slot count the chain does not keep, a
