@@ -50,9 +50,7 @@ impl Checkpoint {
     where
         X::Leaf: ArgLeaf,
     {
-        let want = wanted(like);
-        let taken = self.take(&want)?;
-        rebuild(like, taken)
+        take_into(like, |want| self.take(want))
     }
 
     /// [`take_tree`](Self::take_tree), and the checkpoint must hold nothing
@@ -64,10 +62,21 @@ impl Checkpoint {
     where
         X::Leaf: ArgLeaf,
     {
-        let want = wanted(like);
-        let taken = self.take_all(&want)?;
-        rebuild(like, taken)
+        take_into(like, |want| self.take_all(want))
     }
+}
+
+/// The tensors `take` gives for `like`'s leaves (paths and types), in
+/// `like`'s structure.
+fn take_into<X: TreeValue>(
+    like: &X,
+    take: impl FnOnce(&[(String, TensorSpec)]) -> Result<Vec<HostTensor>>,
+) -> Result<<X::Tree as Tree>::Form<HostTensor>>
+where
+    X::Leaf: ArgLeaf,
+{
+    let taken = take(&wanted(like))?;
+    rebuild(like, taken)
 }
 
 /// The paths and types of `like`'s leaves.

@@ -12,6 +12,45 @@ fn at<R>(path: &mut TreePath, segment: PathSegment, f: impl FnOnce(&mut TreePath
     r
 }
 
+/// Visits the elements of a sequence, each at its index.
+fn visit_seq<'a, X: Tree, L: Leaf>(
+    xs: &'a [X::Form<L>],
+    path: &mut TreePath,
+    f: &mut dyn FnMut(&TreePath, &'a L),
+) {
+    for (i, e) in xs.iter().enumerate() {
+        at(path, PathSegment::Index(i), |p| X::visit(e, p, f));
+    }
+}
+
+/// Maps the elements of a sequence, each at its index.
+fn map_seq<X: Tree, L: Leaf, M: Leaf, E>(
+    xs: &[X::Form<L>],
+    path: &mut TreePath,
+    f: &mut dyn FnMut(&TreePath, &L) -> Result<M, E>,
+) -> Result<Vec<X::Form<M>>, E> {
+    let mut out = Vec::with_capacity(xs.len());
+    for (i, e) in xs.iter().enumerate() {
+        out.push(at(path, PathSegment::Index(i), |p| X::try_map(e, p, f))?);
+    }
+    Ok(out)
+}
+
+/// The elements of a sequence of structures `children`, each at its index.
+fn assemble_seq<X: Tree, L: Leaf>(
+    children: &[TreeDef],
+    path: &mut TreePath,
+    leaves: &mut dyn Iterator<Item = L>,
+) -> Result<Vec<X::Form<L>>, HostError> {
+    let mut out = Vec::with_capacity(children.len());
+    for (i, d) in children.iter().enumerate() {
+        out.push(at(path, PathSegment::Index(i), |p| {
+            X::assemble(d, p, leaves)
+        })?);
+    }
+    Ok(out)
+}
+
 impl<X: Tree> Tree for Vec<X> {
     type Form<L: Leaf> = Vec<X::Form<L>>;
 
@@ -20,9 +59,7 @@ impl<X: Tree> Tree for Vec<X> {
         path: &mut TreePath,
         f: &mut dyn FnMut(&TreePath, &'a L),
     ) {
-        for (i, e) in x.iter().enumerate() {
-            at(path, PathSegment::Index(i), |p| X::visit(e, p, f));
-        }
+        visit_seq::<X, L>(x, path, f)
     }
 
     fn try_map<L: Leaf, M: Leaf, E>(
@@ -30,11 +67,7 @@ impl<X: Tree> Tree for Vec<X> {
         path: &mut TreePath,
         f: &mut dyn FnMut(&TreePath, &L) -> Result<M, E>,
     ) -> Result<Self::Form<M>, E> {
-        let mut out = Vec::with_capacity(x.len());
-        for (i, e) in x.iter().enumerate() {
-            out.push(at(path, PathSegment::Index(i), |p| X::try_map(e, p, f))?);
-        }
-        Ok(out)
+        map_seq::<X, L, M, E>(x, path, f)
     }
 
     fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef {
@@ -47,13 +80,7 @@ impl<X: Tree> Tree for Vec<X> {
         leaves: &mut dyn Iterator<Item = L>,
     ) -> Result<Self::Form<L>, HostError> {
         let children = def.children(path, None, "a sequence")?;
-        let mut out = Vec::with_capacity(children.len());
-        for (i, d) in children.iter().enumerate() {
-            out.push(at(path, PathSegment::Index(i), |p| {
-                X::assemble(d, p, leaves)
-            })?);
-        }
-        Ok(out)
+        assemble_seq::<X, L>(children, path, leaves)
     }
 }
 
@@ -70,9 +97,7 @@ impl<X: Tree, const N: usize> Tree for [X; N] {
         path: &mut TreePath,
         f: &mut dyn FnMut(&TreePath, &'a L),
     ) {
-        for (i, e) in x.iter().enumerate() {
-            at(path, PathSegment::Index(i), |p| X::visit(e, p, f));
-        }
+        visit_seq::<X, L>(x, path, f)
     }
 
     fn try_map<L: Leaf, M: Leaf, E>(
@@ -80,11 +105,7 @@ impl<X: Tree, const N: usize> Tree for [X; N] {
         path: &mut TreePath,
         f: &mut dyn FnMut(&TreePath, &L) -> Result<M, E>,
     ) -> Result<Self::Form<M>, E> {
-        let mut out = Vec::with_capacity(N);
-        for (i, e) in x.iter().enumerate() {
-            out.push(at(path, PathSegment::Index(i), |p| X::try_map(e, p, f))?);
-        }
-        Ok(into_array(out))
+        map_seq::<X, L, M, E>(x, path, f).map(into_array)
     }
 
     fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef {
@@ -97,13 +118,7 @@ impl<X: Tree, const N: usize> Tree for [X; N] {
         leaves: &mut dyn Iterator<Item = L>,
     ) -> Result<Self::Form<L>, HostError> {
         let children = def.children(path, Some(N), &format!("an array of {N}"))?;
-        let mut out = Vec::with_capacity(N);
-        for (i, d) in children.iter().enumerate() {
-            out.push(at(path, PathSegment::Index(i), |p| {
-                X::assemble(d, p, leaves)
-            })?);
-        }
-        Ok(into_array(out))
+        assemble_seq::<X, L>(children, path, leaves).map(into_array)
     }
 }
 
