@@ -296,14 +296,29 @@ fn rope_traced(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: Rope
         Err(poisoned) => return poisoned,
     };
     let os = offset.spec();
-    if os.rank() != 0 || !os.dtype.is_integer() {
+    // A scalar, or the one-element vector `cache_update` and the decode
+    // kernels take for a position.
+    let one = os.rank() == 0 || (os.rank() == 1 && os.shape[0] == 1);
+    if !one || !os.dtype.is_integer() {
         return trace_error(
             op,
             &[x, offset],
-            format!("offset must be an integer scalar (s32), got {os}"),
+            format!("offset must be an integer scalar (s32[] or s32[1]), got {os}"),
         );
     }
-    let starts = [offset.cast(S32), Tensor::scalar(0.0, S32)];
+    let offset = offset.reshape(&[]).cast(S32);
+    // XLA would clamp a start past `max_len - S` (rotating at the wrong
+    // positions): a check inside the program reports it instead.
+    let (rows, len) = (cos.dim(0), x.dim(-2));
+    if len <= rows {
+        let last = (rows - len).min(i32::MAX as usize) as i32;
+        tessel::check(
+            offset.ge(0) & offset.le(last),
+            format!("rope_at: offset {{}} with {len} positions is not in 0..={last} (tables of {rows} rows)"),
+            &[offset],
+        );
+    }
+    let starts = [offset, Tensor::scalar(0.0, S32)];
     let sizes = [x.dim(-2), cos.dim(1)];
     rotate(
         x,
@@ -341,10 +356,12 @@ pub fn rope(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayo
     rope_static(x, cos, sin, offset, layout)
 }
 
-/// [`rope`](fn@rope) with the position offset as a traced integer scalar `offset`
-/// (s32, or any integer type): one compiled program for every decoding
-/// step. The table rows are read with a dynamic slice, whose start XLA
-/// clamps to `max_len - S`; keep `offset + S <= max_len`.
+/// [`rope`](fn@rope) with the position offset as a traced integer `offset`
+/// (a scalar or a one-element vector, s32 or any integer type, as
+/// `cache_update` and the decode kernels take positions): one compiled
+/// program for every decoding step. An offset outside `0..=max_len - S` is
+/// an [`Error::Check`](tessel::Error::Check) after the call (a dynamic
+/// slice would clamp it and rotate at the wrong positions).
 ///
 /// ```
 /// use tessel_kernels::rope::{rope_at, RopeLayout, RopeTable};

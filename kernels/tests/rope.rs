@@ -261,6 +261,28 @@ fn bad_arguments_are_kernel_errors() {
     );
 }
 
+#[test]
+fn traced_offsets_take_both_position_shapes_and_are_checked() {
+    let d = dev();
+    let table = RopeTable::new(8, 4, BASE).unwrap();
+    let (c, s) = (table.cos(), table.sin());
+    let (x, _) = random(F32, &[1, 3, 4], 2, -1.0, 1.0);
+    let layout = RopeLayout::HalfSplit;
+    let scalar = rope_at::run(&d, &x, c, s, &HostTensor::scalar(5i32), layout).unwrap();
+    let vector = HostTensor::from_vec(vec![5i32], [1]).unwrap();
+    let one = rope_at::run(&d, &x, c, s, &vector, layout).unwrap();
+    assert_eq!(scalar, one);
+    for bad in [6i32, -1, i32::MAX] {
+        let e = rope_at::run(&d, &x, c, s, &HostTensor::scalar(bad), layout).unwrap_err();
+        assert!(matches!(e, Error::Check(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("offset {bad} with 3 positions is not in 0..=5")),
+            "{e}"
+        );
+    }
+}
+
 /// One decoding step of attention inputs: q and k rotated at the same
 /// traced position, inside a user kernel.
 #[cpu_kernel]
