@@ -360,7 +360,7 @@ pub fn rope(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayo
 /// (a scalar or a one-element vector, s32 or any integer type, as
 /// `cache_update` and the decode kernels take positions): one compiled
 /// program for every decoding step. An offset outside `0..=max_len - S` is
-/// an [`Error::Check`](tessel::Error::Check) after the call (a dynamic
+/// an [`Error::Check`] after the call (a dynamic
 /// slice would clamp it and rotate at the wrong positions).
 ///
 /// ```
