@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 
 use super::static_key::{StaticArg, StaticKey};
+use super::trees::ArgLeaf;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::ir::tree::{assemble_all, Leaf, Tree, TreeDef, TreePath};
@@ -132,18 +133,13 @@ impl KernelParam for Tensor {
     type Buffer<'a> = &'a DeviceBuffer;
     type Sharded<'a> = &'a ShardedBuffer;
     fn collect_host<'a>(arg: &&'a HostTensor, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(Cow::Borrowed(name));
-        c.hosts.push(*arg);
-        c.specs.push(arg.spec().clone());
+        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
     }
     fn collect_spec<'a>(arg: &&'a TensorSpec, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(Cow::Borrowed(name));
-        c.specs.push((*arg).clone());
+        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
     }
     fn collect_buffer<'a>(arg: &&'a DeviceBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(Cow::Borrowed(name));
-        c.buffers.push(*arg);
-        c.specs.push(arg.spec().clone());
+        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
     }
     fn bind_host(_: &&HostTensor, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
@@ -155,9 +151,7 @@ impl KernelParam for Tensor {
         next.next().unwrap_or(Tensor::INERT)
     }
     fn collect_sharded<'a>(arg: &&'a ShardedBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        c.names.push(Cow::Borrowed(name));
-        c.sharded.push(*arg);
-        c.specs.push(arg.spec().clone());
+        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
     }
     fn bind_sharded(_: &&ShardedBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)

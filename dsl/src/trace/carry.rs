@@ -8,6 +8,7 @@ use crate::host::HostTensor;
 use crate::ir::tree::{Leaf, Tree, TreeDef, TreePath, TreeValue};
 use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
+use crate::trace::Outputs;
 
 impl Leaf for Tensor {}
 
@@ -86,25 +87,29 @@ pub trait Carry: Tree<Form<Tensor> = Self> {
     }
 }
 
-impl Carry for Tensor {}
-impl<X: Carry> Carry for Vec<X> {}
-impl<X: Carry, const N: usize> Carry for [X; N] {}
-impl<X: Carry> Carry for Option<X> {}
 impl Carry for () {}
 
-macro_rules! carry_tuple {
-    ($($t:ident),+) => {
-        impl<$($t: Carry),+> Carry for ($($t,)+) {}
-    };
+/// Each container of carries is a carry, and a kernel may return it.
+macro_rules! carry_and_output {
+    ($([$($g:tt)*] $t:ty;)*) => {$(
+        impl<$($g)*> Carry for $t {}
+        impl<$($g)*> Outputs for $t {}
+    )*};
 }
-carry_tuple!(A);
-carry_tuple!(A, B);
-carry_tuple!(A, B, C);
-carry_tuple!(A, B, C, D);
-carry_tuple!(A, B, C, D, E);
-carry_tuple!(A, B, C, D, E, F);
-carry_tuple!(A, B, C, D, E, F, G);
-carry_tuple!(A, B, C, D, E, F, G, H);
+carry_and_output! {
+    [] Tensor;
+    [X: Carry] Vec<X>;
+    [X: Carry, const N: usize] [X; N];
+    [X: Carry] Option<X>;
+    [A: Carry] (A,);
+    [A: Carry, B: Carry] (A, B);
+    [A: Carry, B: Carry, C: Carry] (A, B, C);
+    [A: Carry, B: Carry, C: Carry, D: Carry] (A, B, C, D);
+    [A: Carry, B: Carry, C: Carry, D: Carry, E: Carry] (A, B, C, D, E);
+    [A: Carry, B: Carry, C: Carry, D: Carry, E: Carry, F: Carry] (A, B, C, D, E, F);
+    [A: Carry, B: Carry, C: Carry, D: Carry, E: Carry, F: Carry, G: Carry] (A, B, C, D, E, F, G);
+    [A: Carry, B: Carry, C: Carry, D: Carry, E: Carry, F: Carry, G: Carry, H: Carry] (A, B, C, D, E, F, G, H);
+}
 
 /// The tensors of a carry, in order.
 pub fn flat<C: Carry>(c: &C) -> Vec<Tensor> {

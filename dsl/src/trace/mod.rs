@@ -319,25 +319,6 @@ pub trait Outputs: carry::Carry {
     }
 }
 
-impl Outputs for Tensor {}
-impl<X: carry::Carry> Outputs for Vec<X> {}
-impl<X: carry::Carry, const N: usize> Outputs for [X; N] {}
-impl<X: carry::Carry> Outputs for Option<X> {}
-
-macro_rules! outputs_tuple {
-    ($($t:ident),+) => {
-        impl<$($t: carry::Carry),+> Outputs for ($($t,)+) {}
-    };
-}
-outputs_tuple!(A);
-outputs_tuple!(A, B);
-outputs_tuple!(A, B, C);
-outputs_tuple!(A, B, C, D);
-outputs_tuple!(A, B, C, D, E);
-outputs_tuple!(A, B, C, D, E, F);
-outputs_tuple!(A, B, C, D, E, F, G);
-outputs_tuple!(A, B, C, D, E, F, G, H);
-
 /// Checks the parameter specs against the size limits
 /// ([`TensorSpec::check_size`]): a kernel error naming the parameter.
 fn check_params(name: &str, params: &[(String, TensorSpec)]) -> Result<()> {
