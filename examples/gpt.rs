@@ -76,12 +76,12 @@ struct Cache<T = Tensor> {
     v: T,
 }
 
-/// One serving step's tokens and their places in the cache.
+/// One serving step's tokens and their places in the cache (the block
+/// tables stay on the device, passed apart).
 #[derive(Tree)]
 struct Batch<T = Tensor> {
     tokens: T,
     positions: T,
-    tables: T,
     kv_lens: T,
     cu_q_lens: T,
 }
@@ -148,12 +148,12 @@ fn train_step(state: TrainState, tokens: Tensor, opt: Optimizer) -> (TrainState,
 
 /// One serving step over the cache: the prompts packed in one ragged batch
 /// (`prefill`) or one new token per sequence. Returns the cache and the logits.
-fn serve(p: &Gpt, cache: Cache, batch: &Batch, prefill: bool) -> (Cache, Tensor) {
+fn serve(p: &Gpt, cache: Cache, tables: Tensor, batch: &Batch, prefill: bool) -> (Cache, Tensor) {
     let (mut k_pages, mut v_pages) = (cache.k, cache.v);
     let mut x = p.embed.take(batch.tokens, 0);
     for (l, blk) in p.blocks.iter().enumerate() {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), batch.positions);
-        let tables = batch.tables + (l * POOL) as i32;
+        let tables = tables + (l * POOL) as i32;
         let kv = PagedKv::new(k_pages, v_pages);
         let kv = kv_cache_update_with(&kv, k, v, tables, batch.kv_lens, batch.cu_q_lens);
         let opts = ServeOptions::new();
@@ -174,9 +174,15 @@ fn serve(p: &Gpt, cache: Cache, batch: &Batch, prefill: bool) -> (Cache, Tensor)
     )
 }
 
-#[cpu_kernel(donate(cache))]
-fn serve_step(params: Gpt, cache: Cache, batch: Batch, prefill: bool) -> (Cache, Tensor) {
-    serve(&params, cache, &batch, prefill)
+#[cpu_kernel]
+fn serve_step(
+    params: Gpt,
+    #[donate] cache: Cache,
+    tables: Tensor,
+    batch: Batch,
+    prefill: bool,
+) -> (Cache, Tensor) {
+    serve(&params, cache, tables, &batch, prefill)
 }
 
 /// A tiny deterministic generator (xorshift).
@@ -310,7 +316,6 @@ fn generate(
         let batch = Batch {
             tokens: s32(&tokens)?,
             positions: s32(&positions)?,
-            tables: tables.to_host()?,
             kv_lens: s32(&kv_lens)?,
             cu_q_lens: s32(&cu)?,
         };
@@ -318,6 +323,7 @@ fn generate(
             dev,
             params,
             &cache,
+            &tables,
             &tree::to_device(dev, &batch)?,
             step == 0,
         )?;
@@ -401,6 +407,16 @@ fn main() -> tessel::Result<()> {
     println!(
         "train: {:.0} tokens/s",
         (steps * BATCH * SEQ) as f64 / seconds
+    );
+    // The donated state is updated in place: its buffers are the results'.
+    let exe = train_step::compile(&dev, &tree::specs(&state), batches[0].spec(), opt.clone())?;
+    let m = exe.memory_stats()?;
+    let mib = |b: i64| b as f64 / (1 << 20) as f64;
+    println!(
+        "train step memory: {:.2} MiB in, {:.2} MiB out, {:.2} MiB of them shared (donated)",
+        mib(m.argument_bytes),
+        mib(m.output_bytes),
+        mib(m.alias_bytes)
     );
 
     // Resume on a fresh device from the checkpoint: the same losses, bit for bit.

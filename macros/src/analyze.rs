@@ -14,12 +14,42 @@ const RESERVED: &[&str] = &["device", "config", "options"];
 pub struct Param {
     pub ident: syn::Ident,
     pub ty: Type,
+    /// The `#[donate]` attribute on the parameter, if written.
+    pub donate: Option<syn::Attribute>,
 }
 
 /// What the generator needs from the function.
 pub struct KernelSig {
     pub params: Vec<Param>,
     pub ret: Type,
+}
+
+/// The `#[donate]` among a parameter's attributes (an error if it takes
+/// arguments).
+fn donate_attr(
+    attrs: &[syn::Attribute],
+    errors: &mut darling::error::Accumulator,
+) -> Option<syn::Attribute> {
+    let attr = attrs.iter().find(|a| a.path().is_ident("donate"))?;
+    if !matches!(attr.meta, syn::Meta::Path(_)) {
+        errors.push(
+            Error::custom(
+                "`#[donate]` takes no arguments: it donates the whole parameter (every leaf of a tree)",
+            )
+            .with_span(&attr.meta),
+        );
+    }
+    Some(attr.clone())
+}
+
+/// Removes the `#[donate]` attributes from `f`'s parameters (they are the
+/// macro's, not the compiler's).
+pub fn strip_param_attrs(f: &mut ItemFn) {
+    for arg in &mut f.sig.inputs {
+        if let FnArg::Typed(pt) = arg {
+            pt.attrs.retain(|a| !a.path().is_ident("donate"));
+        }
+    }
 }
 
 /// Validates the function's signature, accumulating every problem.
@@ -103,6 +133,7 @@ pub fn analyze(f: &ItemFn) -> darling::Result<KernelSig> {
                     params.push(Param {
                         ident: pi.ident.clone(),
                         ty: (*pt.ty).clone(),
+                        donate: donate_attr(&pt.attrs, &mut errors),
                     });
                 }
                 other => errors.push(

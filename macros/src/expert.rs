@@ -117,6 +117,13 @@ pub fn check(sig: &KernelSig, func: &ItemFn) -> darling::Result<()> {
         )
         .with_span(&func.sig.ident));
     }
+    if let Some(a) = sig.params.iter().find_map(|p| p.donate.as_ref()) {
+        return Err(Error::custom(
+            "an expert kernel does not donate its arguments: `#[donate]` applies to \
+             `#[cpu_kernel]`, `#[tpu_kernel]`, `#[gpu_kernel]` and `#[sparse_kernel]` parameters",
+        )
+        .with_span(a));
+    }
     if let Some(p) = sig.params.iter().find(|p| p.ident == "router") {
         return Err(Error::custom(
             "`router` is the routed layer's router-weight parameter; rename this parameter",
@@ -174,14 +181,17 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
     let mut params = vec![Param {
         ident: x.clone(),
         ty: x_ty.clone(),
+        donate: None,
     }];
     params.push(Param {
         ident: syn::Ident::new("router", Span::call_site()),
         ty: syn::parse_quote!(#dsl::Tensor),
+        donate: None,
     });
     params.extend(rest.iter().map(|p| Param {
         ident: p.ident.clone(),
         ty: p.ty.clone(),
+        donate: None,
     }));
     let layer_sig = KernelSig {
         params,

@@ -141,7 +141,7 @@ pub fn companion(
                 O: #dsl::Outputs,
             {
                 #dsl::Kernel::new(#name_str, f)
-                    .params(::core::mem::take(&mut c.names))
+                    .param_names(::core::mem::take(&mut c.names))
                     .config(*config)
                     .statics(::core::mem::take(&mut c.statics))
                     .cache_key(::core::concat!(::core::module_path!(), "::", #name_str))
@@ -154,7 +154,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &mut __c, #body_host).run_typed(device, &__c.hosts)
+                Self::__kernel(config, &mut __c, #body_host).run_collected(device, &mut __c)
             }
 
             /// Runs the kernel once on device buffers under `config`, as given.
@@ -164,7 +164,7 @@ pub fn companion(
             {
                 let mut __c = #dsl::ArgCollector::default();
                 #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
-                Self::__kernel(config, &mut __c, #body_buf).call_typed(device, &__c.buffers)
+                Self::__kernel(config, &mut __c, #body_buf).call_collected(device, &mut __c)
             }
 
             /// Runs the kernel once for autotuning on host tensors (copied to the
@@ -410,7 +410,7 @@ pub fn companion(
                     __out
                 };
                 let mut __outs = #dsl::Kernel::new(::std::format!("{}_value_and_grad", #name_str), __body)
-                    .params(__c.names.iter().cloned())
+                    .param_names(__c.names.clone())
                     .config(*config)
                     .statics(__c.statics.clone())
                     .cache_key(__key)

@@ -43,6 +43,10 @@ use options::Attribute;
 /// configuration and the tensor arguments, in order, before tracing or
 /// running: for checks of values that the device could not report, such
 /// as indices).
+///
+/// A parameter written `#[donate] state: TrainState` is donated (as with
+/// `donate(state)`): every buffer of it may be reused for a result of the
+/// same type, and using it after `call` is an error naming its path.
 #[proc_macro_attribute]
 pub fn tpu_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(Attribute::Tpu, attr.into(), item.into()).into()
@@ -150,6 +154,7 @@ fn pipeline<O>(
     }
     let errs = errors.finish().err().map(darling::Error::write_errors);
     let mut out = func.clone();
+    analyze::strip_param_attrs(&mut out);
     if !body_ok {
         stub_body(&mut out);
     } else if sig.is_some() {

@@ -412,8 +412,14 @@ fn block_size(b: &SpannedValue<BlockSize>, errors: &mut Accumulator) -> Option<u
 }
 
 /// Checks that every donated name is a parameter of the kernel; names that
-/// are not are reported and dropped.
+/// are not are reported and dropped. Parameters marked `#[donate]` are
+/// added.
 pub fn check_donate(opts: &mut Options, sig: &KernelSig, errors: &mut Accumulator) {
+    for p in sig.params.iter().filter(|p| p.donate.is_some()) {
+        if !opts.donate.contains(&p.ident) {
+            opts.donate.push(p.ident.clone());
+        }
+    }
     let names: Vec<String> = sig.params.iter().map(|p| p.ident.to_string()).collect();
     let allowed: Vec<&str> = names.iter().map(String::as_str).collect();
     opts.donate.retain(|d| {

@@ -78,6 +78,7 @@ impl TreePath {
         }
         match segment {
             PathSegment::Field(n) => self.text.push_str(n),
+            PathSegment::Index(i) if i < 10 => self.text.push(char::from(b'0' + i as u8)),
             PathSegment::Index(i) => {
                 let _ = write!(self.text, "{i}");
             }
@@ -298,6 +299,11 @@ pub trait TreeValue: Sized {
             out.push(l)
         });
         out
+    }
+
+    /// Calls `f(path, leaf)` for each leaf, in order.
+    fn for_each_leaf<'a>(&'a self, mut f: impl FnMut(&TreePath, &'a Self::Leaf)) {
+        <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut f);
     }
 
     /// The leaves' paths, in order (`layers.0.wq`, ...).

@@ -212,7 +212,7 @@ where
     F: Fn(&[Tensor]) -> O,
     O: Outputs,
 {
-    if !kernel.config.donate.is_empty() {
+    if kernel.donates() {
         return kernel.run(device, args).map(drop);
     }
     let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();

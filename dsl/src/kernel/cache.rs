@@ -239,19 +239,25 @@ impl CompileCache {
     }
 
     /// The executable for `key`: from the cache, or made by `lower` (which
-    /// traces and returns the program text and a compile step) and
-    /// remembered. Concurrent callers with the same key wait for the first
+    /// traces for the key and returns the program text and a compile step)
+    /// and remembered. Concurrent callers with the same key wait for the first
     /// one instead of compiling again; a failure is returned to the caller
     /// that made it and not cached.
     pub fn get_or_compile<C>(
         &self,
         key: CacheKey,
-        lower: impl FnOnce() -> Result<(String, C)>,
+        lower: impl FnOnce(&CacheKey) -> Result<(String, C)>,
     ) -> Result<(Arc<Executable>, Lookup)>
     where
         C: FnOnce() -> Result<Executable>,
     {
-        let slot = locked(&self.by_key).entry(key).or_default().clone();
+        let slot = {
+            let mut by_key = locked(&self.by_key);
+            match by_key.get(&key) {
+                Some(slot) => slot.clone(),
+                None => by_key.entry(key.clone()).or_default().clone(),
+            }
+        };
         self.touch(&slot);
         let mut exe_slot = locked(&slot.exe);
         if let Some(exe) = exe_slot.as_ref() {
@@ -259,7 +265,7 @@ impl CompileCache {
             return Ok((exe.clone(), Lookup::Hit));
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let built = lower().and_then(|(text, compile)| {
+        let built = lower(&key).and_then(|(text, compile)| {
             let cached = locked(&self.by_text).get(&text).and_then(Weak::upgrade);
             match cached {
                 Some(e) => Ok(e),
@@ -358,7 +364,7 @@ mod tests {
                 specs: vec![TensorSpec::new([i], crate::dtype::DType::F32)],
                 config: KernelConfig::default(),
             };
-            let failed = cache.get_or_compile(key, || -> Lowered {
+            let failed = cache.get_or_compile(key, |_| -> Lowered {
                 Err(crate::Error::Io {
                     path: "trace".into(),
                     source: std::io::Error::other("does not trace"),

@@ -12,6 +12,7 @@ mod sharded;
 mod sparse_param;
 mod static_key;
 mod tree_checkpoint;
+mod tree_kernel;
 pub mod trees;
 
 use std::borrow::Cow;
@@ -20,10 +21,11 @@ use std::sync::{Arc, Mutex};
 pub use crate::config::{KernelConfig, Platform};
 pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
 pub use calls::{with_call_log, CallRecord};
-pub use params::{single_output, ArgCollector, KernelOutput, KernelParam};
+pub use params::{single_output, ArgCollector, KernelOutput, KernelParam, ParamNames};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
 pub use static_key::{distinct_candidates, StaticArg, StaticKey};
 pub use tree_checkpoint::save as save_tree;
+pub use tree_kernel::TreeKernel;
 
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
@@ -60,13 +62,15 @@ use crate::trace::{trace, trace_on_mesh, Outputs};
 /// ```
 pub struct Kernel<F> {
     name: String,
-    params: Vec<Cow<'static, str>>,
+    params: ParamNames,
     config: KernelConfig,
     statics: StaticKey,
     key: Option<String>,
     origin: Location,
     /// Arguments donated by index ([`donate_args`](Self::donate_args)).
     donated: Vec<usize>,
+    /// Arguments donated by name or path prefix ([`donate`](Self::donate)).
+    donated_paths: Vec<Cow<'static, str>>,
     /// The structure of the results of the program last compiled or
     /// fetched for a call ([`output_tree`](Self::output_tree)).
     last_tree: Mutex<Option<Arc<TreeDef>>>,
@@ -83,12 +87,13 @@ where
     pub fn new(name: impl Into<String>, body: F) -> Self {
         Kernel {
             name: name.into(),
-            params: Vec::new(),
+            params: ParamNames::default(),
             config: KernelConfig::default(),
             statics: StaticKey::default(),
             key: None,
             origin: Location::caller(),
             donated: Vec::new(),
+            donated_paths: Vec::new(),
             last_tree: Mutex::new(None),
             body,
         }
@@ -101,6 +106,12 @@ where
         S: Into<Cow<'static, str>>,
     {
         self.params = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// [`params`](Self::params), from names already collected.
+    pub fn param_names(mut self, names: ParamNames) -> Self {
+        self.params = names;
         self
     }
 
@@ -137,6 +148,35 @@ where
         self
     }
 
+    /// Donates the arguments named `prefixes` (see [`params`](Self::params))
+    /// and every argument under one of them as a path prefix: donating
+    /// `state` donates `state`, `state.w` and `state.layers.0.wq`, not
+    /// `stateful`. Like [`donate_args`](Self::donate_args) otherwise; a
+    /// prefix that names no argument with a result of its type is a kernel
+    /// error when the kernel is traced.
+    ///
+    /// ```
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
+    /// let step = Kernel::new("step", |a: &[Tensor]| (a[0] + a[2], a[1] * 2.0))
+    ///     .params(["state.w", "state.b", "delta"])
+    ///     .donate(["state"]);
+    /// let dev = Device::cpu()?;
+    /// let h = |v: f32| HostTensor::from_vec(vec![v, v], [2]);
+    /// let (w, b, d) = (dev.to_device(&h(1.0)?)?, dev.to_device(&h(2.0)?)?, dev.to_device(&h(0.5)?)?);
+    /// let next = step.call(&dev, &[&w, &b, &d])?;
+    /// assert!(w.is_deleted()? && b.is_deleted()? && !d.is_deleted()?);
+    /// assert_eq!(next[1].to_host()?.to_vec::<f32>()?, vec![4.0, 4.0]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn donate<I, S>(mut self, prefixes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Cow<'static, str>>,
+    {
+        self.donated_paths = prefixes.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Adds `value` to the static-argument part of the cache key: declare
     /// here, by value, what the body captured that changes the program.
     pub fn statics(mut self, value: impl StaticArg) -> Self {
@@ -150,6 +190,11 @@ where
     pub fn cache_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
+    }
+
+    /// Whether any argument is donated (by the config, index or prefix).
+    pub(crate) fn donates(&self) -> bool {
+        !(self.config.donate.is_empty() && self.donated.is_empty() && self.donated_paths.is_empty())
     }
 
     /// The kernel's name.
@@ -166,7 +211,7 @@ where
                 message: format!(
                     "takes {} arguments ({}), got {n}",
                     self.params.len(),
-                    self.params.join(", ")
+                    self.params.iter().collect::<Vec<_>>().join(", ")
                 ),
                 location: loc,
                 called_at: None,
@@ -231,7 +276,9 @@ where
             }
             .into());
         }
-        let unmatched = graph.donate(self.config.donate);
+        let mut names: Vec<&str> = self.config.donate.to_vec();
+        names.extend(self.donated_paths.iter().map(|p| &**p));
+        let unmatched = graph.donate(&names);
         if let Some(name) = unmatched.first() {
             return Err(KernelError {
                 kernel: self.name().to_string(),
@@ -270,10 +317,19 @@ where
         specs: &[TensorSpec],
         extra: Option<&StaticKey>,
     ) -> CacheKey {
+        self.cache_key_owned(specs.to_vec(), extra)
+    }
+
+    /// [`cache_key_for`](Self::cache_key_for), taking the specs.
+    fn cache_key_owned(&self, specs: Vec<TensorSpec>, extra: Option<&StaticKey>) -> CacheKey {
         let mut statics = self.statics.clone();
         if !self.donated.is_empty() {
             // Donation changes the program (its aliases).
             statics.push(&("donate_args", self.donated.clone()));
+        }
+        if !self.donated_paths.is_empty() {
+            let paths: Vec<String> = self.donated_paths.iter().map(|p| p.to_string()).collect();
+            statics.push(&("donate", paths));
         }
         if let Some(extra) = extra {
             statics.extend(extra);
@@ -284,7 +340,7 @@ where
                 None => format!("{}@{}", self.name(), self.origin),
             },
             statics,
-            specs: specs.to_vec(),
+            specs,
             config: self.config,
         }
     }
@@ -298,10 +354,21 @@ where
         specs: &[TensorSpec],
         loc: Location,
     ) -> Result<(Arc<Executable>, Lookup)> {
+        self.compile_owned(device, specs.to_vec(), loc)
+    }
+
+    /// [`compile_at`](Self::compile_at), taking the specs (a cached call
+    /// copies none).
+    fn compile_owned(
+        &self,
+        device: &Device,
+        specs: Vec<TensorSpec>,
+        loc: Location,
+    ) -> Result<(Arc<Executable>, Lookup)> {
         let device = &self.target(device);
-        let key = self.cache_key_for(specs, None);
-        let (exe, lookup) = device.cache().get_or_compile(key, || {
-            let program = Program::for_platform(self.trace_at(specs, loc)?, device.platform());
+        let key = self.cache_key_owned(specs, None);
+        let (exe, lookup) = device.cache().get_or_compile(key, |key| {
+            let program = Program::for_platform(self.trace_at(&key.specs, loc)?, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         self.note_outputs(&exe);
@@ -345,9 +412,20 @@ where
         args: &[&HostTensor],
         loc: Location,
     ) -> Result<(Vec<HostTensor>, Arc<Executable>)> {
-        let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let (exe, lookup) = self.compile_at(device, &specs, loc)?;
+        self.run_specs_at(device, args, specs, loc)
+    }
+
+    /// [`run_at`](Self::run_at) with the arguments' specs already made.
+    fn run_specs_at(
+        &self,
+        device: &Device,
+        args: &[&HostTensor],
+        specs: Vec<TensorSpec>,
+        loc: Location,
+    ) -> Result<(Vec<HostTensor>, Arc<Executable>)> {
+        let t = std::time::Instant::now();
+        let (exe, lookup) = self.compile_owned(device, specs, loc)?;
         let out = exe.run(args)?;
         calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok((out, exe))
@@ -373,6 +451,32 @@ where
     {
         let (outs, exe) = self.run_at(device, args, Location::caller())?;
         O::from_host(outs, exe.output_tree().map(|t| &**t))
+    }
+
+    /// [`run_typed`](Self::run_typed) on the arguments `c` collected (its
+    /// host tensors and their specs): what generated companions call.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn run_collected(&self, device: &Device, c: &mut ArgCollector<'_>) -> Result<O::Host>
+    where
+        O: KernelOutput,
+    {
+        let specs = std::mem::take(&mut c.specs);
+        let (outs, exe) = self.run_specs_at(device, &c.hosts, specs, Location::caller())?;
+        O::from_host(outs, exe.output_tree().map(|t| &**t))
+    }
+
+    /// [`call_typed`](Self::call_typed) on the arguments `c` collected (its
+    /// device buffers and their specs): what generated companions call.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn call_collected(&self, device: &Device, c: &mut ArgCollector<'_>) -> Result<O::Buffer>
+    where
+        O: KernelOutput,
+    {
+        let specs = std::mem::take(&mut c.specs);
+        let (outs, exe) = self.call_specs_at(device, &c.buffers, specs, Location::caller())?;
+        O::from_buffers(outs, exe.output_tree().map(|t| &**t))
     }
 
     /// [`call`](Self::call), with the results in the structure the body
@@ -401,9 +505,20 @@ where
         args: &[&DeviceBuffer],
         loc: Location,
     ) -> Result<(Vec<DeviceBuffer>, Arc<Executable>)> {
-        let t = std::time::Instant::now();
         let specs: Vec<TensorSpec> = args.iter().map(|a| a.spec().clone()).collect();
-        let (exe, lookup) = self.compile_at(device, &specs, loc)?;
+        self.call_specs_at(device, args, specs, loc)
+    }
+
+    /// [`call_at`](Self::call_at) with the arguments' specs already made.
+    fn call_specs_at(
+        &self,
+        device: &Device,
+        args: &[&DeviceBuffer],
+        specs: Vec<TensorSpec>,
+        loc: Location,
+    ) -> Result<(Vec<DeviceBuffer>, Arc<Executable>)> {
+        let t = std::time::Instant::now();
+        let (exe, lookup) = self.compile_owned(device, specs, loc)?;
         let out = if exe.is_interpreted() && !device.is_interpreter() {
             let hosts = args
                 .iter()

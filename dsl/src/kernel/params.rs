@@ -4,8 +4,6 @@
 //! [`StaticArg`] is static (the caller passes the value; it is part of the
 //! compile-cache key).
 
-use std::borrow::Cow;
-
 use super::static_key::{StaticArg, StaticKey};
 use super::trees::ArgLeaf;
 use crate::error::{DeviceError, Result};
@@ -16,12 +14,68 @@ use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
 use crate::trace::tensor::Tensor;
 
+/// The names of a kernel's tensor parameters, in order, kept in one
+/// string (a tree of a hundred leaves costs two allocations, not a hundred).
+///
+/// ```
+/// use tessel_dsl::kernel::ParamNames;
+/// let names: ParamNames = ["x", "state.w"].into_iter().collect();
+/// assert_eq!(names.len(), 2);
+/// assert_eq!(names.get(1), Some("state.w"));
+/// assert_eq!(names.iter().collect::<Vec<_>>(), ["x", "state.w"]);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParamNames {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl ParamNames {
+    /// Adds the next name.
+    pub fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends.push(self.text.len());
+    }
+
+    /// How many names there are.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The `i`th name.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.text[start..end])
+    }
+
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for ParamNames {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        let mut names = ParamNames::default();
+        for n in iter {
+            names.push(n.as_ref());
+        }
+        names
+    }
+}
+
 /// What a generated companion function collects from its arguments before tracing.
 #[derive(Default)]
 pub struct ArgCollector<'a> {
     /// Names of the tensor parameters, in order (a tree argument's leaves
     /// by their paths, `state.layers.0.wq`).
-    pub names: Vec<Cow<'static, str>>,
+    pub names: ParamNames,
     /// Host tensors given for them (`run`).
     pub hosts: Vec<&'a HostTensor>,
     /// Specs given for them (`lower`, `compile`).
@@ -32,6 +86,17 @@ pub struct ArgCollector<'a> {
     pub sharded: Vec<&'a ShardedBuffer>,
     /// The static arguments (with their parameter names), by value, for the cache key.
     pub statics: StaticKey,
+}
+
+impl ArgCollector<'_> {
+    /// Makes room for `n` more tensor parameters.
+    pub fn reserve(&mut self, n: usize) {
+        self.names.ends.reserve(n);
+        self.names.text.reserve(16 * n);
+        self.specs.reserve(n);
+        self.hosts.reserve(n);
+        self.buffers.reserve(n);
+    }
 }
 
 /// A kernel parameter type. Generated code uses the associated types to
@@ -133,13 +198,13 @@ impl KernelParam for Tensor {
     type Buffer<'a> = &'a DeviceBuffer;
     type Sharded<'a> = &'a ShardedBuffer;
     fn collect_host<'a>(arg: &&'a HostTensor, name: &'static str, c: &mut ArgCollector<'a>) {
-        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
+        ArgLeaf::collect(*arg, name, c);
     }
     fn collect_spec<'a>(arg: &&'a TensorSpec, name: &'static str, c: &mut ArgCollector<'a>) {
-        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
+        ArgLeaf::collect(*arg, name, c);
     }
     fn collect_buffer<'a>(arg: &&'a DeviceBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
+        ArgLeaf::collect(*arg, name, c);
     }
     fn bind_host(_: &&HostTensor, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
@@ -151,7 +216,7 @@ impl KernelParam for Tensor {
         next.next().unwrap_or(Tensor::INERT)
     }
     fn collect_sharded<'a>(arg: &&'a ShardedBuffer, name: &'static str, c: &mut ArgCollector<'a>) {
-        ArgLeaf::collect(*arg, Cow::Borrowed(name), c);
+        ArgLeaf::collect(*arg, name, c);
     }
     fn bind_sharded(_: &&ShardedBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
@@ -268,9 +333,10 @@ fn rebuild<T: Tree, L: Leaf>(outs: Vec<L>, tree: Option<&TreeDef>) -> Result<T::
             .error("the program does not record its results' structure (it was not traced)")
             .into());
     };
-    if outs.len() != tree.num_leaves() {
+    let expected = tree.num_leaves();
+    if outs.len() != expected {
         return Err(DeviceError::OutputCount {
-            expected: tree.num_leaves(),
+            expected,
             got: outs.len(),
         }
         .into());

@@ -85,7 +85,7 @@ where
         let cache_key = self.cache_key_for(&local, Some(&key));
         let device = mesh.device();
         let axes = mesh.mesh_axes().clone();
-        let (exe, _) = device.cache().get_or_compile(cache_key, || {
+        let (exe, _) = device.cache().get_or_compile(cache_key, |_| {
             let graph = self.trace_on(&local, Some(axes), loc.clone())?;
             let program = Program::for_platform(graph, device.platform());
             Ok((program.mlir.clone(), move || device.compile(&program)))

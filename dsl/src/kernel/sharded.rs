@@ -169,7 +169,7 @@ where
         let key = self.cache_key_for(specs, Some(&layout));
         let out_parts = |n: usize| self.output_parts(&shardings.outputs, n, specs, loc);
         let device = mesh.device();
-        let (exe, _) = device.cache().get_or_compile(key, || {
+        let (exe, _) = device.cache().get_or_compile(key, |_| {
             let in_layouts = self.layouts(mesh, "argument", specs, &shardings.inputs, loc)?;
             let mut graph = self.trace_at(specs, loc.clone())?;
             let mut outs = graph.output_specs();

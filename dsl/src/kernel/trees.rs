@@ -5,7 +5,6 @@
 //! tree's static fields, and moving whole trees between host and device.
 
 use std::any::Any;
-use std::borrow::Cow;
 
 use super::params::ArgCollector;
 use super::static_key::{StaticArg, StaticKey};
@@ -34,13 +33,13 @@ impl TreeValue for ShardedBuffer {
 /// A leaf a kernel call takes: what it adds to the call's arguments.
 pub trait ArgLeaf: Leaf {
     /// Records the leaf as the parameter `name`.
-    fn collect<'a>(&'a self, name: Cow<'static, str>, c: &mut ArgCollector<'a>);
+    fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>);
     /// Its type.
     fn spec(&self) -> &TensorSpec;
 }
 
 impl ArgLeaf for HostTensor {
-    fn collect<'a>(&'a self, name: Cow<'static, str>, c: &mut ArgCollector<'a>) {
+    fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
         c.names.push(name);
         c.hosts.push(self);
         c.specs.push(self.spec().clone());
@@ -51,7 +50,7 @@ impl ArgLeaf for HostTensor {
 }
 
 impl ArgLeaf for TensorSpec {
-    fn collect<'a>(&'a self, name: Cow<'static, str>, c: &mut ArgCollector<'a>) {
+    fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
         c.names.push(name);
         c.specs.push(self.clone());
     }
@@ -61,7 +60,7 @@ impl ArgLeaf for TensorSpec {
 }
 
 impl ArgLeaf for DeviceBuffer {
-    fn collect<'a>(&'a self, name: Cow<'static, str>, c: &mut ArgCollector<'a>) {
+    fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
         c.names.push(name);
         c.buffers.push(self);
         c.specs.push(DeviceBuffer::spec(self).clone());
@@ -72,7 +71,7 @@ impl ArgLeaf for DeviceBuffer {
 }
 
 impl ArgLeaf for ShardedBuffer {
-    fn collect<'a>(&'a self, name: Cow<'static, str>, c: &mut ArgCollector<'a>) {
+    fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
         c.names.push(name);
         c.sharded.push(self);
         c.specs.push(ShardedBuffer::spec(self).clone());
@@ -90,11 +89,13 @@ pub fn collect_tree<'a, T: Tree, L: ArgLeaf>(
     name: &'static str,
     c: &mut ArgCollector<'a>,
 ) {
+    let structure = T::structure::<L>(x);
+    c.reserve(structure.num_leaves());
     T::visit::<L>(x, &mut TreePath::field(name), &mut |p, l| {
-        l.collect(Cow::Owned(p.as_str().to_owned()), c)
+        l.collect(p.as_str(), c)
     });
     let mut key = Vec::new();
-    T::structure::<L>(x).write_key(&mut key);
+    structure.write_key(&mut key);
     c.statics.push(&name).push_bytes(&key);
 }
 
