@@ -301,9 +301,10 @@ pub trait TreeValue: Sized {
         out
     }
 
-    /// Calls `f(path, leaf)` for each leaf, in order.
-    fn for_each_leaf<'a>(&'a self, mut f: impl FnMut(&TreePath, &'a Self::Leaf)) {
-        <Self::Tree as Tree>::visit::<Self::Leaf>(self, &mut TreePath::default(), &mut f);
+    /// The value as the `Leaf` form of its tree (the same value, named
+    /// through the tree's type: what functions generic over the tree take).
+    fn as_form(&self) -> &<Self::Tree as Tree>::Form<Self::Leaf> {
+        self
     }
 
     /// The leaves' paths, in order (`layers.0.wq`, ...).

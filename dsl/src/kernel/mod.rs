@@ -328,8 +328,10 @@ where
             statics.push(&("donate_args", self.donated.clone()));
         }
         if !self.donated_paths.is_empty() {
-            let paths: Vec<String> = self.donated_paths.iter().map(|p| p.to_string()).collect();
-            statics.push(&("donate", paths));
+            statics.push(&"donate").push(&self.donated_paths.len());
+            for p in &self.donated_paths {
+                statics.push_bytes(p.as_bytes());
+            }
         }
         if let Some(extra) = extra {
             statics.extend(extra);

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use super::params::{ArgCollector, KernelOutput};
 use super::static_key::{StaticArg, StaticKey};
-use super::trees::ArgLeaf;
+use super::trees::{bind_tree, collect_leaves, ArgLeaf};
 use super::Kernel;
 use crate::config::KernelConfig;
 use crate::error::{Location, Result};
 use crate::host::HostTensor;
-use crate::ir::tree::TreeValue;
+use crate::ir::tree::{TreePath, TreeValue};
 use crate::lower::lower;
 use crate::ops::carry::Carry;
 use crate::runtime::{Device, DeviceBuffer, Executable};
@@ -133,23 +133,12 @@ where
         X: TreeValue<Tree = A>,
         X::Leaf: ArgLeaf,
     {
-        let structure = args.structure();
-        c.reserve(structure.num_leaves());
-        args.for_each_leaf(|p, l| {
-            let name = match p.as_str() {
-                "" => "arg",
-                s => s,
-            };
-            l.collect(name, c)
-        });
+        let args = args.as_form();
+        collect_leaves::<A, X::Leaf>(args, TreePath::default(), c);
         let mut statics = self.statics.clone();
-        let mut key = Vec::new();
-        structure.write_key(&mut key);
-        statics.push_bytes(&key);
-        let body = move |t: &[Tensor]| {
-            let mut next = t.iter().copied();
-            (self.body)(args.map_leaves(|_, _| next.next().unwrap_or(Tensor::INERT)))
-        };
+        statics.extend(&std::mem::take(&mut c.statics));
+        let body =
+            move |t: &[Tensor]| (self.body)(bind_tree::<A, X::Leaf>(args, &mut t.iter().copied()));
         Kernel::new(self.name.clone(), body)
             .param_names(std::mem::take(&mut c.names))
             .config(self.config)

@@ -89,14 +89,26 @@ pub fn collect_tree<'a, T: Tree, L: ArgLeaf>(
     name: &'static str,
     c: &mut ArgCollector<'a>,
 ) {
+    c.statics.push(&name);
+    collect_leaves::<T, L>(x, TreePath::field(name), c);
+}
+
+/// Records the leaves of `x` under `root` (a leaf at an unnamed root is
+/// `arg`), then its structure in the static key.
+pub(crate) fn collect_leaves<'a, T: Tree, L: ArgLeaf>(
+    x: &'a T::Form<L>,
+    mut root: TreePath,
+    c: &mut ArgCollector<'a>,
+) {
     let structure = T::structure::<L>(x);
     c.reserve(structure.num_leaves());
-    T::visit::<L>(x, &mut TreePath::field(name), &mut |p, l| {
-        l.collect(p.as_str(), c)
+    T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
+        "" => l.collect("arg", c),
+        name => l.collect(name, c),
     });
     let mut key = Vec::new();
     structure.write_key(&mut key);
-    c.statics.push(&name).push_bytes(&key);
+    c.statics.push_bytes(&key);
 }
 
 /// The traced value of the tree argument `x`: its structure with the next
