@@ -83,9 +83,9 @@ fn main() -> tessel::Result<()> {
         // Consecutive runs of each kernel, with compile time and memory.
         let warmup = if s <= 2048 { 3 } else { 1 };
         let profile_runs = ProfileOptions { warmup, runs };
-        let flash = flash_attention::profile(&dev, profile_runs, &q, &k, &v, options.clone())?;
+        let flash = flash_attention::profile(&dev, profile_runs, &q, &k, &v, options)?;
         let reference = if with_reference {
-            let o = options.clone();
+            let o = options;
             Some(attention_reference::profile(
                 &dev,
                 profile_runs,
@@ -99,7 +99,7 @@ fn main() -> tessel::Result<()> {
         };
         // Interleaved runs of the compiled kernels.
         let specs = (q.spec(), k.spec(), v.spec());
-        let flash_exe = flash_attention::compile(&dev, specs.0, specs.1, specs.2, options.clone())?;
+        let flash_exe = flash_attention::compile(&dev, specs.0, specs.1, specs.2, options)?;
         let reference_exe: Option<Arc<Executable>> = if with_reference {
             Some(attention_reference::compile(
                 &dev, specs.0, specs.1, specs.2, options,

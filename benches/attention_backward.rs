@@ -87,14 +87,14 @@ fn main() -> tessel::Result<()> {
             dev.to_device(&dout)?,
         );
         // The forward's output and logsumexp, for the backward alone.
-        let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &v, o.clone())?;
+        let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &v, o)?;
         let dlse = HostTensor::from_fn(lse.spec().clone(), |_| 0.0);
         let (dev_out, dev_lse, dev_dlse) = (
             dev.to_device(&out)?,
             dev.to_device(&lse)?,
             dev.to_device(&dlse)?,
         );
-        let fwd = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), o.clone())?;
+        let fwd = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), o)?;
         let alone = flash_attention_backward::compile(
             &dev,
             q.spec(),
@@ -104,7 +104,7 @@ fn main() -> tessel::Result<()> {
             lse.spec(),
             dout.spec(),
             dlse.spec(),
-            o.clone(),
+            o,
         )?;
         let vjp = flash_attention_vjp::compile(&dev, q.spec(), k.spec(), v.spec(), dout.spec(), o)?;
         let temp = |e: &Executable| {

@@ -58,8 +58,8 @@ fn suite(c: &mut Criterion) {
     );
     let (dq, dk, dv) = (up(&q), up(&k), up(&v));
     let opts = FlashOptions::new().causal(true);
-    let flash = flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), opts.clone())
-        .expect("compiles");
+    let flash =
+        flash_attention::compile(&dev, q.spec(), k.spec(), v.spec(), opts).expect("compiles");
     let reference =
         attention_reference::compile(&dev, q.spec(), k.spec(), v.spec(), opts).expect("compiles");
     let mut g = c.benchmark_group("causal attention S=1024");

@@ -62,7 +62,7 @@ fn gather_then_flash(q: Tensor, k_pages: Tensor, v_pages: Tensor, tables: Tensor
         dense(k_pages),
         dense(v_pages),
         &AttentionExtras::default(),
-        &opts,
+        opts,
     );
     o.reshape(&[b as isize, HQ as isize, D as isize])
 }
@@ -167,9 +167,9 @@ fn main() -> tessel::Result<()> {
             )
         };
         let compile_start = std::time::Instant::now();
-        let paged = compile_paged(opts.clone())?;
+        let paged = compile_paged(opts)?;
         let t_compile_paged = compile_start.elapsed().as_secs_f64();
-        let unchecked = compile_paged(opts.clone().unchecked())?;
+        let unchecked = compile_paged(opts.unchecked())?;
         let dense =
             gather_then_flash::compile(&dev, q.spec(), kp.spec(), vp.spec(), tables.spec())?;
         let cu = dev.to_device(&HostTensor::from_vec((0..=B as i32).collect(), [B + 1])?)?;
@@ -182,7 +182,7 @@ fn main() -> tessel::Result<()> {
             tables.spec(),
             lens.spec(),
             cu.spec(),
-            opts.clone(),
+            opts,
         )?;
         let t_compile_ragged = ragged_start.elapsed().as_secs_f64();
         let args = [&q, &kp, &vp, &tables, &lens];
@@ -198,7 +198,7 @@ fn main() -> tessel::Result<()> {
                 &h(&vp)?,
                 &h(&tables)?,
                 &h(&lens)?,
-                opts.clone(),
+                opts,
             )
         };
         if std::env::args().any(|a| a == "--memory") {

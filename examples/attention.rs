@@ -13,8 +13,8 @@ fn main() -> tessel::Result<()> {
     };
     let (q, k, v) = (gen(hq, 1), gen(hkv, 2), gen(hkv, 3));
     let opts = FlashOptions::new().causal(true);
-    let flash = flash_attention::run(&dev, &q, &k, &v, opts.clone())?;
-    let reference = attention_reference::run(&dev, &q, &k, &v, opts.clone())?;
+    let flash = flash_attention::run(&dev, &q, &k, &v, opts)?;
+    let reference = attention_reference::run(&dev, &q, &k, &v, opts)?;
     let max_diff = flash
         .to_f64_vec()
         .iter()

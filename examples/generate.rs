@@ -204,9 +204,9 @@ fn attend(
     opts: &ServeOptions,
 ) -> Tensor {
     if prefill {
-        ragged_paged_attention_with(q, kv, tables, step.kv_lens, step.cu_q_lens, opts)
+        ragged_paged_attention_with(q, kv, tables, step.kv_lens, step.cu_q_lens, *opts)
     } else {
-        paged_attention_with(q, kv, tables, step.kv_lens, opts)
+        paged_attention_with(q, kv, tables, step.kv_lens, *opts)
     }
 }
 
@@ -226,7 +226,7 @@ fn full_forward(p: Model, tokens: Tensor) -> Tensor {
         let (q, k, v) = qkv(w, x, positions);
         let causal = FlashOptions::new().causal(true);
         let (q, k, v) = (heads(q, HEADS), heads(k, KV_HEADS), heads(v, KV_HEADS));
-        let (o, _) = attention_reference_with(q, k, v, &AttentionExtras::default(), &causal);
+        let (o, _) = attention_reference_with(q, k, v, &AttentionExtras::default(), causal);
         x = finish_block(
             w,
             x,

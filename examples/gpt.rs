@@ -23,7 +23,7 @@ use tessel::kernels::norm::rms_norm;
 use tessel::kernels::optim::{OptState, Optimizer, PathMask, Schedule};
 use tessel::kernels::serving::{
     kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, PagePool, PagedKv,
-    ServeOptions,
+    RaggedBatch, ServeOptions,
 };
 use tessel::kernels::train::cross_entropy;
 use tessel::prelude::*;
@@ -74,16 +74,6 @@ struct TrainState<T = Tensor> {
 struct Cache<T = Tensor> {
     k: T,
     v: T,
-}
-
-/// One serving step's tokens and their places in the cache (the block
-/// tables stay on the device, passed apart).
-#[derive(Tree)]
-struct Batch<T = Tensor> {
-    tokens: T,
-    positions: T,
-    kv_lens: T,
-    cu_q_lens: T,
 }
 
 /// Rotary embedding of `x: [T, H, HEAD_DIM]` at positions `pos: s32 [T]`.
@@ -146,43 +136,40 @@ fn train_step(state: TrainState, tokens: Tensor, opt: Optimizer) -> (TrainState,
     (TrainState { params, opt }, l)
 }
 
-/// One serving step over the cache: the prompts packed in one ragged batch
-/// (`prefill`) or one new token per sequence. Returns the cache and the logits.
-fn serve(p: &Gpt, cache: Cache, tables: Tensor, batch: &Batch, prefill: bool) -> (Cache, Tensor) {
+/// One serving step over the paged cache: the prompts packed in one ragged
+/// batch (`prefill`) or one token per sequence. Returns the cache and the
+/// next step's batch, its tokens chosen greedily: the decode loop's
+/// metadata never leaves the device.
+#[cpu_kernel]
+fn serve_step(
+    p: Gpt,
+    #[donate] cache: Cache,
+    tables: Tensor,
+    batch: RaggedBatch,
+    prefill: bool,
+) -> (Cache, RaggedBatch) {
     let (mut k_pages, mut v_pages) = (cache.k, cache.v);
+    let (kv_lens, cu) = (batch.kv_lens, batch.cu_q_lens);
     let mut x = p.embed.take(batch.tokens, 0);
     for (l, blk) in p.blocks.iter().enumerate() {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), batch.positions);
         let tables = tables + (l * POOL) as i32;
         let kv = PagedKv::new(k_pages, v_pages);
-        let kv = kv_cache_update_with(&kv, k, v, tables, batch.kv_lens, batch.cu_q_lens);
-        let opts = ServeOptions::new();
+        let kv = kv_cache_update_with(&kv, k, v, tables, kv_lens, cu);
         let o = if prefill {
-            ragged_paged_attention_with(q, &kv, tables, batch.kv_lens, batch.cu_q_lens, &opts)
+            ragged_paged_attention_with(q, &kv, tables, kv_lens, cu, ServeOptions::new())
         } else {
-            paged_attention_with(q, &kv, tables, batch.kv_lens, &opts)
+            paged_attention_with(q, &kv, tables, kv_lens, ServeOptions::new())
         };
         (k_pages, v_pages) = (kv.k_pages, kv.v_pages);
         x = finish_block(blk, x, o);
     }
-    (
-        Cache {
-            k: k_pages,
-            v: v_pages,
-        },
-        logits(p, x),
-    )
-}
-
-#[cpu_kernel]
-fn serve_step(
-    params: Gpt,
-    #[donate] cache: Cache,
-    tables: Tensor,
-    batch: Batch,
-    prefill: bool,
-) -> (Cache, Tensor) {
-    serve(&params, cache, tables, &batch, prefill)
+    let next = logits(&p, batch.last_rows(x)).argmax(-1);
+    let cache = Cache {
+        k: k_pages,
+        v: v_pages,
+    };
+    (cache, batch.decode_next(next))
 }
 
 /// A tiny deterministic generator (xorshift).
@@ -255,10 +242,6 @@ fn corpus(len: usize) -> Vec<u8> {
     text.into_bytes()[..len].to_vec()
 }
 
-fn s32(v: &[i32]) -> tessel::Result<HostTensor> {
-    HostTensor::from_vec(v.to_vec(), [v.len()])
-}
-
 /// Trains on `batches` from `state`; returns the losses' bits.
 fn train(
     dev: &Device,
@@ -282,70 +265,26 @@ fn generate(
     prompts: &[&str],
     new: usize,
 ) -> tessel::Result<Vec<String>> {
-    let b = prompts.len();
-    let lens: Vec<usize> = prompts.iter().map(|p| p.len()).collect();
-    let mut pool = PagePool::new(POOL, PAGE);
-    for (s, n) in lens.iter().enumerate() {
-        pool.reserve(s as u64, n + new)?;
-    }
-    let width = (lens.iter().max().unwrap_or(&0) + new).div_ceil(PAGE);
-    let tables = dev.to_device(&pool.block_tables(&(0..b as u64).collect::<Vec<_>>(), width)?)?;
-    let pages = TensorSpec::new([LAYERS * POOL, PAGE, HEADS, HEAD_DIM], F32);
-    let mut cache = tree::to_device(
-        dev,
-        &Cache {
-            k: HostTensor::zeros(pages.clone()),
-            v: HostTensor::zeros(pages),
-        },
-    )?;
-    // Prefill: every prompt's tokens packed into one ragged batch.
-    let mut tokens: Vec<i32> = prompts
+    let ids: Vec<Vec<i32>> = prompts
         .iter()
-        .flat_map(|p| p.bytes().map(i32::from))
+        .map(|p| p.bytes().map(i32::from).collect())
         .collect();
-    let mut positions: Vec<i32> = lens.iter().flat_map(|&n| 0..n as i32).collect();
-    let mut cu: Vec<i32> = std::iter::once(0)
-        .chain(lens.iter().scan(0, |a, &n| {
-            *a += n as i32;
-            Some(*a)
-        }))
-        .collect();
-    let mut kv_lens: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
+    let mut pool = PagePool::new(POOL, PAGE);
+    for (s, p) in ids.iter().enumerate() {
+        pool.reserve(s as u64, p.len() + new)?;
+    }
+    let seqs: Vec<u64> = (0..ids.len() as u64).collect();
+    let tables = dev.to_device(&pool.block_tables(&seqs, pool.max_pages(&seqs))?)?;
+    let pages = TensorSpec::new([LAYERS * POOL, PAGE, HEADS, HEAD_DIM], F32);
+    let (k, v) = (HostTensor::zeros(pages.clone()), HostTensor::zeros(pages));
+    let mut cache = tree::to_device(dev, &Cache { k, v })?;
+    let mut batch = tree::to_device(dev, &RaggedBatch::prefill(&ids)?)?;
     let mut out: Vec<String> = prompts.iter().map(|p| p.to_string()).collect();
-    for step in 0..=new {
-        let batch = Batch {
-            tokens: s32(&tokens)?,
-            positions: s32(&positions)?,
-            kv_lens: s32(&kv_lens)?,
-            cu_q_lens: s32(&cu)?,
-        };
-        let (next, logits) = serve_step::call(
-            dev,
-            params,
-            &cache,
-            &tables,
-            &tree::to_device(dev, &batch)?,
-            step == 0,
-        )?;
-        cache = next;
-        let logits = logits.to_host()?.to_vec::<f32>()?;
-        let rows: Vec<usize> = cu[1..].iter().map(|&c| c as usize - 1).collect();
-        if step == new {
-            break;
+    for step in 0..new {
+        (cache, batch) = serve_step::call(dev, params, &cache, &tables, &batch, step == 0)?;
+        for (text, t) in out.iter_mut().zip(batch.tokens.to_host()?.to_vec::<i32>()?) {
+            text.push(t as u8 as char);
         }
-        tokens = rows
-            .iter()
-            .map(|r| {
-                let row = &logits[r * VOCAB..(r + 1) * VOCAB];
-                (0..VOCAB).fold(0, |best, i| if row[i] > row[best] { i } else { best }) as i32
-            })
-            .collect();
-        for (s, t) in tokens.iter().enumerate() {
-            out[s].push(*t as u8 as char);
-        }
-        positions = kv_lens.clone();
-        kv_lens.iter_mut().for_each(|n| *n += 1);
-        cu = (0..=b as i32).collect();
     }
     Ok(out)
 }
@@ -409,7 +348,8 @@ fn main() -> tessel::Result<()> {
         (steps * BATCH * SEQ) as f64 / seconds
     );
     // The donated state is updated in place: its buffers are the results'.
-    let exe = train_step::compile(&dev, &tree::specs(&state), batches[0].spec(), opt.clone())?;
+    let tokens = dev.to_device(&batches[0])?;
+    let exe = train_step::compile_for(&dev, &state, &tokens, opt.clone())?;
     let m = exe.memory_stats()?;
     let mib = |b: i64| b as f64 / (1 << 20) as f64;
     println!(

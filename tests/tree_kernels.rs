@@ -1,7 +1,7 @@
 //! Trees through the other doors of the kernel boundary: closure kernels
 //! over a tree argument (`TreeKernel`: host, device and spec forms, compile
-//! from example arguments, donation by path prefix), `#[donate]` on a
-//! parameter, a tree through `checkpoint` (gradients equal to the
+//! from example arguments, donation by path prefix), attribute kernels
+//! compiled from example arguments, `#[donate]` on a parameter, a tree through `checkpoint` (gradients equal to the
 //! un-checkpointed ones) and through `shard_map` (against a plain-Rust
 //! reference).
 
@@ -145,6 +145,37 @@ fn closure_kernels_donate_by_path_prefix() {
         e.contains("`params` is donated") && e.contains("bad_donation"),
         "{e}"
     );
+}
+
+/// An attribute kernel compiled from the buffers or host tensors it will
+/// be called with: the specs are derived, and the call uses that program.
+#[test]
+fn attribute_kernels_compile_from_example_arguments() {
+    #[cpu_kernel]
+    fn scale_net(net: Net, by: Tensor, twice: bool) -> Net {
+        let f = if twice { 2.0 } else { 1.0 };
+        net.map_leaves(|_, t| *t * by * f)
+    }
+    let dev = dev();
+    let (n, by) = (net(2), host(&[3.0, 1.0]));
+    let (nb, bb) = (tree::to_device(&dev, &n).unwrap(), dev.to_device(&by).unwrap());
+    let from_specs = scale_net::compile(&dev, &tree::specs(&n), by.spec(), true).unwrap();
+    let from_buffers = scale_net::compile_for(&dev, &nb, &bb, true).unwrap();
+    let from_hosts = scale_net::compile_for_host(&dev, &n, &by, true).unwrap();
+    assert!(Arc::ptr_eq(&from_specs, &from_buffers) && Arc::ptr_eq(&from_specs, &from_hosts));
+    assert_eq!(from_specs.inputs().len(), 2 * 2 + 1 + 1);
+    // Another static argument is another program.
+    let once = scale_net::compile_for(&dev, &nb, &bb, false).unwrap();
+    assert!(!Arc::ptr_eq(&once, &from_specs));
+    let out = scale_net::call(&dev, &nb, &bb, true).unwrap();
+    assert_eq!(
+        vals(&out.head.to_host().unwrap()),
+        stepped_scale(&vals(&n.head), &[6.0, 2.0])
+    );
+}
+
+fn stepped_scale(v: &[f32], by: &[f32]) -> Vec<f32> {
+    v.iter().zip(by).map(|(a, b)| a * b).collect()
 }
 
 #[test]

@@ -207,7 +207,7 @@ fn swiglu_impl(gate: Tensor, up: Tensor) -> Tensor {
 pub fn fused_gelu_dropout(
     x: Tensor,
     training: bool,
-    rate: f32,
+    rate: f64,
     seed: Tensor,
     approximate: bool,
 ) -> Tensor {
@@ -218,7 +218,7 @@ pub fn fused_gelu_dropout(
 fn gelu_dropout_impl(
     x: Tensor,
     training: bool,
-    rate: f32,
+    rate: f64,
     seed: Tensor,
     approximate: bool,
 ) -> Tensor {
@@ -239,10 +239,6 @@ fn gelu_dropout_impl(
         );
     }
     let y = gelu_of(x.cast(cd), approximate);
-    let y = if training {
-        y.dropout(f64::from(rate), seed)
-    } else {
-        y
-    };
+    let y = if training { y.dropout(rate, seed) } else { y };
     y.cast(x.dtype())
 }

@@ -59,7 +59,7 @@ pub fn layer_norm_vjp(
     scale: Tensor,
     bias: Tensor,
     dout: Tensor,
-    eps: f32,
+    eps: f64,
 ) -> (Tensor, Tensor, Tensor) {
     let (_, pb) = vjp(
         |(x, s, b): (Tensor, Tensor, Tensor)| layer_norm(x, s, b, eps),
@@ -71,7 +71,7 @@ pub fn layer_norm_vjp(
 /// The cotangents of [`rms_norm`](fn@rms_norm)'s `x` and `scale`.
 #[tpu_kernel]
 #[track_caller]
-pub fn rms_norm_vjp(x: Tensor, scale: Tensor, dout: Tensor, eps: f32) -> (Tensor, Tensor) {
+pub fn rms_norm_vjp(x: Tensor, scale: Tensor, dout: Tensor, eps: f64) -> (Tensor, Tensor) {
     let (_, pb) = vjp(|(x, s): (Tensor, Tensor)| rms_norm(x, s, eps), (x, scale));
     pb.call_as("rms_norm_vjp", dout)
 }
@@ -159,7 +159,7 @@ pub fn flash_attention_vjp(
 ) -> (Tensor, Tensor, Tensor) {
     let x = AttentionExtras::default();
     let (_, pb) = vjp(
-        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts).0,
+        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, opts).0,
         (q, k, v),
     );
     pb.call_as("flash_attention_vjp", dout)
@@ -181,7 +181,7 @@ pub fn flash_attention_lse_vjp(
 ) -> (Tensor, Tensor, Tensor) {
     let x = AttentionExtras::default();
     let (_, pb) = vjp(
-        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, &opts),
+        |(q, k, v): (Tensor, Tensor, Tensor)| flash_attention_with(q, k, v, &x, opts),
         (q, k, v),
     );
     pb.call_as("flash_attention_lse_vjp", (dout, dlse))
@@ -203,7 +203,7 @@ pub fn block_sparse_attention_vjp(
     let x = AttentionExtras::default();
     let (_, pb) = vjp(
         |(q, k, v): (Tensor, Tensor, Tensor)| {
-            block_sparse_attention_with(q, k, v, &mask, &x, &opts).0
+            block_sparse_attention_with(q, k, v, &mask, &x, opts).0
         },
         (q, k, v),
     );
@@ -244,7 +244,7 @@ pub fn fused_gelu_dropout_vjp(
     x: Tensor,
     dout: Tensor,
     training: bool,
-    rate: f32,
+    rate: f64,
     seed: Tensor,
     approximate: bool,
 ) -> Tensor {

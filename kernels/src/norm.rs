@@ -56,7 +56,7 @@ pub(crate) fn compute_dtype(dtype: DType) -> Option<DType> {
 /// The input checks every kernel here shares; `Err` carries the poisoned
 /// result of a failed check.
 #[track_caller]
-fn check(op: &str, x: Tensor, params: &[(&str, Tensor)], eps: f32) -> Result<DType, Tensor> {
+fn check(op: &str, x: Tensor, params: &[(&str, Tensor)], eps: f64) -> Result<DType, Tensor> {
     let spec = x.spec();
     if spec.rank() == 0 {
         return Err(trace_error(
@@ -103,7 +103,7 @@ fn layer_norm_impl(
     x: Tensor,
     scale: Option<Tensor>,
     bias: Option<Tensor>,
-    eps: f32,
+    eps: f64,
 ) -> Tensor {
     let params: Vec<(&str, Tensor)> = [("scale", scale), ("bias", bias)]
         .into_iter()
@@ -177,7 +177,7 @@ fn norm_backward(
 }
 
 #[track_caller]
-fn rms_norm_impl(op: &str, x: Tensor, scale: Option<Tensor>, eps: f32) -> Tensor {
+fn rms_norm_impl(op: &str, x: Tensor, scale: Option<Tensor>, eps: f64) -> Tensor {
     let params: Vec<(&str, Tensor)> = scale.map(|s| ("scale", s)).into_iter().collect();
     let cd = match check(op, x, &params, eps) {
         Ok(cd) => cd,
@@ -224,7 +224,7 @@ fn rms_norm_impl(op: &str, x: Tensor, scale: Option<Tensor>, eps: f32) -> Tensor
 /// ```
 #[tpu_kernel]
 #[track_caller]
-pub fn layer_norm(x: Tensor, scale: Tensor, bias: Tensor, eps: f32) -> Tensor {
+pub fn layer_norm(x: Tensor, scale: Tensor, bias: Tensor, eps: f64) -> Tensor {
     layer_norm_impl("layer_norm", x, Some(scale), Some(bias), eps)
 }
 
@@ -243,7 +243,7 @@ pub fn layer_norm(x: Tensor, scale: Tensor, bias: Tensor, eps: f32) -> Tensor {
 /// ```
 #[tpu_kernel]
 #[track_caller]
-pub fn layer_norm_no_bias(x: Tensor, scale: Tensor, eps: f32) -> Tensor {
+pub fn layer_norm_no_bias(x: Tensor, scale: Tensor, eps: f64) -> Tensor {
     layer_norm_impl("layer_norm_no_bias", x, Some(scale), None, eps)
 }
 
@@ -261,7 +261,7 @@ pub fn layer_norm_no_bias(x: Tensor, scale: Tensor, eps: f32) -> Tensor {
 /// ```
 #[tpu_kernel]
 #[track_caller]
-pub fn layer_norm_plain(x: Tensor, eps: f32) -> Tensor {
+pub fn layer_norm_plain(x: Tensor, eps: f64) -> Tensor {
     layer_norm_impl("layer_norm_plain", x, None, None, eps)
 }
 
@@ -283,7 +283,7 @@ pub fn layer_norm_plain(x: Tensor, eps: f32) -> Tensor {
 /// ```
 #[tpu_kernel]
 #[track_caller]
-pub fn rms_norm(x: Tensor, scale: Tensor, eps: f32) -> Tensor {
+pub fn rms_norm(x: Tensor, scale: Tensor, eps: f64) -> Tensor {
     rms_norm_impl("rms_norm", x, Some(scale), eps)
 }
 
@@ -301,6 +301,6 @@ pub fn rms_norm(x: Tensor, scale: Tensor, eps: f32) -> Tensor {
 /// ```
 #[tpu_kernel]
 #[track_caller]
-pub fn rms_norm_plain(x: Tensor, eps: f32) -> Tensor {
+pub fn rms_norm_plain(x: Tensor, eps: f64) -> Tensor {
     rms_norm_impl("rms_norm_plain", x, None, eps)
 }

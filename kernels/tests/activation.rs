@@ -137,16 +137,16 @@ fn swiglu_matches_reference() {
 
 /// Whether dropout keeps element `i` for `seed` and `rate`: the kernel's
 /// rule, computed on the host from the counter-based generator.
-fn kept(seed: u32, i: usize, rate: f32) -> bool {
+fn kept(seed: u32, i: usize, rate: f64) -> bool {
     let bits = random_bits_reference(seed, i as u32);
-    (bits >> 8) as f32 * 2f32.powi(-24) >= rate
+    (bits >> 8) as f32 * 2f32.powi(-24) >= rate as f32
 }
 
 #[test]
 fn dropout_mask_is_reproducible_on_the_host() {
     let d = dev();
     for (dtype, shape, rate, seed) in [
-        (F32, &[1][..], 0.5f32, 0u32),
+        (F32, &[1][..], 0.5, 0u32),
         (F32, &[3, 129], 0.1, 7),
         (F32, &[2, 5, 13], 0.9, 123_456_789),
         (BF16, &[4, 33], 0.3, 5),
@@ -157,7 +157,7 @@ fn dropout_mask_is_reproducible_on_the_host() {
             let y =
                 fused_gelu_dropout::run(&d, &x, true, rate, &HostTensor::scalar(seed), approximate)
                     .unwrap();
-            let scale = 1.0 / (1.0 - f64::from(rate));
+            let scale = 1.0 / (1.0 - rate);
             let want: Vec<f64> = xv
                 .iter()
                 .enumerate()
@@ -185,22 +185,22 @@ fn dropout_statistics_and_determinism() {
     let n = 1 << 16;
     let x = HostTensor::from_vec(vec![1.0f32; n], [n]).unwrap();
     let g1 = gelu_ref(1.0, false);
-    for rate in [0.1f32, 0.5] {
+    for rate in [0.1, 0.5] {
         let seed = HostTensor::scalar(11u32);
         let y = fused_gelu_dropout::run(&d, &x, true, rate, &seed, false)
             .unwrap()
             .to_vec::<f32>()
             .unwrap();
         let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
-        let sigma = (f64::from(rate) * (1.0 - f64::from(rate)) / n as f64).sqrt();
+        let sigma = (rate * (1.0 - rate) / n as f64).sqrt();
         assert!(
-            (dropped - f64::from(rate)).abs() < 5.0 * sigma,
+            (dropped - rate).abs() < 5.0 * sigma,
             "rate {rate}: dropped {dropped}"
         );
         // Inverted dropout keeps the mean.
         let mean = y.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
         assert!(
-            (mean / g1 - 1.0).abs() < 6.0 * sigma / (1.0 - f64::from(rate)),
+            (mean / g1 - 1.0).abs() < 6.0 * sigma / (1.0 - rate),
             "rate {rate}: mean {mean}"
         );
         // Same seed, same result; another seed, another mask (independent:
@@ -220,7 +220,7 @@ fn dropout_statistics_and_determinism() {
             .filter(|(a, b)| **a != 0.0 && **b != 0.0)
             .count() as f64
             / n as f64;
-        let keep = 1.0 - f64::from(rate);
+        let keep = 1.0 - rate;
         assert!(
             (both - keep * keep).abs() < 0.01,
             "rate {rate}: overlap {both}"
@@ -269,7 +269,7 @@ fn bad_arguments_are_kernel_errors() {
     let x = HostTensor::from_vec(vec![1.0f32; 4], [4]).unwrap();
     let ints = HostTensor::from_vec(vec![1i32; 4], [4]).unwrap();
     let seed = HostTensor::scalar(1u32);
-    for rate in [1.0f32, -0.1, f32::NAN] {
+    for rate in [1.0, -0.1, f64::NAN] {
         let e = kernel_error(fused_gelu_dropout::run(&d, &x, true, rate, &seed, false));
         assert_eq!(e.op, "fused_gelu_dropout");
         assert!(

@@ -199,7 +199,7 @@ fn check_flash(dev: &Device, shapes: [usize; 6], o: &FlashOptions, x: &Extra<'_>
     let v = data(&[b, hkv, skv, d], F32, 3);
     let (want, want_lse) = naive(&q, &k, &v, o, x);
     for method in [Attention::Flash, Attention::Reference] {
-        let r = method.run(dev, &q, &k, &v, &inputs(x), o).unwrap();
+        let r = method.run(dev, &q, &k, &v, &inputs(x), *o).unwrap();
         assert_eq!(r.out.shape(), &[b, hq, sq, d]);
         let w = format!("{what} {method:?} {shapes:?} {o:?}");
         close(&r.out, &want, TOL_F32, &w);

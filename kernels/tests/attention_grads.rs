@@ -50,9 +50,9 @@ fn grads_of(
     let (_, pb) = vjp(
         |p: Vec<Tensor>| {
             let (o, lse) = match (which, sparse) {
-                (0, _) => attention_reference_with(p[0], p[1], p[2], &x(&p), opts),
-                (_, Some(m)) => block_sparse_attention_with(p[0], p[1], p[2], m, &x(&p), opts),
-                _ => flash_attention_with(p[0], p[1], p[2], &x(&p), opts),
+                (0, _) => attention_reference_with(p[0], p[1], p[2], &x(&p), *opts),
+                (_, Some(m)) => block_sparse_attention_with(p[0], p[1], p[2], m, &x(&p), *opts),
+                _ => flash_attention_with(p[0], p[1], p[2], &x(&p), *opts),
             };
             vec![o, lse.cast(F64)]
         },
@@ -106,7 +106,7 @@ fn run(
     which: u8,
     sparse: Option<AttentionMask>,
 ) -> Vec<Vec<f64>> {
-    let o = opts.clone();
+    let o = *opts;
     let kernel = tessel::kernel::Kernel::new(name, move |a: &[Tensor]| {
         grads_of(a, &o, u, which, sparse.as_ref())
     });
@@ -146,7 +146,7 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 skv: 21,
                 d: 4,
             },
-            base.clone(),
+            base,
             Use::default(),
         ),
         (
@@ -159,7 +159,7 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 skv: 19,
                 d: 3,
             },
-            base.clone().causal(true),
+            base.causal(true),
             Use::default(),
         ),
         (
@@ -172,7 +172,7 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 skv: 25,
                 d: 4,
             },
-            base.clone().window(Some(6), Some(2)).soft_cap(2.0),
+            base.window(Some(6), Some(2)).soft_cap(2.0),
             Use::default(),
         ),
         (
@@ -185,7 +185,7 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 skv: 19,
                 d: 5,
             },
-            base.clone().causal(true).soft_cap(3.0),
+            base.causal(true).soft_cap(3.0),
             Use {
                 bias: true,
                 mask: true,
@@ -203,7 +203,7 @@ fn flash_backward_matches_autodiff_of_the_reference() {
                 skv: 24,
                 d: 4,
             },
-            base.clone().dropout(0.25),
+            base.dropout(0.25),
             Use {
                 seed: true,
                 ..Use::default()
@@ -311,7 +311,7 @@ fn the_vjp_kernels_agree_with_vjp_of_the_forward() {
     let mut zero = hosts.clone();
     zero[4] = HostTensor::from_vec(vec![0.0f64; c.hq * c.sq], vec![1, c.hq, c.sq]).unwrap();
     let want = run(&dev, "vjp_ref", &zero, &opts, Use::default(), 0, None);
-    let (dq, dk, dv) = flash_attention_vjp::run(&dev, q, k, v, dout, opts.clone()).unwrap();
+    let (dq, dk, dv) = flash_attention_vjp::run(&dev, q, k, v, dout, opts).unwrap();
     let got: Vec<Vec<f64>> = [dq, dk, dv].iter().map(|t| t.to_f64_vec()).collect();
     compare("flash_attention_vjp", &got, &want);
     let mask = AttentionMask::from(Mask::causal(c.sq, c.skv));
@@ -353,9 +353,8 @@ fn the_backward_kernel_alone_matches_the_vjp() {
         .collect();
     let (q, k, v, dout, dlse) = (&f32s[0], &f32s[1], &f32s[2], &f32s[3], &f32s[4]);
     let opts = FlashOptions::new().block_sizes(8, 8).causal(true);
-    let (out, lse) = flash_attention_lse::run(&dev, q, k, v, opts.clone()).unwrap();
-    let alone =
-        flash_attention_backward::run(&dev, q, k, v, &out, &lse, dout, dlse, opts.clone()).unwrap();
+    let (out, lse) = flash_attention_lse::run(&dev, q, k, v, opts).unwrap();
+    let alone = flash_attention_backward::run(&dev, q, k, v, &out, &lse, dout, dlse, opts).unwrap();
     let with_fwd = flash_attention_lse_vjp::run(&dev, q, k, v, dout, dlse, opts).unwrap();
     for (a, b) in [
         (alone.0, with_fwd.0),
@@ -385,7 +384,7 @@ fn dynamic_block_sparse_attention_differentiates_by_autodiff() {
     };
     let opts = FlashOptions::new().block_sizes(8, 8);
     let mask = Mask::local(c.sq, c.skv, Some(6), Some(3));
-    let t = DynamicMask::new(&mask.clone().into(), &opts).unwrap();
+    let t = DynamicMask::new(&mask.clone().into(), opts).unwrap();
     let mut hosts = inputs(&c, 41);
     let bits = t.bits.to_vec::<bool>().unwrap();
     hosts[6] = HostTensor::from_vec(bits, vec![1, 1, c.sq, c.skv]).unwrap();
@@ -394,14 +393,14 @@ fn dynamic_block_sparse_attention_differentiates_by_autodiff() {
         ..Use::default()
     };
     let want = run(&dev, "dyn_ref", &hosts, &opts, u_ref, 0, None);
-    let o = opts.clone();
+    let o = opts;
     let kernel = tessel::kernel::Kernel::new("dyn_grads", move |a: &[Tensor]| {
         let tables = [a[5], a[6], a[7], a[8]];
         let (_, pb) = vjp(
             |p: Vec<Tensor>| {
                 let x = AttentionExtras::default();
                 let (out, lse) =
-                    block_sparse_attention_dynamic_with(p[0], p[1], p[2], tables, &x, &o);
+                    block_sparse_attention_dynamic_with(p[0], p[1], p[2], tables, &x, o);
                 vec![out, lse.cast(F64)]
             },
             vec![a[0], a[1], a[2]],

@@ -49,8 +49,8 @@ fn traced_offsets_equal_static_offsets_with_one_program() {
                     ..AttentionExtras::default()
                 };
                 let o = options(causal, window, 0);
-                let (out, lse) = flash_attention_with(a[0], a[1], a[2], &x, &o);
-                let (ref_out, _) = attention_reference_with(a[0], a[1], a[2], &x, &o);
+                let (out, lse) = flash_attention_with(a[0], a[1], a[2], &x, o);
+                let (ref_out, _) = attention_reference_with(a[0], a[1], a[2], &x, o);
                 vec![out, lse, ref_out]
             },
         )
@@ -82,7 +82,7 @@ fn traced_offsets_equal_static_offsets_with_one_program() {
                             a[1],
                             a[2],
                             &AttentionExtras::default(),
-                            &opts,
+                            opts,
                         );
                         vec![out, lse]
                     },
@@ -119,7 +119,7 @@ fn traced_offset_gradients_equal_static_ones() {
             };
             let o = options(true, Some(5), if traced { 0 } else { 7 });
             let (_, pull) = vjp(
-                |p: Vec<Tensor>| flash_attention_with(p[0], p[1], p[2], &x, &o).0,
+                |p: Vec<Tensor>| flash_attention_with(p[0], p[1], p[2], &x, o).0,
                 vec![a[0], a[1], a[2]],
             );
             pull.call(a[3])
@@ -145,7 +145,7 @@ fn block_sparse_attention_refuses_a_traced_offset() {
             q_offset: Some(a[1]),
             ..AttentionExtras::default()
         };
-        block_sparse_attention_with(a[0], a[0], a[0], &mask, &x, &options(true, None, 0)).0
+        block_sparse_attention_with(a[0], a[0], a[0], &mask, &x, options(true, None, 0)).0
     })
     .compile(&dev(), &[spec(&[1, 1, 8, 8], F32), spec(&[], S32)])
     .map(|_| ())
@@ -165,7 +165,7 @@ fn a_bad_offset_is_a_kernel_error_at_the_callers_line() {
             q_offset: Some(a[1]),
             ..AttentionExtras::default()
         };
-        flash_attention_with(a[0], a[0], a[0], &x, &options(true, None, 0)).0
+        flash_attention_with(a[0], a[0], a[0], &x, options(true, None, 0)).0
     })
     .compile(&dev(), &[spec(&[2, 1, 8, 8], F32), spec(&[3], S32)])
     .map(|_| ())

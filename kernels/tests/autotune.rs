@@ -55,10 +55,10 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
     let tuned_cfg = flash_attention::CONFIG.autotune(true);
 
     // Tuned and untuned agree within f32 tolerance, and with the reference.
-    let want = attention_reference::run(&d, &q, &k, &v, opts.clone()).unwrap();
-    let plain = flash_attention::run(&d, &q, &k, &v, opts.clone()).unwrap();
+    let want = attention_reference::run(&d, &q, &k, &v, opts).unwrap();
+    let plain = flash_attention::run(&d, &q, &k, &v, opts).unwrap();
     let before = d.cache().stats().compiles;
-    let tuned = flash_attention::run_with(&tuned_cfg, &d, &q, &k, &v, opts.clone()).unwrap();
+    let tuned = flash_attention::run_with(&tuned_cfg, &d, &q, &k, &v, opts).unwrap();
     let measured = d.cache().stats().compiles - before;
     assert!(measured >= 2, "{measured} candidates compiled");
     close(&tuned, &want.to_f64_vec(), 1e-5);
@@ -75,7 +75,7 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
 
     // Remembered: the next call compiles and measures nothing.
     let before = d.cache().stats().compiles;
-    flash_attention::run_with(&tuned_cfg, &d, &q, &k, &v, opts.clone()).unwrap();
+    flash_attention::run_with(&tuned_cfg, &d, &q, &k, &v, opts).unwrap();
     assert_eq!(d.cache().stats().compiles, before);
     // profile shows the choice.
     let p = flash_attention::profile_with(
@@ -85,7 +85,7 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
         &q,
         &k,
         &v,
-        opts.clone(),
+        opts,
     )
     .unwrap();
     assert_eq!(p.tuned, vec![format!("opts: {choice}")]);
@@ -99,8 +99,7 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
         .map(|t| d.to_device(t).unwrap())
         .collect();
     let before = d.cache().stats().compiles;
-    let out =
-        flash_attention::call_with(&tuned_cfg, &d, &bufs[0], &bufs[1], &bufs[2], opts.clone());
+    let out = flash_attention::call_with(&tuned_cfg, &d, &bufs[0], &bufs[1], &bufs[2], opts);
     close(&out.unwrap().to_host().unwrap(), &want.to_f64_vec(), 1e-5);
     assert_eq!(d.cache().stats().compiles, before);
 
@@ -170,7 +169,7 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
     let qp = uniform(&[3, hq, dh], F32, 9, 1.0);
     let lengths = HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [3]).unwrap();
     let so = ServeOptions::new();
-    let want = paged_attention::run(&d, &qp, &kp, &vp, &tables, &lengths, so.clone()).unwrap();
+    let want = paged_attention::run(&d, &qp, &kp, &vp, &tables, &lengths, so).unwrap();
     let cfg = paged_attention::CONFIG.autotune(true);
     let p = paged_attention::profile_with(
         &cfg,
@@ -181,7 +180,7 @@ fn block_sizes_are_chosen_by_measurement_and_remembered() {
         &vp,
         &tables,
         &lengths,
-        so.clone(),
+        so,
     )
     .unwrap();
     assert!(

@@ -161,7 +161,7 @@ fn fused_gelu_dropout_backward_uses_the_forward_mask() {
     let dev = Device::cpu().unwrap();
     let (x, dout) = (data(11, &[16, 9]), data(12, &[16, 9]));
     let seed = HostTensor::scalar(7u32);
-    let rate = 0.3f32;
+    let rate = 0.3;
     let y = fused_gelu_dropout::run(&dev, &x, true, rate, &seed, true)
         .unwrap()
         .to_f64_vec();
@@ -180,7 +180,7 @@ fn fused_gelu_dropout_backward_uses_the_forward_mask() {
             let th = (c * (x + 0.044715 * x * x * x)).tanh();
             let g =
                 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * 0.044715 * x * x);
-            d * g / (1.0 - rate as f64)
+            d * g / (1.0 - rate)
         })
         .collect();
     let dropped = want.iter().filter(|&&w| w == 0.0).count();

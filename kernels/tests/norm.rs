@@ -69,7 +69,7 @@ fn run(
     x: &HostTensor,
     scale: &HostTensor,
     bias: &HostTensor,
-    eps: f32,
+    eps: f64,
 ) -> Result<HostTensor> {
     match v {
         Variant::Layer => layer_norm::run(d, x, scale, bias, eps),
@@ -95,7 +95,7 @@ fn check(d: &Device, v: Variant, dtype: DType, param_dtype: DType, shape: &[usiz
         (dtype, shape),
         "{v:?} keeps dtype and shape"
     );
-    let want = reference(v, &xv, cols, &sv, &bv, f64::from(eps));
+    let want = reference(v, &xv, cols, &sv, &bv, eps);
     assert_close(&y, &want, t, &format!("{v:?} {dtype} {shape:?}"));
 }
 
@@ -226,7 +226,7 @@ fn bad_arguments_are_kernel_errors() {
         "{}",
         e.message
     );
-    let e = kernel_error(layer_norm_plain::run(&d, &x, f32::NAN));
+    let e = kernel_error(layer_norm_plain::run(&d, &x, f64::NAN));
     assert!(e.message.contains("eps must be"), "{}", e.message);
     let e = kernel_error(layer_norm_no_bias::run(
         &d,

@@ -70,7 +70,7 @@ fn check_paged_in(
         &case.v_pages,
         &case.tables,
         &HostTensor::from_vec(lengths, [b]).unwrap(),
-        o.clone(),
+        o,
     )
     .unwrap()
     .to_f64_vec();
@@ -98,22 +98,15 @@ fn paged_attention_matches_the_reference() {
         }
     }
     let o = ServeOptions::new().pages_per_block(2);
-    check_paged(&lens, page, 4, 2, o.clone().window(5), F64);
-    check_paged(&lens, page, 4, 2, o.clone().window(0), F64);
-    check_paged(
-        &lens,
-        page,
-        4,
-        2,
-        o.clone().soft_cap(0.5).sm_scale(2.0),
-        F64,
-    );
-    check_paged(&lens, page, 4, 2, o.clone(), F32);
+    check_paged(&lens, page, 4, 2, o.window(5), F64);
+    check_paged(&lens, page, 4, 2, o.window(0), F64);
+    check_paged(&lens, page, 4, 2, o.soft_cap(0.5).sm_scale(2.0), F64);
+    check_paged(&lens, page, 4, 2, o, F32);
     check_paged(&[17, 3, 0], 16, 4, 1, ServeOptions::new(), BF16);
     // The online softmax (no room for the two-pass logits buffer).
-    let online = o.clone().max_logits_bytes(0);
-    check_paged(&lens, page, 4, 2, online.clone(), F64);
-    check_paged(&lens, page, 3, 1, online.clone().window(5), F64);
+    let online = o.max_logits_bytes(0);
+    check_paged(&lens, page, 4, 2, online, F64);
+    check_paged(&lens, page, 3, 1, online.window(5), F64);
     check_paged(&[17, 3, 0], 16, 4, 1, online, BF16);
 }
 
@@ -132,8 +125,8 @@ fn two_pass_chunks_match_the_reference() {
     // Chunks of 2 blocks of 8 keys over sequences of up to 23 keys.
     let lens = [0, 1, 3, 4, 5, 23];
     let o = chunk(16).pages_per_block(2);
-    check_paged(&lens, 4, 4, 2, o.clone(), F64);
-    check_paged(&lens, 4, 4, 2, o.clone().window(5), F64);
+    check_paged(&lens, 4, 4, 2, o, F64);
+    check_paged(&lens, 4, 4, 2, o.window(5), F64);
     check_paged(&lens, 4, 3, 1, o.soft_cap(0.5), F64);
     let mix = [(1, 1), (5, 5), (3, 9), (0, 4), (1, 17), (7, 12), (2, 2)];
     check_ragged(&mix, 3, 4, chunk(16).block_q(1).pages_per_block(2), F64);
@@ -173,7 +166,7 @@ fn check_ragged_in(
         &case.tables,
         &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
         &HostTensor::from_vec(cu.clone(), [b + 1]).unwrap(),
-        o.clone(),
+        o,
     )
     .unwrap()
     .to_f64_vec();
@@ -210,16 +203,35 @@ fn ragged_paged_attention_matches_the_reference() {
     }
     let long = [(9, 9), (1, 6), (20, 26), (8, 8), (0, 3), (17, 40)];
     let o = ServeOptions::new().block_q(16).pages_per_block(2);
-    check_ragged(&long, 2, 4, o.clone(), F64);
+    check_ragged(&long, 2, 4, o, F64);
     check_ragged(&long, 0, 4, o.window(5), F64);
     // The online softmax with one product per row.
     let o = ServeOptions::new().block_q(3).max_logits_bytes(0);
-    check_ragged(&mix, 3, 4, o.clone(), F64);
+    check_ragged(&mix, 3, 4, o, F64);
     check_ragged(&mix, 0, 4, o.window(3), F64);
     let o = ServeOptions::new().block_q(4).pages_per_block(1);
-    check_ragged(&mix, 0, 4, o.clone().window(3), F64);
-    check_ragged(&mix, 1, 4, o.clone().soft_cap(1.0), F64);
-    check_ragged(&[(6, 6), (0, 0), (1, 5)], 2, 4, o.clone(), F32);
+    check_ragged(&mix, 0, 4, o.window(3), F64);
+    check_ragged(&mix, 1, 4, o.soft_cap(1.0), F64);
+    check_ragged(&[(6, 6), (0, 0), (1, 5)], 2, 4, o, F32);
+}
+
+/// Positions are where the first new token sits: one past the cache's
+/// room for the new tokens, or negative, is a check failure naming the
+/// entry, never a clamped read.
+#[test]
+fn decode_attention_refuses_positions_outside_the_cache() {
+    let (b, h, s_max, d) = (2, 1, 6, 2);
+    let q = HostTensor::zeros(TensorSpec::new([b, h, 2, d], F32));
+    let kv = HostTensor::zeros(TensorSpec::new([b, h, s_max, d], F32));
+    let run = |pos: [i32; 2]| {
+        let pos = HostTensor::from_vec(pos.to_vec(), [b]).unwrap();
+        decode_attention::run(&dev(), &q, &kv, &kv, &pos, ServeOptions::new())
+    };
+    assert!(run([0, 4]).is_ok());
+    for (bad, entry) in [([0, 5], "positions[1] = 5"), ([-1, 0], "positions[0] = -1")] {
+        let e = run(bad).unwrap_err().to_string();
+        assert!(e.contains(entry) && e.contains("0..=4"), "{e}");
+    }
 }
 
 #[test]
@@ -244,7 +256,7 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
     // chunk keeps one block of room before it): 32 bytes per key of
     // logits for one query, 64 for two.
     let o = ServeOptions::new().block_kv(3);
-    check_contiguous(10, &[0, 1, 10, 7, 6], 1, o.clone().max_logits_bytes(32 * 9));
+    check_contiguous(10, &[0, 1, 10, 7, 6], 1, o.max_logits_bytes(32 * 9));
     check_contiguous(
         10,
         &[0, 1, 10, 7, 6],
@@ -255,7 +267,7 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
     let o = ServeOptions::new()
         .block_kv(500)
         .max_logits_bytes(32 * 4500);
-    check_contiguous(32768, &[3999, 4000, 4001, 32768], 1, o.clone());
+    check_contiguous(32768, &[3999, 4000, 4001, 32768], 1, o);
     check_contiguous(
         32768,
         &[0, 17, 32760, 2500],
@@ -265,8 +277,10 @@ fn decode_attention_over_a_contiguous_cache_matches_the_reference() {
 }
 
 /// `decode_attention` of `sq` queries per sequence over a contiguous cache
-/// of `s_max` positions holding `lens` keys.
+/// of `s_max` positions holding `lens` keys after the step (a length under
+/// `sq` counts as `sq`: the first query at position 0).
 fn check_contiguous(s_max: usize, lens: &[usize], sq: usize, o: ServeOptions) {
+    let lens: Vec<usize> = lens.iter().map(|&l| l.max(sq)).collect();
     let (b, hq, hkv, d) = (lens.len(), 4, 2, 8);
     let r = reference_of(hq, hkv, d, &o);
     let mut rng = Rng::new(sq as u64);
@@ -295,8 +309,8 @@ fn check_contiguous(s_max: usize, lens: &[usize], sq: usize, o: ServeOptions) {
         &host(&q, &[b, hq, sq, d], F64),
         &host(&k, &[b, hkv, s_max, d], F64),
         &host(&v, &[b, hkv, s_max, d], F64),
-        &HostTensor::from_vec(lens.iter().map(|&l| l as i32).collect(), [b]).unwrap(),
-        o.clone(),
+        &HostTensor::from_vec(lens.iter().map(|&l| (l - sq) as i32).collect(), [b]).unwrap(),
+        o,
     )
     .unwrap()
     .to_f64_vec();

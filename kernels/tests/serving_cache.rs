@@ -229,7 +229,7 @@ fn quantized_round_trip(dtype: DType) {
             &vs,
             &tables_t,
             &lens_t,
-            o.clone(),
+            o,
         )
         .unwrap()
         .to_f64_vec();
@@ -307,7 +307,7 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         &f(&[4, 4, 2, 8], F32),
         &f(&[2, 3], S32),
         &f(&[2], S32),
-        o.clone(),
+        o,
     ));
     assert!(e.to_string().contains("paged_attention"), "{e}");
     assert!(e.to_string().contains("[B, Hq, D]"), "{e}");
@@ -319,7 +319,7 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         &f(&[4, 4, 2, 8], S8),
         &f(&[2, 3], S32),
         &f(&[2], S32),
-        o.clone(),
+        o,
     ));
     assert!(e.to_string().contains("quantized"), "{e}");
     // Heads that do not group.
@@ -330,7 +330,7 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         &f(&[4, 4, 2, 8], F32),
         &f(&[2, 3], S32),
         &f(&[2], S32),
-        o.clone(),
+        o,
     ));
     assert!(e.to_string().contains("multiple"), "{e}");
     // Lengths of the wrong batch.
@@ -341,7 +341,7 @@ fn serving_errors_name_the_kernel_and_the_shapes() {
         &f(&[4, 4, 2, 8], F32),
         &f(&[2, 3], S32),
         &f(&[3], S32),
-        o.clone(),
+        o,
     ));
     assert!(e.to_string().contains("lengths must be s32 [2]"), "{e}");
     // The error points at the line that called the kernel function, not

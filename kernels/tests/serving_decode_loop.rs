@@ -36,13 +36,7 @@ fn decode_step(
         lens,
         cu,
     );
-    let out = paged_attention_with(
-        q,
-        &kv,
-        tables,
-        lens,
-        &ServeOptions::new().pages_per_block(2),
-    );
+    let out = paged_attention_with(q, &kv, tables, lens, ServeOptions::new().pages_per_block(2));
     (out, kv.k_pages, kv.v_pages)
 }
 

@@ -337,7 +337,7 @@ fn dynamic_block_sparse_attention_answers_right_or_refuses() {
             &s32(&counts, &[nb]),
             &s32(&ids, &[nb, width]),
             &s32(&kinds, &[nb, width]),
-            opts.clone(),
+            opts,
         );
         let what =
             format!("block-sparse case {case}: counts {counts:?}, ids {ids:?}, kinds {kinds:?}");

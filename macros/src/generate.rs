@@ -357,6 +357,31 @@ pub fn companion(
                 Self::compile_with(&Self::CONFIG, device, #(#ps),*)
             }
 
+            /// Compiles (or fetches from the device's cache) the kernel with
+            /// [`Self::CONFIG`] for arguments like these device buffers, the
+            /// forms `call` takes, their specs derived: a `call` with
+            /// buffers of the same specs (and the same static arguments)
+            /// runs this program.
+            #[track_caller]
+            pub fn compile_for(device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
+                -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(&Self::CONFIG, &mut __c, #body_buf).compile(device, &__c.specs)
+            }
+
+            /// [`compile_for`](Self::compile_for) from host tensors, the
+            /// forms `run` takes: only their specs are read.
+            #[track_caller]
+            pub fn compile_for_host(device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
+                -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
+            {
+                let mut __c = #dsl::ArgCollector::default();
+                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                Self::__kernel(&Self::CONFIG, &mut __c, #body_host).compile(device, &__c.specs)
+            }
+
             /// Runs the kernel (which must return one scalar loss) and its
             /// gradient with respect to the tensor parameters named in `wrt`,
             /// under `config`: returns the loss and one gradient per name, in

@@ -18,7 +18,7 @@ pub(super) const LOWER_CASES: &[(&str, &[&str])] = &[
             "--shape",
             "v_cache=2x2x24x8",
             "--shape",
-            "lengths=2:s32",
+            "positions=2:s32",
         ],
     ),
     (

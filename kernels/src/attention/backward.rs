@@ -103,7 +103,7 @@ pub(crate) fn differentiable<L: Layout>(
     let n = if with_bias { 4 } else { 3 };
     let mut primals = vec![q, k, v];
     primals.extend(extras.bias);
-    let bwd_opts = options.clone();
+    let bwd_opts = *options;
     let fwd_layout = Rc::clone(&layout);
     let out = custom_vjp(
         primals,
@@ -153,8 +153,9 @@ pub fn flash_attention_backward_with(
     lse: Tensor,
     dout: Tensor,
     dlse: Tensor,
-    options: &FlashOptions,
+    options: FlashOptions,
 ) -> (Tensor, Tensor, Tensor) {
+    let options = &options;
     let x = AttentionExtras::default();
     let op = "flash_attention_backward";
     let Some(d) = check_static(op, q, k, v, &x, options, QueryBlocks::Looped) else {

@@ -153,7 +153,8 @@ impl AttentionMask {
     /// The bits as a `pred` host tensor `[1, q_len, kv_len]` (shared) or
     /// `[heads, q_len, kv_len]` (per head), and-ed with the band of
     /// `options`: the `mask` input of the reference.
-    pub fn to_host_tensor(&self, options: &FlashOptions) -> Result<HostTensor> {
+    pub fn to_host_tensor(&self, options: FlashOptions) -> Result<HostTensor> {
+        let options = &options;
         let (sq, skv) = self.shape();
         let heads = self.with_band(options)?;
         let bits: Vec<bool> = heads.iter().flat_map(Mask::to_dense).collect();
@@ -249,8 +250,9 @@ pub fn block_sparse_attention_with(
     v: Tensor,
     mask: &AttentionMask,
     extras: &AttentionExtras,
-    options: &FlashOptions,
+    options: FlashOptions,
 ) -> (Tensor, Tensor) {
+    let options = &options;
     const OP: &str = "block_sparse_attention";
     if refuses_offset(OP, q, extras) {
         return poisoned(q);
@@ -346,7 +348,8 @@ impl DynamicMask {
     /// The bits and tables of `mask` and-ed with the band of `options`, at
     /// its block sizes (for a per-head mask, the tables of the union
     /// layout).
-    pub fn new(mask: &AttentionMask, options: &FlashOptions) -> Result<DynamicMask> {
+    pub fn new(mask: &AttentionMask, options: FlashOptions) -> Result<DynamicMask> {
+        let options = &options;
         let heads = mask.with_band(options)?;
         let info: MaskInfo = if heads.len() == 1 {
             heads[0]
@@ -466,8 +469,9 @@ pub fn block_sparse_attention_dynamic_with(
     v: Tensor,
     tables: [Tensor; 4],
     extras: &AttentionExtras,
-    options: &FlashOptions,
+    options: FlashOptions,
 ) -> (Tensor, Tensor) {
+    let options = &options;
     const OP: &str = "block_sparse_attention_dynamic";
     if refuses_offset(OP, q, extras) {
         return poisoned(q);

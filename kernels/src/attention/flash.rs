@@ -245,8 +245,9 @@ pub fn flash_attention_with(
     k: Tensor,
     v: Tensor,
     extras: &AttentionExtras,
-    options: &FlashOptions,
+    options: FlashOptions,
 ) -> (Tensor, Tensor) {
+    let options = &options;
     // A band at a static offset runs its query blocks in one loop (`rows.rs`).
     let rows = match extras.q_offset {
         None => QueryBlocks::Looped,

@@ -165,10 +165,10 @@ impl Attention {
             };
             let (q, k, v) = (a[0], a[1], a[2]);
             match self {
-                Attention::Reference => attention_reference_with(q, k, v, &extras, options),
-                Attention::Flash => flash_attention_with(q, k, v, &extras, options),
+                Attention::Reference => attention_reference_with(q, k, v, &extras, *options),
+                Attention::Flash => flash_attention_with(q, k, v, &extras, *options),
                 Attention::BlockSparse(m) => {
-                    block_sparse_attention_with(q, k, v, m, &extras, options)
+                    block_sparse_attention_with(q, k, v, m, &extras, *options)
                 }
             }
         };
@@ -176,7 +176,7 @@ impl Attention {
             .params(present.names())
             .config(super::flash_attention::CONFIG)
             .statics(self.clone())
-            .statics(options.clone())
+            .statics(*options)
             .statics(present.flags())
             .cache_key(format!("{}::Attention::{}", module_path!(), self.name()))
     }
@@ -192,8 +192,9 @@ impl Attention {
         k: &HostTensor,
         v: &HostTensor,
         inputs: &AttentionInputs<'_>,
-        options: &FlashOptions,
+        options: FlashOptions,
     ) -> Result<AttentionOutput> {
+        let options = &options;
         let seed = inputs.dropout_seed.map(HostTensor::scalar);
         let mut args: Vec<&HostTensor> = vec![q, k, v];
         args.extend(inputs.given(seed.as_ref()));
@@ -230,8 +231,9 @@ impl Attention {
         k: &TensorSpec,
         v: &TensorSpec,
         inputs: &AttentionInputs<'_>,
-        options: &FlashOptions,
+        options: FlashOptions,
     ) -> Result<String> {
+        let options = &options;
         let seed = inputs.dropout_seed.map(HostTensor::scalar);
         let mut specs = vec![q.clone(), k.clone(), v.clone()];
         specs.extend(inputs.given(seed.as_ref()).map(|t| t.spec().clone()));

@@ -62,7 +62,7 @@ use tessel::prelude::*;
 /// ```
 #[tpu_kernel(precision = "highest")]
 pub fn attention_reference(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) -> Tensor {
-    attention_reference_with(q, k, v, &AttentionExtras::default(), &opts).0
+    attention_reference_with(q, k, v, &AttentionExtras::default(), opts).0
 }
 
 /// Flash attention: for each block of `opts.block_q` queries, an online
@@ -94,7 +94,7 @@ pub fn attention_reference(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) 
 /// ```
 #[tpu_kernel(precision = "highest")]
 pub fn flash_attention(q: Tensor, k: Tensor, v: Tensor, opts: FlashOptions) -> Tensor {
-    flash_attention_with(q, k, v, &AttentionExtras::default(), &opts).0
+    flash_attention_with(q, k, v, &AttentionExtras::default(), opts).0
 }
 
 /// [`flash_attention`](fn@flash_attention) returning the logsumexp `[B, Hq, Sq]` (f32) of each
@@ -120,7 +120,7 @@ pub fn flash_attention_lse(
     v: Tensor,
     opts: FlashOptions,
 ) -> (Tensor, Tensor) {
-    flash_attention_with(q, k, v, &AttentionExtras::default(), &opts)
+    flash_attention_with(q, k, v, &AttentionExtras::default(), opts)
 }
 
 /// The FlashAttention-2 backward pass alone: `(dq, dk, dv)` from the
@@ -142,7 +142,7 @@ pub fn flash_attention_backward(
     dlse: Tensor,
     opts: FlashOptions,
 ) -> (Tensor, Tensor, Tensor) {
-    flash_attention_backward_with(q, k, v, out, lse, dout, dlse, &opts)
+    flash_attention_backward_with(q, k, v, out, lse, dout, dlse, opts)
 }
 
 /// Splash-style block-sparse attention driven by `mask` (one [`Mask`] for
@@ -172,7 +172,7 @@ pub fn block_sparse_attention(
     mask: AttentionMask,
     opts: FlashOptions,
 ) -> Tensor {
-    block_sparse_attention_with(q, k, v, &mask, &AttentionExtras::default(), &opts).0
+    block_sparse_attention_with(q, k, v, &mask, &AttentionExtras::default(), opts).0
 }
 
 /// Block-sparse attention with a *dynamic* block layout: the
@@ -211,5 +211,5 @@ pub fn block_sparse_attention_dynamic(
     opts: FlashOptions,
 ) -> Tensor {
     let tables = [bits, num_nonempty, kv_block_ids, block_kinds];
-    block_sparse_attention_dynamic_with(q, k, v, tables, &AttentionExtras::default(), &opts).0
+    block_sparse_attention_dynamic_with(q, k, v, tables, &AttentionExtras::default(), opts).0
 }

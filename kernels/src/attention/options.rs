@@ -27,7 +27,7 @@ use tessel::prelude::*;
 /// assert_eq!(o.band(), (Some(-256), Some(0)));
 /// assert_eq!(FlashOptions::default().scale_for(64), 0.125);
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlashOptions {
     /// Keys after the query's position are hidden (`right` becomes at most 0).
     pub causal: bool,
@@ -106,10 +106,10 @@ impl StaticArg for FlashOptions {
             [128, 256, 512].map(|block_kv| FlashOptions {
                 block_q: fit(block_q, q.shape[2]),
                 block_kv: fit(block_kv, k.shape[2]),
-                ..self.clone()
+                ..*self
             })
         });
-        distinct_candidates(self.clone(), variants)
+        distinct_candidates(*self, variants)
     }
 
     fn tuning_label(&self) -> String {

@@ -38,8 +38,9 @@ pub fn attention_reference_with(
     k: Tensor,
     v: Tensor,
     extras: &AttentionExtras,
-    options: &FlashOptions,
+    options: FlashOptions,
 ) -> (Tensor, Tensor) {
+    let options = &options;
     let Some(d) = check("attention_reference", q, k, v, extras, options) else {
         return poisoned(q);
     };

@@ -1,5 +1,5 @@
-//! Decode attention over a contiguous cache `[B, Hkv, S_max, D]` with
-//! traced lengths.
+//! Decode attention over a contiguous cache `[B, Hkv, S_max, D]` at
+//! traced positions.
 
 use tessel::prelude::*;
 
@@ -11,23 +11,27 @@ use super::ServeOptions;
 
 /// Decode attention inside a kernel: `q: [B, Hq, Sq, D]`, the `Sq` newest
 /// tokens of each sequence (usually 1); `k_cache: [B, Hkv, S_max, D]` and
-/// `v_cache: [B, Hkv, S_max, Dv]`; `lengths: s32 [B]` the keys of each
-/// sequence, the new ones included (`0 ..= S_max`: checked inside the
-/// program unless [`ServeOptions::unchecked`], a length outside is
-/// [`Error::Check`](tessel::Error::Check) after the call), so query
-/// `i` sits at position `lengths[b] - Sq + i` and sees the keys up to it
-/// (and, with a window, not before `position - left`). Returns
-/// `[B, Hq, Sq, Dv]` in `q`'s dtype; a query that sees no key gives zeros.
-/// Keys at or past a sequence's length are never read into the result,
-/// whatever they hold.
+/// `v_cache: [B, Hkv, S_max, Dv]`; `positions: s32 [B]` the position of
+/// each sequence's first new token — the same `positions` that
+/// [`cache_update`](fn@super::cache_update) wrote the new keys at and
+/// [`rope_at`](fn@crate::rope::rope_at) rotated them by, so one tensor
+/// feeds all three and there is no length to get wrong by one. Query `i`
+/// sits at position `positions[b] + i` and sees the keys up to it (and,
+/// with a window, not before `position - left`); each position must be in
+/// `0 ..= S_max - Sq` (checked inside the program unless
+/// [`ServeOptions::unchecked`]: one outside is
+/// [`Error::Check`](tessel::Error::Check) after the call). Returns
+/// `[B, Hq, Sq, Dv]` in `q`'s dtype. Keys past a sequence's last query are
+/// never read into the result, whatever they hold.
 #[track_caller]
 pub fn decode_attention_with(
     q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
-    lengths: Tensor,
-    opts: &ServeOptions,
+    positions: Tensor,
+    opts: ServeOptions,
 ) -> Tensor {
+    let opts = &opts;
     let op = "decode_attention";
     let (qs, ks, vs) = (q.shape(), k_cache.shape(), v_cache.shape());
     if let Some(m) = opts.problem() {
@@ -82,17 +86,27 @@ pub fn decode_attention_with(
         )
         .unwrap_or(q);
     }
-    if lengths.dtype() != S32 || lengths.shape() != [b] {
+    if positions.dtype() != S32 || positions.shape() != [b] {
         return fail(
             op,
-            &[q, lengths],
-            format!("lengths must be s32 [{b}], got {}", lengths.spec()),
+            &[q, positions],
+            format!("positions must be s32 [{b}], got {}", positions.spec()),
+        )
+        .unwrap_or(q);
+    }
+    if sq > s_max {
+        return fail(
+            op,
+            &[q, k_cache],
+            format!("{sq} new tokens do not fit a cache of {s_max} positions"),
         )
         .unwrap_or(q);
     }
     if !opts.unchecked {
-        check_lengths(lengths, "lengths", 0, s_max, "");
+        let why = format!(" ({sq} new tokens in a cache of {s_max})");
+        check_lengths(positions, "positions", 0, s_max - sq, &why);
     }
+    let lengths = positions + sq as i32;
     let dv = vs[3];
     let stat = if io == F64 { F64 } else { F32 };
     if s_max == 0 || sq == 0 {

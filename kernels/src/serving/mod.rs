@@ -41,6 +41,7 @@
 //! # Ok::<(), tessel::Error>(())
 //! ```
 
+mod batch;
 mod check;
 mod decode;
 mod engine;
@@ -52,6 +53,7 @@ mod source;
 mod two_pass;
 mod update;
 
+pub use self::batch::RaggedBatch;
 pub use self::check::PagedKv;
 pub use self::decode::decode_attention_with;
 pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_LOGITS_BYTES};
@@ -63,17 +65,18 @@ use tessel::prelude::*;
 
 /// Decode attention over a contiguous cache: `q: [B, Hq, Sq, D]` (the
 /// newest `Sq` tokens of each sequence), caches `[B, Hkv, S_max, D]`,
-/// `lengths: s32 [B]` (keys per sequence, the new ones included). See
+/// `positions: s32 [B]` (where each sequence's first new token sits: the
+/// positions [`cache_update`](fn@cache_update) wrote it at). See
 /// [`decode_attention_with`].
 #[tpu_kernel(precision = "highest")]
 pub fn decode_attention(
     q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
-    lengths: Tensor,
+    positions: Tensor,
     opts: ServeOptions,
 ) -> Tensor {
-    decode_attention_with(q, k_cache, v_cache, lengths, &opts)
+    decode_attention_with(q, k_cache, v_cache, positions, opts)
 }
 
 /// Writes `k`, `v: [B, Hkv, T, D]` into the contiguous caches at
@@ -107,7 +110,7 @@ pub fn paged_attention(
         &PagedKv::new(k_pages, v_pages),
         block_tables,
         lengths,
-        &opts,
+        opts,
     )
 }
 
@@ -127,7 +130,7 @@ pub fn paged_attention_quantized(
     opts: ServeOptions,
 ) -> Tensor {
     let kv = PagedKv::quantized(k_pages, v_pages, k_scales, v_scales);
-    paged_attention_with(q, &kv, block_tables, lengths, &opts)
+    paged_attention_with(q, &kv, block_tables, lengths, opts)
 }
 
 /// Attention of a packed ragged batch over a paged cache: `q: [T, Hq, D]`,
@@ -145,7 +148,7 @@ pub fn ragged_paged_attention(
     opts: ServeOptions,
 ) -> Tensor {
     let kv = PagedKv::new(k_pages, v_pages);
-    ragged_paged_attention_with(q, &kv, block_tables, kv_lens, cu_q_lens, &opts)
+    ragged_paged_attention_with(q, &kv, block_tables, kv_lens, cu_q_lens, opts)
 }
 
 /// [`ragged_paged_attention`](fn@ragged_paged_attention) over int8 or fp8
@@ -164,7 +167,7 @@ pub fn ragged_paged_attention_quantized(
     opts: ServeOptions,
 ) -> Tensor {
     let kv = PagedKv::quantized(k_pages, v_pages, k_scales, v_scales);
-    ragged_paged_attention_with(q, &kv, block_tables, kv_lens, cu_q_lens, &opts)
+    ragged_paged_attention_with(q, &kv, block_tables, kv_lens, cu_q_lens, opts)
 }
 
 /// Writes a packed ragged batch's new keys and values `[T, Hkv, D]` into

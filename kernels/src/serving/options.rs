@@ -34,7 +34,7 @@ pub const DEFAULT_LOGITS_BYTES: usize = 1 << 20;
 /// assert_eq!(o.window, Some(1024));
 /// assert_eq!(ServeOptions::default().scale_for(64), 0.125);
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServeOptions {
     /// The logit scale; `None` is `1 / sqrt(D)`.
     pub sm_scale: Option<f64>,
@@ -133,7 +133,7 @@ impl StaticArg for ServeOptions {
                 };
                 let with_pages = |pages: usize| ServeOptions {
                     pages_per_block: pages,
-                    ..self.clone()
+                    ..*self
                 };
                 let variants = [256, 512, 1024, 2048, 4096]
                     .iter()
@@ -147,10 +147,10 @@ impl StaticArg for ServeOptions {
                     .iter()
                     .map(|&keys: &usize| ServeOptions {
                         block_kv: keys.min(len),
-                        ..self.clone()
+                        ..*self
                     })
                     .collect();
-                (self.clone(), variants)
+                (*self, variants)
             }
             _ => return Vec::new(),
         };

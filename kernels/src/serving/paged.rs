@@ -105,8 +105,9 @@ pub fn paged_attention_with(
     kv: &PagedKv,
     block_tables: Tensor,
     lengths: Tensor,
-    opts: &ServeOptions,
+    opts: ServeOptions,
 ) -> Tensor {
+    let opts = &opts;
     let op = "paged_attention";
     let form = "[B, Hq, D] (one query per sequence)";
     let Some(dims) = check_paged(op, q, form, kv, block_tables, lengths, "lengths", opts) else {
@@ -174,8 +175,9 @@ pub fn ragged_paged_attention_with(
     block_tables: Tensor,
     kv_lens: Tensor,
     cu_q_lens: Tensor,
-    opts: &ServeOptions,
+    opts: ServeOptions,
 ) -> Tensor {
+    let opts = &opts;
     let op = "ragged_paged_attention";
     let form = "[T, Hq, D] (the packed queries)";
     let Some(dims) = check_paged(op, q, form, kv, block_tables, kv_lens, "kv_lens", opts) else {

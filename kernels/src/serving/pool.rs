@@ -106,6 +106,12 @@ impl PagePool {
         self.owned.get(&seq).map_or(&[], Vec::as_slice)
     }
 
+    /// The most pages any of `seqs` holds: the narrowest width their
+    /// [`block_tables`](Self::block_tables) can have.
+    pub fn max_pages(&self, seqs: &[u64]) -> usize {
+        seqs.iter().map(|&s| self.pages(s).len()).max().unwrap_or(0)
+    }
+
     /// The block tables `s32 [seqs.len(), width]` of `seqs`, in order,
     /// each row padded with page 0 (never read: the kernels mask keys past
     /// a sequence's length). Fails if a sequence holds more than `width`

@@ -28,7 +28,7 @@ fn empty_blocks_are_skipped() {
         .q_offset(-32)
         .block_sizes(16, 16);
     let (want, _) = naive(&q, &k, &v, &o, &Extra::default());
-    let flash = flash_attention::run(&dev, &q, &k, &v, o.clone()).unwrap();
+    let flash = flash_attention::run(&dev, &q, &k, &v, o).unwrap();
     close(&flash, &want, TOL_F32, "flash with NaN in hidden values");
     let mask = AttentionMask::from(Mask::causal_offset(s, s, -32));
     let opts = FlashOptions::new().block_sizes(16, 16);
@@ -62,21 +62,13 @@ fn block_sparse_matches_the_dense_mask() {
         .map(|e| ((e / t) / 8 + (e % t) / 16) % 3 != 0)
         .collect();
     let masks: Vec<(&str, AttentionMask, FlashOptions)> = vec![
-        (
-            "local",
-            Mask::local(s, t, Some(9), Some(2)).into(),
-            o.clone(),
-        ),
-        (
-            "chunked",
-            Mask::chunked_causal(s, t, 16).unwrap().into(),
-            o.clone(),
-        ),
-        ("dense", dense.clone().into(), o.clone()),
+        ("local", Mask::local(s, t, Some(9), Some(2)).into(), o),
+        ("chunked", Mask::chunked_causal(s, t, 16).unwrap().into(), o),
+        ("dense", dense.clone().into(), o),
         (
             "tiles & band",
             Mask::from_dense(s, t, tiles).unwrap().into(),
-            o.clone().causal(true).window(Some(20), None),
+            o.causal(true).window(Some(20), None),
         ),
         (
             "per head",
@@ -88,11 +80,11 @@ fn block_sparse_matches_the_dense_mask() {
             ])
             .unwrap()
             .into(),
-            o.clone().soft_cap(3.0),
+            o.soft_cap(3.0),
         ),
     ];
     for (name, mask, opts) in &masks {
-        let bits = mask.to_host_tensor(opts).unwrap();
+        let bits = mask.to_host_tensor(*opts).unwrap();
         let mh = bits.shape()[0];
         let bits4 = bits.clone().reshape([1, mh, s, t]).unwrap();
         let x = Extra {
@@ -102,11 +94,11 @@ fn block_sparse_matches_the_dense_mask() {
         let plain = FlashOptions {
             causal: false,
             window: (None, None),
-            ..opts.clone()
+            ..*opts
         };
         let (want, want_lse) = naive(&q, &k, &v, &plain, &x);
         let reference = Attention::Reference
-            .run(&dev, &q, &k, &v, &inputs(&x), &plain)
+            .run(&dev, &q, &k, &v, &inputs(&x), plain)
             .unwrap();
         close(
             &reference.out,
@@ -115,7 +107,7 @@ fn block_sparse_matches_the_dense_mask() {
             &format!("{name}: reference"),
         );
         let sparse = Attention::BlockSparse(mask.clone())
-            .run(&dev, &q, &k, &v, &AttentionInputs::new(), opts)
+            .run(&dev, &q, &k, &v, &AttentionInputs::new(), *opts)
             .unwrap();
         close(
             &sparse.out,
@@ -129,7 +121,7 @@ fn block_sparse_matches_the_dense_mask() {
             TOL_F32,
             &format!("{name}: block-sparse lse"),
         );
-        let t = DynamicMask::new(mask, opts).unwrap();
+        let t = DynamicMask::new(mask, *opts).unwrap();
         let dynamic = block_sparse_attention_dynamic::run(
             &dev,
             &q,
@@ -139,7 +131,7 @@ fn block_sparse_matches_the_dense_mask() {
             &t.num_nonempty,
             &t.kv_block_ids,
             &t.block_kinds,
-            opts.clone(),
+            *opts,
         )
         .unwrap();
         close(&dynamic, &want, TOL_F32, &format!("{name}: dynamic layout"));
@@ -155,19 +147,18 @@ fn dynamic_layout_reuses_one_program() {
     let q = data(&[2, 2, s, d], F32, 1);
     let k = data(&[2, 2, s, d], F32, 2);
     let o = FlashOptions::new().block_sizes(8, 8);
-    let flash_opts = o.clone().causal(true).window(Some(10), None);
-    let flash = flash_attention::run(&dev, &q, &k, &k, flash_opts.clone()).unwrap();
+    let flash_opts = o.causal(true).window(Some(10), None);
+    let flash = flash_attention::run(&dev, &q, &k, &k, flash_opts).unwrap();
     let band = flash_opts.band_mask(s, s).unwrap();
-    let sparse =
-        block_sparse_attention::run(&dev, &q, &k, &k, band.clone().into(), o.clone()).unwrap();
+    let sparse = block_sparse_attention::run(&dev, &q, &k, &k, band.clone().into(), o).unwrap();
     close(
         &sparse,
         &flash.to_f64_vec(),
         TOL_F32,
         "block-sparse vs flash",
     );
-    let a = DynamicMask::new(&band.into(), &o).unwrap();
-    let b = DynamicMask::new(&Mask::local(s, s, Some(3), Some(8)).into(), &o).unwrap();
+    let a = DynamicMask::new(&band.into(), o).unwrap();
+    let b = DynamicMask::new(&Mask::local(s, s, Some(3), Some(8)).into(), o).unwrap();
     assert_eq!(a.kv_block_ids.shape(), b.kv_block_ids.shape());
     let run = |t: &DynamicMask| {
         block_sparse_attention_dynamic::run(
@@ -179,7 +170,7 @@ fn dynamic_layout_reuses_one_program() {
             &t.num_nonempty,
             &t.kv_block_ids,
             &t.block_kinds,
-            o.clone(),
+            o,
         )
         .unwrap()
     };

@@ -16,7 +16,7 @@ fn values_with_no_features_give_empty_outputs() {
     let k = data(&[b, hkv, s, d], F32, 2);
     let v = data(&[b, hkv, s, 0], F32, 3);
     let plain = FlashOptions::new().block_sizes(16, 16);
-    let causal = plain.clone().causal(true);
+    let causal = plain.causal(true);
     let (_, want_lse) = naive(&q, &k, &v, &causal, &Extra::default());
     let runs: Vec<(&str, Attention, &FlashOptions)> = vec![
         ("reference", Attention::Reference, &causal),
@@ -29,7 +29,7 @@ fn values_with_no_features_give_empty_outputs() {
     ];
     for (name, method, opts) in runs {
         let r = method
-            .run(&dev, &q, &k, &v, &AttentionInputs::new(), opts)
+            .run(&dev, &q, &k, &v, &AttentionInputs::new(), *opts)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(r.out.shape(), &[b, hq, s, 0], "{name}");
         close(&r.lse, &want_lse, TOL_F32, &format!("{name}: lse"));

@@ -18,33 +18,29 @@ fn bad_inputs_are_kernel_errors() {
     let spec = |s: &[usize]| TensorSpec::new(s.to_vec(), F32);
     let o = FlashOptions::new().block_sizes(8, 8);
     let (q, k) = (spec(&[1, 6, 16, 8]), spec(&[1, 4, 16, 8]));
-    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone()).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o).unwrap_err());
     assert!(m.contains("multiple of the key/value heads"), "{m}");
-    let m = kernel_error(attention_reference::lower(&q, &k, &k, o.clone()).unwrap_err());
+    let m = kernel_error(attention_reference::lower(&q, &k, &k, o).unwrap_err());
     assert!(m.contains("multiple of the key/value heads"), "{m}");
     let (q, k) = (spec(&[1, 4, 16, 8]), spec(&[1, 2, 16, 16]));
-    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone()).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o).unwrap_err());
     assert!(m.contains("head dimension"), "{m}");
     let k = spec(&[1, 2, 16, 8]);
-    let m =
-        kernel_error(flash_attention::lower(&q, &k, &spec(&[1, 2, 15, 8]), o.clone()).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &spec(&[1, 2, 15, 8]), o).unwrap_err());
     assert!(m.contains("same heads and length"), "{m}");
-    let m =
-        kernel_error(flash_attention::lower(&spec(&[4, 16, 8]), &k, &k, o.clone()).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&spec(&[4, 16, 8]), &k, &k, o).unwrap_err());
     assert!(m.contains("rank-4"), "{m}");
-    let m =
-        kernel_error(flash_attention::lower(&q, &k, &k, o.clone().block_sizes(0, 8)).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.block_sizes(0, 8)).unwrap_err());
     assert!(m.contains("block sizes"), "{m}");
     // The tile rule README states: multiples of 8.
-    let m =
-        kernel_error(flash_attention::lower(&q, &k, &k, o.clone().block_sizes(12, 8)).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.block_sizes(12, 8)).unwrap_err());
     assert!(
         m.contains("positive multiples of 8") && m.contains("12 x 8"),
         "{m}"
     );
-    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone().dropout(0.1)).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.dropout(0.1)).unwrap_err());
     assert!(m.contains("needs a seed"), "{m}");
-    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.clone().soft_cap(-1.0)).unwrap_err());
+    let m = kernel_error(flash_attention::lower(&q, &k, &k, o.soft_cap(-1.0)).unwrap_err());
     assert!(m.contains("soft-cap"), "{m}");
 
     // Optional inputs of the wrong shapes or dtypes, through the host runner.
@@ -53,7 +49,7 @@ fn bad_inputs_are_kernel_errors() {
     let run = |x: AttentionInputs<'_>| {
         kernel_error(
             Attention::Flash
-                .run(&dev, &qh, &kh, &kh, &x, &o)
+                .run(&dev, &qh, &kh, &kh, &x, o)
                 .unwrap_err(),
         )
     };
@@ -70,15 +66,13 @@ fn bad_inputs_are_kernel_errors() {
 
     // Block-sparse: mask shape and head count; dynamic tables.
     let m = kernel_error(
-        block_sparse_attention::lower(&q, &k, &k, Mask::causal(16, 15).into(), o.clone())
-            .unwrap_err(),
+        block_sparse_attention::lower(&q, &k, &k, Mask::causal(16, 15).into(), o).unwrap_err(),
     );
     assert!(m.contains("the mask is 16 x 15"), "{m}");
     let two = MultiHeadMask::new(vec![Mask::causal(16, 16), Mask::full(16, 16)]).unwrap();
-    let m =
-        kernel_error(block_sparse_attention::lower(&q, &k, &k, two.into(), o.clone()).unwrap_err());
+    let m = kernel_error(block_sparse_attention::lower(&q, &k, &k, two.into(), o).unwrap_err());
     assert!(m.contains("2 heads"), "{m}");
-    let t = DynamicMask::new(&Mask::causal(16, 16).into(), &o).unwrap();
+    let t = DynamicMask::new(&Mask::causal(16, 16).into(), o).unwrap();
     let wide = TensorSpec::new([3], S32);
     let m = kernel_error(
         block_sparse_attention_dynamic::lower(
@@ -89,7 +83,7 @@ fn bad_inputs_are_kernel_errors() {
             &wide,
             t.kv_block_ids.spec(),
             t.block_kinds.spec(),
-            o.clone(),
+            o,
         )
         .unwrap_err(),
     );

@@ -83,7 +83,7 @@ fn bf16_inputs_have_f32_statistics() {
     let v = data(&[b, hkv, s, d], BF16, 3);
     let o = FlashOptions::new().causal(true).block_sizes(16, 8);
     let (want, want_lse) = naive(&q, &k, &v, &o, &Extra::default());
-    let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &v, o.clone()).unwrap();
+    let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &v, o).unwrap();
     assert_eq!((out.dtype(), lse.dtype()), (BF16, F32));
     close(&out, &want, TOL_BF16, "bf16 flash");
     close(&lse, &want_lse, TOL_BF16, "bf16 flash lse");
@@ -100,12 +100,12 @@ fn kernel_entry_points() {
     let o = FlashOptions::new().causal(true).block_sizes(8, 8);
     let (want, want_lse) = naive(&q, &k, &k, &o, &Extra::default());
     close(
-        &flash_attention::run(&dev, &q, &k, &k, o.clone()).unwrap(),
+        &flash_attention::run(&dev, &q, &k, &k, o).unwrap(),
         &want,
         TOL_F32,
         "flash_attention",
     );
-    let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &k, o.clone()).unwrap();
+    let (out, lse) = flash_attention_lse::run(&dev, &q, &k, &k, o).unwrap();
     close(&out, &want, TOL_F32, "flash_attention_lse");
     close(&lse, &want_lse, TOL_F32, "flash_attention_lse lse");
     close(

@@ -44,15 +44,15 @@ fn run_all(dev: &Device, q: &HostTensor, k: &HostTensor, v: &HostTensor) -> Vec<
     let none = AttentionInputs::new();
     let vec = |t: &HostTensor| t.to_vec::<f32>().unwrap();
     let reference = Attention::Reference
-        .run(dev, q, k, v, &none, &band())
+        .run(dev, q, k, v, &none, band())
         .unwrap();
     let (flash, flash_lse) = flash_attention_lse::run(dev, q, k, v, band()).unwrap();
     let mask = AttentionMask::from(Mask::causal_offset(S, S, OFFSET));
     let plain = FlashOptions::new().block_sizes(8, 8);
     let sparse = Attention::BlockSparse(mask.clone())
-        .run(dev, q, k, v, &none, &plain)
+        .run(dev, q, k, v, &none, plain)
         .unwrap();
-    let t = DynamicMask::new(&mask, &plain).unwrap();
+    let t = DynamicMask::new(&mask, plain).unwrap();
     let dynamic = block_sparse_attention_dynamic::run(
         dev,
         q,

@@ -24,7 +24,7 @@ fn soft_cap_scale_bias_mask_and_segments() {
     check_flash(
         &dev,
         shapes,
-        &o.clone().soft_cap(2.0).sm_scale(0.9),
+        &o.soft_cap(2.0).sm_scale(0.9),
         &Extra::default(),
         "soft-cap",
     );
@@ -32,19 +32,13 @@ fn soft_cap_scale_bias_mask_and_segments() {
         bias: Some(&bias),
         ..Default::default()
     };
-    check_flash(&dev, shapes, &o.clone().causal(true), &x, "batch bias");
+    check_flash(&dev, shapes, &o.causal(true), &x, "batch bias");
     let x = Extra {
         bias: Some(&head_bias),
         mask: Some(&mask),
         ..Default::default()
     };
-    check_flash(
-        &dev,
-        shapes,
-        &o.clone().soft_cap(5.0),
-        &x,
-        "head bias + mask",
-    );
+    check_flash(&dev, shapes, &o.soft_cap(5.0), &x, "head bias + mask");
     let x = Extra {
         mask: Some(&one_mask),
         segments: Some((&qs, &ks)),
@@ -53,7 +47,7 @@ fn soft_cap_scale_bias_mask_and_segments() {
     check_flash(
         &dev,
         shapes,
-        &o.clone().causal(true).window(Some(6), None),
+        &o.causal(true).window(Some(6), None),
         &x,
         "mask + segments",
     );
@@ -79,7 +73,7 @@ fn dropout_is_deterministic_in_the_seed_and_matches_the_reference() {
     let run = |seed: u32, o: &FlashOptions| {
         let x = AttentionInputs::new().dropout_seed(seed);
         Attention::Flash
-            .run(&dev, &q, &k, &k, &x, o)
+            .run(&dev, &q, &k, &k, &x, *o)
             .unwrap()
             .out
             .to_vec::<f32>()
@@ -88,7 +82,7 @@ fn dropout_is_deterministic_in_the_seed_and_matches_the_reference() {
     // The same seed gives the same result at any block size; another seed does not.
     let a = run(3, &o);
     assert_eq!(a, run(3, &o));
-    let other_blocks = run(3, &o.clone().block_sizes(16, 8));
+    let other_blocks = run(3, &o.block_sizes(16, 8));
     for (x, y) in a.iter().zip(&other_blocks) {
         assert!((x - y).abs() < 1e-5);
     }

@@ -20,22 +20,18 @@ fn dots(s: usize, options: FlashOptions) -> usize {
 #[test]
 fn the_forward_program_does_not_grow_with_the_sequence() {
     let causal = FlashOptions::new().causal(true).block_sizes(16, 16);
-    let small = dots(64, causal.clone());
+    let small = dots(64, causal);
     assert!(small > 0);
-    assert_eq!(
-        dots(1024, causal.clone()),
-        small,
-        "causal, 4 vs 64 query blocks"
-    );
+    assert_eq!(dots(1024, causal), small, "causal, 4 vs 64 query blocks");
     // A ragged last block (of queries and of keys) adds a fixed amount.
-    let ragged = dots(64 + 5, causal.clone());
-    assert_eq!(dots(1024 + 5, causal.clone()), ragged);
+    let ragged = dots(64 + 5, causal);
+    assert_eq!(dots(1024 + 5, causal), ragged);
     // A sliding window: the same.
     let window = FlashOptions::new()
         .causal(true)
         .window(Some(40), None)
         .block_sizes(16, 16);
-    assert_eq!(dots(1024, window.clone()), dots(128, window));
+    assert_eq!(dots(1024, window), dots(128, window));
 }
 
 #[test]

@@ -16,7 +16,7 @@ fn too_many_query_blocks_is_an_error() {
     let spec = TensorSpec::new([1, 1, s, 8], F32);
     let o = FlashOptions::new().causal(true).block_sizes(512, 512);
     let mask = AttentionMask::from(Mask::causal(s, s));
-    let err = block_sparse_attention::lower(&spec, &spec, &spec, mask, o.clone()).unwrap_err();
+    let err = block_sparse_attention::lower(&spec, &spec, &spec, mask, o).unwrap_err();
     let k = err.as_kernel_error().expect("kernel error");
     assert!(
         k.message.contains("8192 query blocks") && k.message.contains("unrolled"),
@@ -25,7 +25,7 @@ fn too_many_query_blocks_is_an_error() {
     );
     // 32768² pairs: too many for the looped plan.
     let big = TensorSpec::new([1, 1, s << 2, 8], F32);
-    let err = flash_attention::lower(&big, &big, &big, o.clone()).unwrap_err();
+    let err = flash_attention::lower(&big, &big, &big, o).unwrap_err();
     let k = err.as_kernel_error().expect("kernel error");
     assert!(
         k.message.contains("32768 query blocks") && k.message.contains("pairs"),

@@ -51,7 +51,7 @@ fn run_block_sparse_attention_with_mask_specs() {
             &[&mask_opt, "block_q=16", "block_kv=16"],
             1,
         );
-        let want = block_sparse_attention::run(&d, &q, &k, &v, mask.into(), opts.clone()).unwrap();
+        let want = block_sparse_attention::run(&d, &q, &k, &v, mask.into(), opts).unwrap();
         assert_eq!(got[0], want, "{spec}");
         assert!(!seen.contains(&want), "{spec}: the masks must differ");
         seen.push(want);
@@ -145,20 +145,13 @@ fn run_attention_with_dropout() {
         };
         let got = run("7");
         let inputs = AttentionInputs::new().dropout_seed(7);
-        let want = attention.run(&d, &q, &k, &v, &inputs, &opts).unwrap();
+        let want = attention.run(&d, &q, &k, &v, &inputs, opts).unwrap();
         assert_eq!(got[0], want.out, "{name}");
         if outputs == 2 {
             assert_eq!(got[1], want.lse, "{name}");
         }
         let plain = attention
-            .run(
-                &d,
-                &q,
-                &k,
-                &v,
-                &AttentionInputs::new(),
-                &opts.clone().dropout(0.0),
-            )
+            .run(&d, &q, &k, &v, &AttentionInputs::new(), opts.dropout(0.0))
             .unwrap();
         assert_ne!(got[0], plain.out, "{name}: dropout must drop something");
         assert_ne!(run("8")[0], got[0], "{name}: another seed, another mask");

@@ -192,8 +192,8 @@ fn attention_workload(dev: &Device) -> Result<Vec<Row>> {
         let p = ProfileOptions { warmup: 1, runs: 3 };
         let (reference, flash) = paired(
             2,
-            || attention_reference::profile(dev, p, &q, &k, &v, opts.clone()),
-            || flash_attention::profile(dev, p, &q, &k, &v, opts.clone()),
+            || attention_reference::profile(dev, p, &q, &k, &v, opts),
+            || flash_attention::profile(dev, p, &q, &k, &v, opts),
         )?;
         // QKᵀ and PV over the causal half: 2 · 2 · H · S² · D / 2.
         let flops = 2.0 * 8.0 * (s * s) as f64 * 64.0;

@@ -57,7 +57,7 @@ fn run_forward(
     let Some(inputs) = dropout_inputs(o)? else {
         return plain(opts);
     };
-    let out = attention.run(d, a[0], a[1], a[2], &inputs, &opts)?;
+    let out = attention.run(d, a[0], a[1], a[2], &inputs, opts)?;
     Ok(if lse {
         vec![out.out, out.lse]
     } else {
@@ -74,7 +74,7 @@ fn lower_forward(
 ) -> Result<String> {
     let opts = flash_opts(o)?;
     match dropout_inputs(o)? {
-        Some(inputs) => attention.lower(&s[0], &s[1], &s[2], &inputs, &opts),
+        Some(inputs) => attention.lower(&s[0], &s[1], &s[2], &inputs, opts),
         None => plain(opts),
     }
 }

@@ -29,10 +29,10 @@ pub fn entries() -> Vec<Entry> {
             args: &["x", "scale", "bias", "dout"],
             options: &[("eps", "1e-5", "added to the variance")],
             run: |d, a, o| {
-                let (x, s, b) = layer_norm_vjp::run(d, a[0], a[1], a[2], a[3], o.f32("eps")?)?;
+                let (x, s, b) = layer_norm_vjp::run(d, a[0], a[1], a[2], a[3], o.f64("eps")?)?;
                 Ok(vec![x, s, b])
             },
-            lower: |s, o| layer_norm_vjp::lower(&s[0], &s[1], &s[2], &s[3], o.f32("eps")?),
+            lower: |s, o| layer_norm_vjp::lower(&s[0], &s[1], &s[2], &s[3], o.f64("eps")?),
         },
         Entry {
             name: "rms_norm_vjp",
@@ -40,10 +40,10 @@ pub fn entries() -> Vec<Entry> {
             args: &["x", "scale", "dout"],
             options: &[("eps", "1e-6", "added to the mean square")],
             run: |d, a, o| {
-                let (x, s) = rms_norm_vjp::run(d, a[0], a[1], a[2], o.f32("eps")?)?;
+                let (x, s) = rms_norm_vjp::run(d, a[0], a[1], a[2], o.f64("eps")?)?;
                 Ok(vec![x, s])
             },
-            lower: |s, o| rms_norm_vjp::lower(&s[0], &s[1], &s[2], o.f32("eps")?),
+            lower: |s, o| rms_norm_vjp::lower(&s[0], &s[1], &s[2], o.f64("eps")?),
         },
         Entry {
             name: "rope_vjp",

@@ -88,7 +88,7 @@ impl Opts {
         }
     }
 
-    fn f32(&self, k: &str) -> Result<f32> {
+    fn f64(&self, k: &str) -> Result<f64> {
         self.get(k)
             .parse()
             .map_err(|_| bad(k, format!("takes a number, got `{}`", self.get(k))))

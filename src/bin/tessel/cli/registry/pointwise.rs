@@ -89,12 +89,12 @@ pub fn entries() -> Vec<Entry> {
             args: &["x"],
             options: GELU_DROPOUT_OPTIONS,
             run: |d, a, o| {
-                let y = fused_gelu_dropout::run(d, a[0], o.bool("training")?, o.f32("rate")?, &seed(o)?, o.bool("approximate")?)?;
+                let y = fused_gelu_dropout::run(d, a[0], o.bool("training")?, o.f64("rate")?, &seed(o)?, o.bool("approximate")?)?;
                 Ok(vec![y])
             },
             lower: |s, o| {
                 let seed = seed(o)?;
-                fused_gelu_dropout::lower(&s[0], o.bool("training")?, o.f32("rate")?, seed.spec(), o.bool("approximate")?)
+                fused_gelu_dropout::lower(&s[0], o.bool("training")?, o.f64("rate")?, seed.spec(), o.bool("approximate")?)
             },
         },
         Entry {
@@ -103,12 +103,12 @@ pub fn entries() -> Vec<Entry> {
             args: &["x", "dout"],
             options: GELU_DROPOUT_OPTIONS,
             run: |d, a, o| {
-                let dx = fused_gelu_dropout_vjp::run(d, a[0], a[1], o.bool("training")?, o.f32("rate")?, &seed(o)?, o.bool("approximate")?)?;
+                let dx = fused_gelu_dropout_vjp::run(d, a[0], a[1], o.bool("training")?, o.f64("rate")?, &seed(o)?, o.bool("approximate")?)?;
                 Ok(vec![dx])
             },
             lower: |s, o| {
                 let seed = seed(o)?;
-                fused_gelu_dropout_vjp::lower(&s[0], &s[1], o.bool("training")?, o.f32("rate")?, seed.spec(), o.bool("approximate")?)
+                fused_gelu_dropout_vjp::lower(&s[0], &s[1], o.bool("training")?, o.f64("rate")?, seed.spec(), o.bool("approximate")?)
             },
         },
         Entry {
@@ -132,40 +132,40 @@ pub fn entries() -> Vec<Entry> {
             about: "layer normalization over the last axis with scale and bias [D] (f32 statistics)",
             args: &["x", "scale", "bias"],
             options: &[LAYER_NORM_EPS],
-            run: |d, a, o| Ok(vec![layer_norm::run(d, a[0], a[1], a[2], o.f32("eps")?)?]),
-            lower: |s, o| layer_norm::lower(&s[0], &s[1], &s[2], o.f32("eps")?),
+            run: |d, a, o| Ok(vec![layer_norm::run(d, a[0], a[1], a[2], o.f64("eps")?)?]),
+            lower: |s, o| layer_norm::lower(&s[0], &s[1], &s[2], o.f64("eps")?),
         },
         Entry {
             name: "layer_norm_no_bias",
             about: "layer normalization over the last axis with scale [D] and no bias",
             args: &["x", "scale"],
             options: &[LAYER_NORM_EPS],
-            run: |d, a, o| Ok(vec![layer_norm_no_bias::run(d, a[0], a[1], o.f32("eps")?)?]),
-            lower: |s, o| layer_norm_no_bias::lower(&s[0], &s[1], o.f32("eps")?),
+            run: |d, a, o| Ok(vec![layer_norm_no_bias::run(d, a[0], a[1], o.f64("eps")?)?]),
+            lower: |s, o| layer_norm_no_bias::lower(&s[0], &s[1], o.f64("eps")?),
         },
         Entry {
             name: "layer_norm_plain",
             about: "layer normalization over the last axis without learned parameters",
             args: &["x"],
             options: &[LAYER_NORM_EPS],
-            run: |d, a, o| Ok(vec![layer_norm_plain::run(d, a[0], o.f32("eps")?)?]),
-            lower: |s, o| layer_norm_plain::lower(&s[0], o.f32("eps")?),
+            run: |d, a, o| Ok(vec![layer_norm_plain::run(d, a[0], o.f64("eps")?)?]),
+            lower: |s, o| layer_norm_plain::lower(&s[0], o.f64("eps")?),
         },
         Entry {
             name: "rms_norm",
             about: "RMS normalization over the last axis with scale [D] (f32 statistics)",
             args: &["x", "scale"],
             options: &[RMS_NORM_EPS],
-            run: |d, a, o| Ok(vec![rms_norm::run(d, a[0], a[1], o.f32("eps")?)?]),
-            lower: |s, o| rms_norm::lower(&s[0], &s[1], o.f32("eps")?),
+            run: |d, a, o| Ok(vec![rms_norm::run(d, a[0], a[1], o.f64("eps")?)?]),
+            lower: |s, o| rms_norm::lower(&s[0], &s[1], o.f64("eps")?),
         },
         Entry {
             name: "rms_norm_plain",
             about: "RMS normalization over the last axis without a scale",
             args: &["x"],
             options: &[RMS_NORM_EPS],
-            run: |d, a, o| Ok(vec![rms_norm_plain::run(d, a[0], o.f32("eps")?)?]),
-            lower: |s, o| rms_norm_plain::lower(&s[0], o.f32("eps")?),
+            run: |d, a, o| Ok(vec![rms_norm_plain::run(d, a[0], o.f64("eps")?)?]),
+            lower: |s, o| rms_norm_plain::lower(&s[0], o.f64("eps")?),
         },
     ]
 }

@@ -98,8 +98,8 @@ pub fn entries() -> Vec<Entry> {
     vec![
         Entry {
             name: "decode_attention",
-            about: "newest token(s) q [B, Hq, Sq, D] against a contiguous cache [B, Hkv, S_max, D] with lengths s32 [B]",
-            args: &["q", "k_cache", "v_cache", "lengths"],
+            about: "newest token(s) q [B, Hq, Sq, D] against a contiguous cache [B, Hkv, S_max, D], the first at positions s32 [B]",
+            args: &["q", "k_cache", "v_cache", "positions"],
             options: SERVE_OPTIONS,
             run: |d, a, o| {
                 Ok(vec![decode_attention::run(d, a[0], a[1], a[2], a[3], serve_opts(o)?)?])
