@@ -158,7 +158,10 @@ fn attribute_kernels_compile_from_example_arguments() {
     }
     let dev = dev();
     let (n, by) = (net(2), host(&[3.0, 1.0]));
-    let (nb, bb) = (tree::to_device(&dev, &n).unwrap(), dev.to_device(&by).unwrap());
+    let (nb, bb) = (
+        tree::to_device(&dev, &n).unwrap(),
+        dev.to_device(&by).unwrap(),
+    );
     let from_specs = scale_net::compile(&dev, &tree::specs(&n), by.spec(), true).unwrap();
     let from_buffers = scale_net::compile_for(&dev, &nb, &bb, true).unwrap();
     let from_hosts = scale_net::compile_for_host(&dev, &n, &by, true).unwrap();
