@@ -14,7 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use tessel::prelude::*;
-use tessel::runtime::{cpu_plugin_path, Coordinator, CreateOption, DistributedOptions, KvStore};
+use tessel::runtime::{
+    cpu_plugin_path, Coordinator, CreateOption, DistributedOptions, KvStore, SECRET_ENV,
+};
 use tessel::shard::{Mesh, PartitionSpec, Shardings};
 
 #[cpu_kernel]
@@ -23,8 +25,12 @@ fn total(x: Tensor) -> Tensor {
 }
 
 fn process(id: usize, coordinator: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // The secret comes through the environment (a command line is visible
+    // to every local user).
+    let secret = std::env::var(SECRET_ENV)?;
     let options = DistributedOptions {
         coordinator: coordinator.to_string(),
+        secret: secret.clone(),
         process_id: id,
         num_processes: 2,
     };
@@ -34,7 +40,7 @@ fn process(id: usize, coordinator: &str) -> Result<(), Box<dyn std::error::Error
         &options,
     )?;
     // Meet the other process through the coordinator.
-    let store = KvStore::connect(coordinator)?;
+    let store = KvStore::connect(coordinator, &secret)?;
     store.put(
         format!("hello/{id}"),
         format!("process {id} is up").as_bytes(),
@@ -75,6 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|id| {
             Command::new(std::env::current_exe()?)
                 .args(["--process", &id.to_string(), &address])
+                .env(SECRET_ENV, coordinator.secret())
                 .spawn()
         })
         .collect::<Result<_, _>>()?;

@@ -1,6 +1,7 @@
 //! Two processes meet at a coordinator on loopback and each creates its
 //! client with `Device::distributed`. The test binary runs itself as the
-//! two processes (`TESSEL_TEST_PROCESS=id:address`). What the CPU plugin
+//! two processes (`TESSEL_TEST_PROCESS=id:address`, the coordinator's
+//! secret in `TESSEL_COORDINATOR_SECRET`). What the CPU plugin
 //! answers is checked: it accepts the process id, count and key-value
 //! callbacks, each process sees only its own devices, and programs run on
 //! such a client (with launch ids counted per program, which the processes
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::runtime::{
-    cpu_plugin_path, Coordinator, CreateOption, Device, DistributedOptions, KvStore,
+    cpu_plugin_path, Coordinator, CreateOption, Device, DistributedOptions, KvStore, SECRET_ENV,
 };
 use tessel_dsl::{HostTensor, Tensor};
 
@@ -20,11 +21,13 @@ const NAME: &str = "two_processes_meet_and_each_gets_its_client";
 /// One process: its client, a message to the other through the
 /// coordinator, and the other's message back.
 fn child(id: usize, address: &str) {
+    let secret = std::env::var(SECRET_ENV).expect("the coordinator's secret");
     let dev = Device::distributed(
         cpu_plugin_path().unwrap(),
         &[("cpu_device_count", CreateOption::Int64(2))],
         &DistributedOptions {
             coordinator: address.to_string(),
+            secret: secret.clone(),
             process_id: id,
             num_processes: 2,
         },
@@ -41,7 +44,7 @@ fn child(id: usize, address: &str) {
         assert_eq!(sum[0].to_vec::<f32>().unwrap(), [2.0, 3.0]);
         assert_eq!(twice[0].to_vec::<f32>().unwrap(), [2.0, 4.0]);
     }
-    let store = KvStore::connect(address).unwrap();
+    let store = KvStore::connect(address, &secret).unwrap();
     store.put(format!("hello/{id}"), &[id as u8]).unwrap();
     let peer = store
         .get(format!("hello/{}", 1 - id), Duration::from_secs(60))
@@ -69,6 +72,7 @@ fn two_processes_meet_and_each_gets_its_client() {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
                 .env("TESSEL_TEST_PROCESS", format!("{id}:{address}"))
+                .env(SECRET_ENV, coordinator.secret())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

@@ -30,6 +30,10 @@ use crate::Result;
 pub struct DistributedOptions {
     /// The coordinator's address (`127.0.0.1:PORT`; process 0 runs it).
     pub coordinator: String,
+    /// The coordinator's secret ([`Coordinator::secret`](super::Coordinator::secret)),
+    /// which process 0 passes to the others through the environment
+    /// ([`SECRET_ENV`](super::SECRET_ENV)).
+    pub secret: String,
     /// This process's index, `0 .. num_processes`.
     pub process_id: usize,
     /// How many processes take part.
@@ -48,7 +52,8 @@ impl Device {
     /// callback, and each process sees only its own devices.
     ///
     /// Errors: a process id out of range, no coordinator reachable within
-    /// 30 s, and whatever the plugin answers.
+    /// 30 s, a coordinator that refuses the secret, and whatever the plugin
+    /// answers.
     ///
     /// ```no_run
     /// use tessel_dsl::runtime::{cpu_plugin_path, Coordinator, Device, DistributedOptions};
@@ -58,6 +63,7 @@ impl Device {
     ///     &[],
     ///     &DistributedOptions {
     ///         coordinator: coordinator.address().to_string(),
+    ///         secret: coordinator.secret().to_string(),
     ///         process_id: 0,
     ///         num_processes: 2,
     ///     },
@@ -76,7 +82,7 @@ impl Device {
             ))
             .into());
         }
-        let store = KvStore::connect(options.coordinator.as_str())
+        let store = KvStore::connect(options.coordinator.as_str(), &options.secret)
             .map_err(|e| DeviceError::Distributed(e.to_string()))?;
         let mut all: Vec<(&str, CreateOption)> = create_options
             .iter()
@@ -264,7 +270,7 @@ mod tests {
     #[test]
     fn the_callbacks_round_trip_through_the_coordinator() {
         let c = Coordinator::start("127.0.0.1:0").unwrap();
-        let store = Arc::new(KvStore::connect(c.address()).unwrap());
+        let store = Arc::new(KvStore::connect(c.address(), c.secret()).unwrap());
         let mut create = ffi::PJRT_Client_Create_Args::default();
         set_callbacks(&mut create, &store);
         let (key, value) = (b"topology/1", b"\x00two devices");
@@ -341,6 +347,7 @@ mod tests {
     fn bad_process_ids_and_a_missing_coordinator_are_errors() {
         let bad = DistributedOptions {
             coordinator: "127.0.0.1:1".into(),
+            secret: "s".into(),
             process_id: 2,
             num_processes: 2,
         };

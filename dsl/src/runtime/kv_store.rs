@@ -4,6 +4,17 @@
 //! (process 0 too) connects to it ([`KvStore`]), and the PJRT plugin
 //! publishes and reads its topology through `put` and a blocking `get`.
 //!
+//! Only processes that know the coordinator's **secret** are served: the
+//! coordinator generates one when it starts (32 random bytes, in hex) or
+//! takes one given ([`Coordinator::start_with_secret`]); process 0 passes
+//! it to the others as it passes the address (an environment variable,
+//! not the command line: other local users can read command lines). A
+//! connection's first request must be `A` with the secret (compared in
+//! constant time); anything else is answered with status 2 and closed, so
+//! a client without it can neither read nor forge a key. The secret is not
+//! encrypted on the wire: across hosts, run the coordinator on a trusted
+//! network.
+//!
 //! The protocol is a request and a reply per exchange on one connection:
 //! a request is an op byte (`P`ut or `G`et), the key (u32 length + bytes),
 //! then for a put the value (u32 length + bytes), for a get the timeout in
@@ -26,6 +37,16 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How long the coordinator waits for the rest of a request once it has
 /// begun, and for a reply to be taken.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a new connection has to present the secret.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest secret accepted.
+const MAX_SECRET: usize = 1024;
+
+/// The environment variable through which `examples/multi_process.rs` and
+/// launchers hand the coordinator's secret to the other processes.
+pub const SECRET_ENV: &str = "TESSEL_COORDINATOR_SECRET";
 
 /// How long a connection may sit between requests before the coordinator
 /// closes it (a client reconnects by itself on its next request).
@@ -67,22 +88,39 @@ impl Table {
 /// ```
 /// use tessel_dsl::runtime::{Coordinator, KvStore};
 /// let coordinator = Coordinator::start("127.0.0.1:0")?;
-/// let store = KvStore::connect(coordinator.address())?;
+/// let store = KvStore::connect(coordinator.address(), coordinator.secret())?;
 /// store.put("topology/0", b"two devices")?;
 /// assert_eq!(store.get("topology/0", std::time::Duration::from_secs(1))?, b"two devices");
+/// // Without the secret nothing is served.
+/// assert!(KvStore::connect(coordinator.address(), "guess").is_err());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Coordinator {
     address: SocketAddr,
+    secret: String,
 }
 
 impl Coordinator {
-    /// Listens on `address` (`127.0.0.1:0` picks a free port) and serves
-    /// every connection on its own thread.
+    /// Listens on `address` (`127.0.0.1:0` picks a free port) with a new
+    /// random secret ([`secret`](Self::secret)), and serves every
+    /// connection that presents it on its own thread.
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound, or no random bytes could be read for
+    /// the secret.
     pub fn start(address: impl ToSocketAddrs) -> io::Result<Coordinator> {
+        Self::start_with_secret(address, &random_secret()?)
+    }
+
+    /// [`start`](Self::start) with a secret of the caller's (from the
+    /// environment of a job launcher, say): non-empty, at most 1024 bytes.
+    pub fn start_with_secret(address: impl ToSocketAddrs, secret: &str) -> io::Result<Coordinator> {
+        check_secret(secret)?;
         let listener = TcpListener::bind(address)?;
         let address = listener.local_addr()?;
         let table = Arc::new(Table::default());
+        let key: Arc<[u8]> = secret.as_bytes().into();
         let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("tessel-coordinator".into())
@@ -95,11 +133,12 @@ impl Coordinator {
                         continue;
                     }
                     let (table, count) = (Arc::clone(&table), Arc::clone(&open));
+                    let key = Arc::clone(&key);
                     // A connection that misbehaves ends its own thread only.
                     let spawned = std::thread::Builder::new()
                         .name("tessel-coordinator-conn".into())
                         .spawn(move || {
-                            let _ = serve(stream, &table);
+                            let _ = serve(stream, &table, &key);
                             count.fetch_sub(1, Ordering::SeqCst);
                         });
                     if spawned.is_err() {
@@ -108,13 +147,74 @@ impl Coordinator {
                     }
                 }
             })?;
-        Ok(Coordinator { address })
+        Ok(Coordinator {
+            address,
+            secret: secret.to_string(),
+        })
     }
 
     /// The address it listens on (the one to give the other processes).
     pub fn address(&self) -> SocketAddr {
         self.address
     }
+
+    /// The secret a process must present to be served (give it to the
+    /// other processes through the environment, [`SECRET_ENV`]).
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+}
+
+/// 32 random bytes from the operating system, in hex.
+fn random_secret() -> io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("no random bytes for the coordinator's secret: {e}"),
+            )
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn check_secret(secret: &str) -> io::Result<()> {
+    if secret.is_empty() || secret.len() > MAX_SECRET {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a coordinator secret must have 1 to {MAX_SECRET} bytes, got {}",
+                secret.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `a == b`, in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads a connection's first request, which must be `A` with the secret;
+/// answers 0 and returns `true` if it is, 2 otherwise.
+fn authenticate(r: &mut impl Read, w: &mut impl Write, key: &[u8]) -> io::Result<bool> {
+    let mut op = [0u8; 1];
+    r.read_exact(&mut op)?;
+    let ok = op[0] == b'A' && {
+        let mut n = [0u8; 4];
+        r.read_exact(&mut n)?;
+        let n = u32::from_le_bytes(n) as usize;
+        let mut given = Vec::new();
+        n <= MAX_SECRET && {
+            r.take(n as u64).read_to_end(&mut given)?;
+            same_secret(&given, key)
+        }
+    };
+    w.write_all(&[if ok { 0 } else { 2 }])?;
+    w.flush()?;
+    Ok(ok)
 }
 
 fn read_item(r: &mut impl Read) -> io::Result<Vec<u8>> {
@@ -171,11 +271,15 @@ fn write_item(w: &mut impl Write, item: &[u8]) -> io::Result<()> {
     w.write_all(item)
 }
 
-fn serve(stream: TcpStream, table: &Table) -> io::Result<()> {
+fn serve(stream: TcpStream, table: &Table, key: &[u8]) -> io::Result<()> {
     stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     let timeouts = stream.try_clone()?;
     let mut r = BufReader::new(stream.try_clone()?);
     let mut w = BufWriter::new(stream);
+    timeouts.set_read_timeout(Some(AUTH_TIMEOUT))?;
+    if !authenticate(&mut r, &mut w, key)? {
+        return Ok(());
+    }
     loop {
         let mut op = [0u8; 1];
         timeouts.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -220,12 +324,13 @@ pub struct KvStore {
     /// request connects again rather than reading a stale reply).
     conn: Mutex<Option<Conn>>,
     address: SocketAddr,
+    secret: String,
 }
 
 /// One connection's two buffered halves.
 type Conn = (BufReader<TcpStream>, BufWriter<TcpStream>);
 
-fn open(address: &SocketAddr, deadline: Instant) -> io::Result<Conn> {
+fn open(address: &SocketAddr, secret: &str, deadline: Instant) -> io::Result<Conn> {
     let stream = loop {
         match TcpStream::connect_timeout(address, Duration::from_secs(5)) {
             Ok(s) => break s,
@@ -240,21 +345,42 @@ fn open(address: &SocketAddr, deadline: Instant) -> io::Result<Conn> {
     };
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    Ok((BufReader::new(stream.try_clone()?), BufWriter::new(stream)))
+    stream.set_read_timeout(Some(AUTH_TIMEOUT))?;
+    let (mut r, mut w) = (BufReader::new(stream.try_clone()?), BufWriter::new(stream));
+    w.write_all(b"A")?;
+    write_item(&mut w, secret.as_bytes())?;
+    w.flush()?;
+    let mut status = [0u8; 1];
+    r.read_exact(&mut status)?;
+    if status[0] != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("the coordinator at {address} refused this process's secret"),
+        ));
+    }
+    Ok((r, w))
 }
 
 impl KvStore {
-    /// Connects to the coordinator at `address`, retrying for up to 30 s
-    /// while it is not listening yet (processes start in any order).
-    pub fn connect(address: impl ToSocketAddrs) -> io::Result<KvStore> {
+    /// Connects to the coordinator at `address` with its `secret`,
+    /// retrying for up to 30 s while it is not listening yet (processes
+    /// start in any order).
+    ///
+    /// # Errors
+    ///
+    /// No coordinator within 30 s; `ErrorKind::PermissionDenied` if it
+    /// refuses the secret.
+    pub fn connect(address: impl ToSocketAddrs, secret: &str) -> io::Result<KvStore> {
+        check_secret(secret)?;
         let address = address
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no coordinator address"))?;
-        let conn = open(&address, Instant::now() + Duration::from_secs(30))?;
+        let conn = open(&address, secret, Instant::now() + Duration::from_secs(30))?;
         Ok(KvStore {
             conn: Mutex::new(Some(conn)),
             address,
+            secret: secret.to_string(),
         })
     }
 
@@ -269,7 +395,11 @@ impl KvStore {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let conn = match slot.take() {
             Some(c) => c,
-            None => open(&self.address, Instant::now() + Duration::from_secs(5))?,
+            None => open(
+                &self.address,
+                &self.secret,
+                Instant::now() + Duration::from_secs(5),
+            )?,
         };
         let mut conn = conn;
         conn.0.get_ref().set_read_timeout(Some(wait))?;
@@ -339,8 +469,8 @@ mod tests {
     fn a_get_waits_for_the_put_of_another_connection_and_times_out_cleanly() {
         let c = Coordinator::start("127.0.0.1:0").unwrap();
         let (a, b) = (
-            KvStore::connect(c.address()).unwrap(),
-            Arc::new(KvStore::connect(c.address()).unwrap()),
+            KvStore::connect(c.address(), c.secret()).unwrap(),
+            Arc::new(KvStore::connect(c.address(), c.secret()).unwrap()),
         );
         let b2 = Arc::clone(&b);
         let waiter = std::thread::spawn(move || b2.get("late", Duration::from_secs(10)));
@@ -362,7 +492,7 @@ mod tests {
     #[test]
     fn a_refused_put_leaves_the_connection_usable() {
         let c = Coordinator::start("127.0.0.1:0").unwrap();
-        let a = KvStore::connect(c.address()).unwrap();
+        let a = KvStore::connect(c.address(), c.secret()).unwrap();
         let big = vec![0u8; MAX_ITEM as usize + 1];
         let e = a.put("big", &big).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
@@ -381,17 +511,72 @@ mod tests {
         let c = Coordinator::start("127.0.0.1:0").unwrap();
         let mut raw = Vec::new();
         for _ in 0..50 {
-            let mut s = TcpStream::connect(c.address()).unwrap();
+            let mut s = raw_client(&c, c.secret());
             s.write_all(b"P").unwrap();
             s.write_all(&(MAX_ITEM).to_le_bytes()).unwrap();
             raw.push(s);
         }
-        let store = KvStore::connect(c.address()).unwrap();
+        let store = KvStore::connect(c.address(), c.secret()).unwrap();
         store.put("k", b"v").unwrap();
         // The store's connection breaks (the server side is gone): the
         // next exchange opens a new one.
         *store.conn.lock().unwrap() = None;
         assert_eq!(store.get("k", Duration::from_millis(100)).unwrap(), b"v");
         drop(raw);
+    }
+
+    /// A raw connection that has presented `secret` (and been accepted).
+    fn raw_client(c: &Coordinator, secret: &str) -> TcpStream {
+        let mut s = TcpStream::connect(c.address()).unwrap();
+        s.write_all(b"A").unwrap();
+        write_item(&mut s, secret.as_bytes()).unwrap();
+        let mut status = [0u8; 1];
+        s.read_exact(&mut status).unwrap();
+        assert_eq!(status, [0]);
+        s
+    }
+
+    /// Without the secret, a client reads and writes nothing: a wrong
+    /// secret, a request sent without one, and an oversized secret are
+    /// each answered with status 2 and the connection closed; the table
+    /// is untouched.
+    #[test]
+    fn only_clients_with_the_secret_are_served() {
+        let c = Coordinator::start("127.0.0.1:0").unwrap();
+        assert_eq!(c.secret().len(), 64);
+        let other = Coordinator::start("127.0.0.1:0").unwrap();
+        assert_ne!(c.secret(), other.secret(), "each coordinator has its own");
+        let store = KvStore::connect(c.address(), c.secret()).unwrap();
+        store.put("devices", b"2").unwrap();
+        let e = KvStore::connect(c.address(), other.secret()).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        let refused = |request: &[u8]| {
+            let mut s = TcpStream::connect(c.address()).unwrap();
+            s.write_all(request).unwrap();
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply).unwrap();
+            assert_eq!(reply, [2], "{request:?}");
+        };
+        // A put or a get with no secret (their first byte is all the
+        // coordinator reads).
+        refused(b"P");
+        refused(b"G");
+        // A secret past the limit is not read.
+        let mut long = b"A".to_vec();
+        long.extend_from_slice(&(MAX_SECRET as u32 + 1).to_le_bytes());
+        refused(&long);
+        assert_eq!(store.get("devices", Duration::ZERO).unwrap(), b"2");
+        // Given secrets are checked.
+        assert!(Coordinator::start_with_secret("127.0.0.1:0", "").is_err());
+        let mine = Coordinator::start_with_secret("127.0.0.1:0", "job-7").unwrap();
+        assert!(KvStore::connect(mine.address(), "job-7").is_ok());
+    }
+
+    #[test]
+    fn same_secret_compares_whole_values() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"ab"));
+        assert!(!same_secret(b"", b"a"));
     }
 }
