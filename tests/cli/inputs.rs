@@ -105,6 +105,49 @@ fn block_sparse_coordinates_and_block_sizes_are_checked() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A static block-sparse layout within the unrolling bounds (4096 query
+/// blocks) but with more (query block, key block) pairs than its tables
+/// may embed in a program is refused at once, naming the bound; a smaller
+/// one lowers.
+#[test]
+fn block_sparse_layouts_past_the_table_bound_are_refused_before_lowering() {
+    let lower = |s: usize| {
+        let qkv = format!("1x1x{s}x8");
+        let (q, k, v) = (format!("q={qkv}"), format!("k={qkv}"), format!("v={qkv}"));
+        let t = std::time::Instant::now();
+        let out = tessel(&[
+            "lower",
+            "block_sparse_attention",
+            "--shape",
+            &q,
+            "--shape",
+            &k,
+            "--shape",
+            &v,
+            "--opt",
+            "mask=causal",
+            "--opt",
+            "block_q=8",
+            "--opt",
+            "block_kv=8",
+        ]);
+        (out, t.elapsed())
+    };
+    // 4096 x 4096 blocks of 8: 2^24 pairs.
+    let ((code, _, err), took) = lower(32768);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("at most 8388608 pairs (16777216 here)"),
+        "{err}"
+    );
+    assert!(err.contains("block_sparse_attention_dynamic"), "{err}");
+    assert!(took.as_secs() < 10, "refused after {took:?}");
+    // 256 x 256 blocks: lowered.
+    let ((code, out, err), _) = lower(2048);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stablehlo"), "{}", &out[..out.len().min(200)]);
+}
+
 #[test]
 fn lowering_at_2_pow_40_is_refused_before_unrolling() {
     let s = 1usize << 40;

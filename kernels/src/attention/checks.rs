@@ -261,6 +261,12 @@ pub(crate) fn check(
 pub(crate) const MAX_QUERY_BLOCKS: usize = 4096;
 /// The most key blocks they walk per query block.
 pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
+/// The most (query block, key block) pairs of an unrolled static layout:
+/// its tables are constants of the program, about 24 bytes of StableHLO a
+/// visited pair, so lowering time and memory grow with the count (2^23
+/// pairs: about 200 MB of text and 3 s at most; the 2^28 blocks a layout
+/// may classify would take minutes and gigabytes).
+pub(crate) const MAX_UNROLLED_PAIRS: usize = 1 << 23;
 /// The most (query block, key block) pairs a looped band's plan visits
 /// while tracing (see `rows.rs`): its table is built from every pair's
 /// cover, so tracing time, not the program, grows with the count.
@@ -298,6 +304,12 @@ pub(crate) fn check_static(
             "the query blocks are unrolled while tracing, at most {MAX_QUERY_BLOCKS} of them (and \
              {MAX_KEY_BLOCKS} key blocks); raise block_q/block_kv, or use block_sparse_attention_dynamic (one \
              loop over query blocks)"
+        )),
+        QueryBlocks::Unrolled if nq.saturating_mul(nk) > MAX_UNROLLED_PAIRS => Some(format!(
+            "the layout's tables are constants of the program, one entry per (query block, key block) pair, \
+             at most {MAX_UNROLLED_PAIRS} pairs ({} here); raise block_q/block_kv, or use \
+             block_sparse_attention_dynamic (its tables are inputs)",
+            nq.saturating_mul(nk)
         )),
         QueryBlocks::Looped if nq.saturating_mul(nk) > MAX_PLAN_PAIRS => Some(format!(
             "the query blocks run in one loop whose plan visits every (query block, key block) pair while \
