@@ -116,6 +116,16 @@ impl Coordinator {
     /// [`start`](Self::start) with a secret of the caller's (from the
     /// environment of a job launcher, say): non-empty, at most 1024 bytes.
     pub fn start_with_secret(address: impl ToSocketAddrs, secret: &str) -> io::Result<Coordinator> {
+        Self::start_bounded(address, secret, MAX_CONNECTIONS)
+    }
+
+    /// [`start_with_secret`](Self::start_with_secret) serving at most
+    /// `max_connections` at once.
+    fn start_bounded(
+        address: impl ToSocketAddrs,
+        secret: &str,
+        max_connections: usize,
+    ) -> io::Result<Coordinator> {
         check_secret(secret)?;
         let listener = TcpListener::bind(address)?;
         let address = listener.local_addr()?;
@@ -127,7 +137,7 @@ impl Coordinator {
             .spawn(move || {
                 use std::sync::atomic::Ordering;
                 for stream in listener.incoming().flatten() {
-                    if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    if open.fetch_add(1, Ordering::SeqCst) >= max_connections {
                         open.fetch_sub(1, Ordering::SeqCst);
                         drop(stream);
                         continue;
@@ -578,5 +588,33 @@ mod tests {
         assert!(!same_secret(b"abc", b"abd"));
         assert!(!same_secret(b"abc", b"ab"));
         assert!(!same_secret(b"", b"a"));
+    }
+
+    /// At most `max_connections` are served at once: one more is closed
+    /// before it is read; once one of them ends, a new one is served.
+    #[test]
+    fn connections_past_the_bound_are_closed() {
+        let c = Coordinator::start_bounded("127.0.0.1:0", "k", 4).unwrap();
+        let held: Vec<TcpStream> = (0..4).map(|_| raw_client(&c, "k")).collect();
+        let mut extra = TcpStream::connect(c.address()).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut reply = Vec::new();
+        // Closed without a reply (a reset or an end of stream).
+        let _ = extra.read_to_end(&mut reply);
+        assert!(reply.is_empty(), "{reply:?}");
+        drop(held);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match KvStore::connect(c.address(), "k") {
+                Ok(store) => {
+                    store.put("x", b"1").unwrap();
+                    break;
+                }
+                Err(e) => assert!(Instant::now() < deadline, "never served again: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
