@@ -27,6 +27,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+use super::kv_secret::MAX_SECRET;
+use super::kv_secret::{authenticate, check_secret, present, random_secret, AUTH_TIMEOUT};
+
 /// The largest key or value accepted (a topology is a few kilobytes).
 const MAX_ITEM: u32 = 64 << 20;
 
@@ -37,16 +41,6 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How long the coordinator waits for the rest of a request once it has
 /// begun, and for a reply to be taken.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long a new connection has to present the secret.
-const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The longest secret accepted.
-const MAX_SECRET: usize = 1024;
-
-/// The environment variable through which `examples/multi_process.rs` and
-/// launchers hand the coordinator's secret to the other processes.
-pub const SECRET_ENV: &str = "TESSEL_COORDINATOR_SECRET";
 
 /// How long a connection may sit between requests before the coordinator
 /// closes it (a client reconnects by itself on its next request).
@@ -173,58 +167,6 @@ impl Coordinator {
     pub fn secret(&self) -> &str {
         &self.secret
     }
-}
-
-/// 32 random bytes from the operating system, in hex.
-fn random_secret() -> io::Result<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("no random bytes for the coordinator's secret: {e}"),
-            )
-        })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn check_secret(secret: &str) -> io::Result<()> {
-    if secret.is_empty() || secret.len() > MAX_SECRET {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "a coordinator secret must have 1 to {MAX_SECRET} bytes, got {}",
-                secret.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Whether `a == b`, in time that depends on their lengths only.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Reads a connection's first request, which must be `A` with the secret;
-/// answers 0 and returns `true` if it is, 2 otherwise.
-fn authenticate(r: &mut impl Read, w: &mut impl Write, key: &[u8]) -> io::Result<bool> {
-    let mut op = [0u8; 1];
-    r.read_exact(&mut op)?;
-    let ok = op[0] == b'A' && {
-        let mut n = [0u8; 4];
-        r.read_exact(&mut n)?;
-        let n = u32::from_le_bytes(n) as usize;
-        let mut given = Vec::new();
-        n <= MAX_SECRET && {
-            r.take(n as u64).read_to_end(&mut given)?;
-            same_secret(&given, key)
-        }
-    };
-    w.write_all(&[if ok { 0 } else { 2 }])?;
-    w.flush()?;
-    Ok(ok)
 }
 
 fn read_item(r: &mut impl Read) -> io::Result<Vec<u8>> {
@@ -357,17 +299,7 @@ fn open(address: &SocketAddr, secret: &str, deadline: Instant) -> io::Result<Con
     stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     stream.set_read_timeout(Some(AUTH_TIMEOUT))?;
     let (mut r, mut w) = (BufReader::new(stream.try_clone()?), BufWriter::new(stream));
-    w.write_all(b"A")?;
-    write_item(&mut w, secret.as_bytes())?;
-    w.flush()?;
-    let mut status = [0u8; 1];
-    r.read_exact(&mut status)?;
-    if status[0] != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("the coordinator at {address} refused this process's secret"),
-        ));
-    }
+    present(&mut r, &mut w, secret, address)?;
     Ok((r, w))
 }
 
@@ -580,14 +512,6 @@ mod tests {
         assert!(Coordinator::start_with_secret("127.0.0.1:0", "").is_err());
         let mine = Coordinator::start_with_secret("127.0.0.1:0", "job-7").unwrap();
         assert!(KvStore::connect(mine.address(), "job-7").is_ok());
-    }
-
-    #[test]
-    fn same_secret_compares_whole_values() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"ab"));
-        assert!(!same_secret(b"", b"a"));
     }
 
     /// At most `max_connections` are served at once: one more is closed

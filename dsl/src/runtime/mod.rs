@@ -44,6 +44,7 @@ mod executable;
 mod execute;
 mod ffi;
 mod interpreter;
+mod kv_secret;
 mod kv_store;
 mod launch;
 mod mappings;
@@ -66,7 +67,8 @@ pub(crate) use disk_cache::{read_tuning, write_tuning};
 pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter::{InterpreterOptions, OnFinding};
-pub use kv_store::{Coordinator, KvStore, MAX_CONNECTIONS, SECRET_ENV};
+pub use kv_secret::SECRET_ENV;
+pub use kv_store::{Coordinator, KvStore, MAX_CONNECTIONS};
 pub use mappings::{mapping_usage, set_mapping_limit, MappingUsage, EVICT_PERCENT, REFUSE_PERCENT};
 pub use nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
