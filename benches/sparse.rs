@@ -1,10 +1,10 @@
 //! `cargo bench --bench sparse`: the `sparse` workload of the benchmark suite
 //! (`tessel bench sparse`), each kernel timed against its reference in the same
-//! run on the CPU plugin; see `src/bin/tessel/cli/bench.rs` for the sizes.
+//! run on the CPU plugin; see `cli/src/cli/bench.rs` for the sizes.
 
 // The suite's workloads, shared with the `tessel bench` command.
 #[allow(dead_code)]
-#[path = "../src/bin/tessel/cli/bench.rs"]
+#[path = "../cli/src/cli/bench.rs"]
 mod bench;
 
 fn main() -> tessel::Result<()> {

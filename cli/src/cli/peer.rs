@@ -1,5 +1,5 @@
 //! `tessel bench --peer PYTHON`: tessel's kernels side by side with the JAX a
-//! skilled user would write for the same workloads (`benches/jax_peer.py`,
+//! skilled user would write for the same workloads (`cli/jax_peer.py`,
 //! run by `PYTHON`, which must have `jax` installed), both timed the same
 //! way on this machine in one run: the minimum of N runs on
 //! device-resident arguments (the dispatch row: the median of 20,000
@@ -26,7 +26,7 @@ use super::bench::{data, temp_mib};
 use tessel::profile::{Profile, ProfileOptions};
 
 /// The JAX side, run by the user's Python.
-const SCRIPT: &str = include_str!("../../../../benches/jax_peer.py");
+const SCRIPT: &str = include_str!("../../jax_peer.py");
 
 /// The workloads and what each compares.
 pub const WORKLOADS: &[(&str, &str)] = &[
