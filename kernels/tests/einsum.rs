@@ -1,7 +1,8 @@
-//! einsum and einsum1 against a direct f64 summation over every label
-//! assignment: matmul, batched and attention-shaped products, transposed
-//! outputs, outer products, reductions, diagonals and traces, implicit
-//! outputs, integer, f64, bf16, f16 and fp8 dtypes (tolerances in `common::tol`; f32
+//! einsum, einsum1 and einsum_n against a direct f64 summation over every
+//! label assignment: matmul, batched and attention-shaped products,
+//! transposed outputs, outer products, reductions, diagonals and traces,
+//! implicit outputs, random equations of one to six operands with
+//! ellipses that broadcast, the contraction paths, integer, f64, bf16, f16 and fp8 dtypes (tolerances in `common::tol`; f32
 //! sums of up to 130 terms stay within 1e-5 relative), the emitted
 //! program, and malformed equations as typed kernel errors.
 
@@ -13,7 +14,8 @@ use std::collections::BTreeMap;
 
 use common::{assert_close, dev, kernel_error, random, tol, Tol};
 use tessel::prelude::*;
-use tessel_kernels::einsum::{einsum, einsum1};
+use tessel_kernels::einsum::{einsum, einsum1, einsum_n, einsum_path, PathStrategy};
+use tessel_testing::Rng;
 
 /// `eq` (explicit `->` form) evaluated by summing over every assignment of
 /// its labels; gives the result and its shape.
@@ -24,9 +26,11 @@ fn reference(eq: &str, operands: &[(&[f64], &[usize])]) -> (Vec<f64>, Vec<usize>
     let terms: Vec<Vec<char>> = lhs.split(',').map(|t| t.chars().collect()).collect();
     let out: Vec<char> = out.chars().collect();
     let mut extent = BTreeMap::new();
+    // An extent of 1 broadcasts (ellipsis axes written out as letters).
     for (t, (_, shape)) in terms.iter().zip(operands) {
         for (&l, &n) in t.iter().zip(shape.iter()) {
-            extent.insert(l, n);
+            let e = extent.entry(l).or_insert(n);
+            *e = (*e).max(n);
         }
     }
     let labels: Vec<char> = extent.keys().copied().collect();
@@ -36,7 +40,7 @@ fn reference(eq: &str, operands: &[(&[f64], &[usize])]) -> (Vec<f64>, Vec<usize>
     let flat = |term: &[char], shape: &[usize], at: &BTreeMap<char, usize>| {
         term.iter()
             .zip(shape)
-            .fold(0, |acc, (l, &n)| acc * n + at[l])
+            .fold(0, |acc, (l, &n)| acc * n + if n == 1 { 0 } else { at[l] })
     };
     for k in 0..total {
         let mut rest = k;
@@ -250,7 +254,7 @@ fn malformed_equations_are_kernel_errors() {
             "output label 'z' does not occur in any input",
         ),
         ("ij,jk->iki", &b, "output label 'i' is repeated"),
-        ("...ij,...jk->...ik", &b, "ellipsis"),
+        ("i...j...,jk->ik", &b, "bad character '.' in input term 0"),
     ];
     for &(eq, rhs, message) in cases {
         let err = einsum::run(&d, eq, &a, rhs).unwrap_err();
@@ -328,4 +332,153 @@ fn einsum_inlines_into_user_kernels() {
         "{}",
         e.location
     );
+}
+
+/// A random equation of `n` operands over the letters `a..f` (repeated
+/// labels in a term included), written twice: with an ellipsis standing for
+/// the trailing-aligned axes `y`, `z` that each term may carry (some of
+/// extent 1, which broadcasts), and with those axes spelled out for the
+/// reference. Gives both and the operands' shapes.
+fn random_equation(rng: &mut Rng, n: usize) -> (String, String, Vec<Vec<usize>>) {
+    let below = |rng: &mut Rng, k: usize| (rng.next_u64() % k as u64) as usize;
+    let letters = b"abcdef";
+    let extent: Vec<usize> = (0..6).map(|_| 1 + below(rng, 3)).collect();
+    let ell = [2usize, 3]; // extents of y and z
+    let (mut with, mut spelled, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut used = Vec::new();
+    for _ in 0..n {
+        let rank = below(rng, 4);
+        let labels: Vec<u8> = (0..rank).map(|_| letters[below(rng, 6)]).collect();
+        let e = below(rng, 3); // ellipsis axes: none, z, or y z
+        let ell_labels: Vec<(u8, usize)> = [(b'y', ell[0]), (b'z', ell[1])][2 - e..]
+            .iter()
+            .map(|&(l, n)| (l, if below(rng, 4) == 0 { 1 } else { n }))
+            .collect();
+        let mut shape: Vec<usize> = ell_labels.iter().map(|&(_, n)| n).collect();
+        shape.extend(labels.iter().map(|&l| extent[(l - b'a') as usize]));
+        used.extend(labels.iter().copied());
+        let text = String::from_utf8(labels.clone()).unwrap();
+        with.push(format!("{}{text}", if e > 0 { "..." } else { "" }));
+        let ells: String = ell_labels.iter().map(|&(l, _)| l as char).collect();
+        spelled.push(format!("{ells}{text}"));
+        shapes.push(shape);
+    }
+    used.sort_unstable();
+    used.dedup();
+    let mut out: Vec<u8> = used.into_iter().filter(|_| below(rng, 2) == 0).collect();
+    // A shuffled output, with the ellipsis axes first.
+    for i in (1..out.len()).rev() {
+        out.swap(i, below(rng, i + 1));
+    }
+    let any_ell = spelled
+        .iter()
+        .any(|t| t.starts_with('y') || t.starts_with('z'));
+    let deepest = spelled
+        .iter()
+        .map(|t| t.chars().take_while(|c| *c == 'y' || *c == 'z').count())
+        .max()
+        .unwrap_or(0);
+    let ell_out = &"yz"[2 - deepest..];
+    let out = String::from_utf8(out).unwrap();
+    let with = format!(
+        "{}->{}{out}",
+        with.join(","),
+        if any_ell { "..." } else { "" }
+    );
+    let spelled = format!("{}->{ell_out}{out}", spelled.join(","));
+    (with, spelled, shapes)
+}
+
+/// Random equations of one to six operands, with ellipses that broadcast,
+/// repeated labels and summed-out labels: `einsum_n` equals the direct f64
+/// summation of the same equation with its ellipsis axes written out.
+#[test]
+fn many_operand_equations_match_the_reference() {
+    let d = dev();
+    let mut rng = Rng::new(42);
+    for case in 0..36 {
+        let n = 1 + case % 6;
+        let (eq, spelled, shapes) = random_equation(&mut rng, n);
+        let (hosts, values): (Vec<HostTensor>, Vec<Vec<f64>>) = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| random(F64, s, (case * 10 + k) as u64, -1.0, 1.0))
+            .unzip();
+        let leaked: &'static str = Box::leak(eq.clone().into_boxed_str());
+        let y =
+            einsum_n::run(&d, leaked, &hosts).unwrap_or_else(|e| panic!("{eq} {shapes:?}: {e}"));
+        let operands: Vec<(&[f64], &[usize])> = values
+            .iter()
+            .zip(&shapes)
+            .map(|(v, s)| (&v[..], &s[..]))
+            .collect();
+        let (want, shape) = reference(&spelled, &operands);
+        assert_eq!(y.shape(), &shape[..], "{eq} ({spelled}) {shapes:?}");
+        assert_close(&y, &want, tol(F64), &format!("{eq} ({spelled}) {shapes:?}"));
+    }
+}
+
+/// Narrow floats stay f32 between the steps and are rounded once.
+#[test]
+fn many_operand_chains_in_bf16_round_once() {
+    let d = dev();
+    let shapes: [&[usize]; 3] = [&[3, 16], &[16, 16], &[16, 5]];
+    let (hosts, values): (Vec<HostTensor>, Vec<Vec<f64>>) = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| random(BF16, s, 70 + k as u64, -1.0, 1.0))
+        .unzip();
+    let y = einsum_n::run(&d, "ij,jk,kl->il", &hosts).unwrap();
+    let operands: Vec<(&[f64], &[usize])> = values
+        .iter()
+        .zip(shapes)
+        .map(|(v, s)| (&v[..], s))
+        .collect();
+    let (want, _) = reference("ij,jk,kl->il", &operands);
+    assert_eq!(y.dtype(), BF16);
+    assert_close(&y, &want, tol(BF16), "bf16 chain");
+}
+
+/// The path: the cheaper order of a matrix chain, the same order in the
+/// program (two dots), greedy past six operands, and errors.
+#[test]
+fn paths_are_chosen_by_cost_and_reported() {
+    // a (2 x 100), b (100 x 3), c (3 x 50): (a b) c, 900 multiply-adds.
+    let p = einsum_path("ij,jk,kl->il", &[&[2, 100], &[100, 3], &[3, 50]]).unwrap();
+    assert_eq!(p.steps, [(0, 1), (0, 1)]);
+    assert_eq!(p.cost, 900.0);
+    assert_eq!(p.naive_cost, 2.0 * 100.0 * 3.0 * 50.0);
+    assert_eq!(p.largest_intermediate, 100.0);
+    // With c (3 x 1) and a (200 x 100), b c first is cheaper.
+    let p = einsum_path("ij,jk,kl->il", &[&[200, 100], &[100, 3], &[3, 1]]).unwrap();
+    assert_eq!(p.steps, [(1, 2), (0, 1)]);
+    assert_eq!(p.equations, ["jk,kl->jl", "ij,jl->il"]);
+    let spec = |s: &[usize]| TensorSpec::new(s.to_vec(), F32);
+    let text = einsum_n::lower(
+        "ij,jk,kl->il",
+        &vec![spec(&[200, 100]), spec(&[100, 3]), spec(&[3, 1])],
+    )
+    .unwrap();
+    assert_eq!(text.matches("stablehlo.dot_general").count(), 2);
+    // Seven operands: greedy, six steps.
+    let shapes: Vec<Vec<usize>> = (0..7).map(|_| vec![4, 4]).collect();
+    let refs: Vec<&[usize]> = shapes.iter().map(|s| &s[..]).collect();
+    let p = einsum_path("ab,bc,cd,de,ef,fg,gh->ah", &refs).unwrap();
+    assert_eq!(p.strategy, PathStrategy::Greedy);
+    assert_eq!(p.steps.len(), 6);
+    assert_eq!(p.cost, 6.0 * 64.0);
+    let e = einsum_path("ij,jk->ik", &[&[2, 3], &[4, 5]]).unwrap_err();
+    assert!(e.to_string().contains("label 'j' has extent 3"), "{e}");
+    // Errors of the kernel name it.
+    let d = dev();
+    let x = HostTensor::zeros(TensorSpec::new([2, 2], F32));
+    let e = kernel_error(einsum_n::run(&d, "ij,jk->ik", &vec![x.clone()]));
+    assert_eq!(e.op, "einsum_n");
+    assert!(
+        e.message.contains("2 input terms for 1 operand"),
+        "{}",
+        e.message
+    );
+    let e = kernel_error(einsum_n::run(&d, "", &vec![]));
+    assert!(e.message.contains("no operand"), "{}", e.message);
 }

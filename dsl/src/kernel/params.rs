@@ -5,7 +5,7 @@
 //! compile-cache key).
 
 use super::static_key::{StaticArg, StaticKey};
-use super::trees::ArgLeaf;
+use super::trees::{bind_tree, collect_tree, ArgLeaf};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::ir::tree::{assemble_all, Leaf, Tree, TreeDef, TreePath};
@@ -103,9 +103,10 @@ impl ArgCollector<'_> {
 /// type the companion API's arguments, so a wrong call is a Rust type error.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a kernel parameter",
-    label = "neither a `Tensor` nor a static argument",
-    note = "kernel parameters are `Tensor` (traced) or static values implementing `tessel::StaticArg` \
-            (bool, integers, floats, &'static str, String, DType, Precision)"
+    label = "neither a `Tensor`, a tree of them, nor a static argument",
+    note = "kernel parameters are `Tensor` or `Vec<Tensor>` (traced), a `#[derive(Tree)]` struct of tensors, \
+            or static values implementing `tessel::StaticArg` (bool, integers, floats, &'static str, String, \
+            DType, Precision)"
 )]
 pub trait KernelParam: Sized {
     /// What `run` takes: `&HostTensor` for tensors, the value for statics.
@@ -342,4 +343,47 @@ fn rebuild<T: Tree, L: Leaf>(outs: Vec<L>, tree: Option<&TreeDef>) -> Result<T::
         .into());
     }
     Ok(assemble_all::<T, L>(tree, outs)?)
+}
+
+/// A `Vec<Tensor>` parameter: any number of traced tensors, one program
+/// parameter each (named `name.0`, `name.1`, ...); the length is part of
+/// the compile key. `run` takes `&Vec<HostTensor>`, `call`
+/// `&Vec<DeviceBuffer>`, `lower`/`compile` `&Vec<TensorSpec>`.
+impl KernelParam for Vec<Tensor> {
+    type Host<'a> = &'a Vec<HostTensor>;
+    type Spec<'a> = &'a Vec<TensorSpec>;
+    type Buffer<'a> = &'a Vec<DeviceBuffer>;
+    type Sharded<'a> = &'a Vec<ShardedBuffer>;
+    fn collect_host<'a>(arg: &&'a Vec<HostTensor>, name: &'static str, c: &mut ArgCollector<'a>) {
+        collect_tree::<Self, HostTensor>(*arg, name, c);
+    }
+    fn collect_spec<'a>(arg: &&'a Vec<TensorSpec>, name: &'static str, c: &mut ArgCollector<'a>) {
+        collect_tree::<Self, TensorSpec>(*arg, name, c);
+    }
+    fn collect_buffer<'a>(
+        arg: &&'a Vec<DeviceBuffer>,
+        name: &'static str,
+        c: &mut ArgCollector<'a>,
+    ) {
+        collect_tree::<Self, DeviceBuffer>(*arg, name, c);
+    }
+    fn collect_sharded<'a>(
+        arg: &&'a Vec<ShardedBuffer>,
+        name: &'static str,
+        c: &mut ArgCollector<'a>,
+    ) {
+        collect_tree::<Self, ShardedBuffer>(*arg, name, c);
+    }
+    fn bind_host(arg: &&Vec<HostTensor>, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        bind_tree::<Self, HostTensor>(*arg, next)
+    }
+    fn bind_spec(arg: &&Vec<TensorSpec>, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        bind_tree::<Self, TensorSpec>(*arg, next)
+    }
+    fn bind_buffer(arg: &&Vec<DeviceBuffer>, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        bind_tree::<Self, DeviceBuffer>(*arg, next)
+    }
+    fn bind_sharded(arg: &&Vec<ShardedBuffer>, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        bind_tree::<Self, ShardedBuffer>(*arg, next)
+    }
 }
