@@ -163,7 +163,7 @@ impl Coordinator {
     }
 
     /// The secret a process must present to be served (give it to the
-    /// other processes through the environment, [`SECRET_ENV`]).
+    /// other processes through the environment, [`SECRET_ENV`](super::SECRET_ENV)).
     pub fn secret(&self) -> &str {
         &self.secret
     }

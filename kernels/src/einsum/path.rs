@@ -95,12 +95,15 @@ fn after(ops: &[Labels], i: usize, j: usize, result: Labels) -> Vec<Labels> {
     next
 }
 
+/// A path found: its cost, its largest intermediate and its steps.
+type Found = (f64, f64, Vec<(usize, usize)>);
+
 /// The cheapest order (cost, then largest intermediate) of `ops`.
-fn optimal(ops: &[Labels], output: Labels, e: &[usize; 256]) -> (f64, f64, Vec<(usize, usize)>) {
+fn optimal(ops: &[Labels], output: Labels, e: &[usize; 256]) -> Found {
     if ops.len() < 2 {
         return (0.0, 0.0, Vec::new());
     }
-    let mut best: Option<(f64, f64, Vec<(usize, usize)>)> = None;
+    let mut best: Option<Found> = None;
     for j in 1..ops.len() {
         for i in 0..j {
             let (cost, result) = contract(ops, i, j, output, e);
@@ -117,7 +120,7 @@ fn optimal(ops: &[Labels], output: Labels, e: &[usize; 256]) -> (f64, f64, Vec<(
 
 /// opt_einsum's greedy order: each step takes the pair whose result is
 /// smallest against its two operands, ties broken by cost.
-fn greedy(ops: &[Labels], output: Labels, e: &[usize; 256]) -> (f64, f64, Vec<(usize, usize)>) {
+fn greedy(ops: &[Labels], output: Labels, e: &[usize; 256]) -> Found {
     let mut ops = ops.to_vec();
     let (mut total, mut largest, mut steps) = (0.0, 0.0f64, Vec::new());
     while ops.len() > 1 {
