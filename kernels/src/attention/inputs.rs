@@ -24,8 +24,8 @@ use super::reference::attention_reference_with;
 /// let seg = HostTensor::from_vec(vec![0i32, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1], [2, 6])?;
 /// let inputs = AttentionInputs::new().segment_ids(&seg, &seg).dropout_seed(7);
 /// let options = FlashOptions::new().causal(true).dropout(0.1).block_sizes(8, 8);
-/// let flash = Attention::Flash.run(&dev, &x, &x, &x, &inputs, &options)?;
-/// let reference = Attention::Reference.run(&dev, &x, &x, &x, &inputs, &options)?;
+/// let flash = Attention::Flash.run(&dev, &x, &x, &x, &inputs, options)?;
+/// let reference = Attention::Reference.run(&dev, &x, &x, &x, &inputs, options)?;
 /// assert_eq!(flash.lse.shape(), &[2, 2, 6]);
 /// for (a, b) in flash.out.to_vec::<f32>()?.iter().zip(reference.out.to_vec::<f32>()?) {
 ///     assert!((a - b).abs() < 1e-5);
@@ -220,7 +220,7 @@ impl Attention {
     /// use tessel::prelude::*;
     /// let x = TensorSpec::new([1, 2, 16, 8], F32);
     /// let options = FlashOptions::new().causal(true).dropout(0.1).block_sizes(8, 8);
-    /// let text = Attention::Flash.lower(&x, &x, &x, &AttentionInputs::new().dropout_seed(0), &options)?;
+    /// let text = Attention::Flash.lower(&x, &x, &x, &AttentionInputs::new().dropout_seed(0), options)?;
     /// assert!(text.contains("stablehlo"));
     /// # Ok::<(), tessel::Error>(())
     /// ```

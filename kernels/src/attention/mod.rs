@@ -191,7 +191,7 @@ pub fn block_sparse_attention(
 /// let dev = Device::cpu()?;
 /// let x = HostTensor::from_fn(TensorSpec::new([1, 1, 24, 8], F32), |i| (i % 5) as f64 / 5.0);
 /// let options = FlashOptions::new().block_sizes(8, 8);
-/// let t = DynamicMask::new(&Mask::local(24, 24, Some(4), Some(0)).into(), &options)?;
+/// let t = DynamicMask::new(&Mask::local(24, 24, Some(4), Some(0)).into(), options)?;
 /// let out = block_sparse_attention_dynamic::run(
 ///     &dev, &x, &x, &x, &t.bits, &t.num_nonempty, &t.kv_block_ids, &t.block_kinds, options,
 /// )?;
