@@ -470,11 +470,8 @@ mod tests {
     /// A raw connection that has presented `secret` (and been accepted).
     fn raw_client(c: &Coordinator, secret: &str) -> TcpStream {
         let mut s = TcpStream::connect(c.address()).unwrap();
-        s.write_all(b"A").unwrap();
-        write_item(&mut s, secret.as_bytes()).unwrap();
-        let mut status = [0u8; 1];
-        s.read_exact(&mut status).unwrap();
-        assert_eq!(status, [0]);
+        let mut r = s.try_clone().unwrap();
+        present(&mut r, &mut s, secret, &c.address()).unwrap();
         s
     }
 

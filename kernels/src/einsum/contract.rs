@@ -7,7 +7,7 @@ use tessel::tensor::trace_error;
 use tessel::DotDims;
 
 use super::parse::{parse, Equation, ELLIPSIS};
-use super::path::{plan, Labels};
+use super::path::{order, Labels};
 
 /// `Some(F32)` for the narrow floats (bf16, f16, fp8), whose reductions
 /// and dot accumulation run in f32; `None` for f32, f64 and integers.
@@ -164,7 +164,8 @@ pub(super) fn einsum_traced(op: &str, eq: &str, operands: &[Tensor]) -> Tensor {
         .collect();
     parsed.inputs = ops.iter().map(|(_, l)| l.clone()).collect();
     let output = Labels::of(&parsed.output);
-    for (i, j) in plan(&parsed).steps {
+    let ((_, _, steps), _) = order(&parsed);
+    for (i, j) in steps {
         let (b, lb) = ops.remove(j);
         let (a, la) = ops.remove(i);
         let keep = ops

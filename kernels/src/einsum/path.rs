@@ -164,16 +164,24 @@ pub(super) fn operand_sets(eq: &Equation) -> Vec<Labels> {
 }
 
 /// The path of a parsed equation.
-pub(super) fn plan(eq: &Equation) -> EinsumPath {
+/// The pairwise order of a parsed equation (what a kernel traces), with
+/// its cost, largest intermediate and how it was chosen.
+pub(super) fn order(eq: &Equation) -> (Found, PathStrategy) {
     let ops = operand_sets(eq);
     let output = Labels::of(&eq.output);
-    let (cost, largest, steps, strategy) = if ops.len() <= OPTIMAL_UP_TO {
-        let (c, l, s) = optimal(&ops, output, &eq.extent);
-        (c, l, s, PathStrategy::Optimal)
+    if ops.len() <= OPTIMAL_UP_TO {
+        (optimal(&ops, output, &eq.extent), PathStrategy::Optimal)
     } else {
-        let (c, l, s) = greedy(&ops, output, &eq.extent);
-        (c, l, s, PathStrategy::Greedy)
-    };
+        (greedy(&ops, output, &eq.extent), PathStrategy::Greedy)
+    }
+}
+
+/// The path of a parsed equation, as [`einsum_path`] reports it: the
+/// order and each step written as an equation.
+fn plan(eq: &Equation) -> EinsumPath {
+    let ((cost, largest, steps), strategy) = order(eq);
+    let ops = operand_sets(eq);
+    let output = Labels::of(&eq.output);
     let all = eq
         .inputs
         .iter()
