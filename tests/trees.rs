@@ -110,6 +110,38 @@ fn structure_rebuilds_the_same_tree_and_mismatches_name_the_path() {
     assert!(e.to_string().contains("expected `Layer` (2 fields)"), "{e}");
 }
 
+/// The key a kernel call writes for a tree argument without building its
+/// structure is the built structure's key, and counts its leaves.
+#[test]
+fn the_streamed_key_is_the_structures_key() {
+    fn check<X: TreeValue>(x: &X) {
+        let def = x.structure();
+        let mut built = Vec::new();
+        def.write_key(&mut built);
+        let mut streamed = Vec::new();
+        let n = <X::Tree as Tree>::write_key::<X::Leaf>(x.as_form(), &mut streamed);
+        assert_eq!(streamed, built, "{def:?}");
+        assert_eq!(n, def.num_leaves(), "{def:?}");
+    }
+    for (layers, scale) in [(0, false), (2, false), (3, true)] {
+        check(&params(layers, scale));
+    }
+    check(&Norm::Rms { g: host(&[1.0]) });
+    check(&Norm::Layer {
+        g: host(&[1.0]),
+        b: host(&[2.0]),
+    });
+    check(&Wrapped(host(&[1.0]), vec![host(&[2.0]); 3]));
+    check(&(host(&[1.0]), Some(vec![host(&[2.0])]), [host(&[3.0])]));
+    // Another static value is another key.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut p = params(1, false);
+    <Params as Tree>::write_key(&p, &mut a);
+    p.depth = 7;
+    <Params as Tree>::write_key(&p, &mut b);
+    assert_ne!(a, b);
+}
+
 #[test]
 fn map_and_device_round_trip_keep_the_structure() {
     let dev = dev();

@@ -87,7 +87,7 @@ fn all_reductions_over_one_axis_and_both() {
     let x = x_host(F32);
     // One kernel name per body: the compile cache files a kernel under its
     // name and the line of `Kernel::new`.
-    let run = |name: &str, body: fn(Tensor) -> Tensor| {
+    let run = |name: &'static str, body: fn(Tensor) -> Tensor| {
         let k = Kernel::new(name, move |a: &[Tensor]| body(a[0]));
         k.run_shard_map(&mesh, &split2(), &[&x]).unwrap()[0]
             .to_vec::<f32>()

@@ -107,7 +107,7 @@ fn run(
     sparse: Option<AttentionMask>,
 ) -> Vec<Vec<f64>> {
     let o = *opts;
-    let kernel = tessel::kernel::Kernel::new(name, move |a: &[Tensor]| {
+    let kernel = tessel::kernel::Kernel::new(name.to_string(), move |a: &[Tensor]| {
         grads_of(a, &o, u, which, sparse.as_ref())
     });
     let refs: Vec<&HostTensor> = hosts.iter().collect();

@@ -74,6 +74,7 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
     let mut visit_arms = Vec::new();
     let mut map_arms = Vec::new();
     let mut structure_arms = Vec::new();
+    let mut key_arms = Vec::new();
     let mut assemble_arms = Vec::new();
     for (index, (variant, fs, shape)) in shapes.iter().enumerate() {
         let path = match variant {
@@ -120,6 +121,20 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
         };
         structure_arms.push(quote!(#pattern => #node,));
         let n = fs.len();
+        let keys = fs.iter().map(|f| {
+            let (b, t) = (&f.binding, &f.traced);
+            if f.subtree {
+                quote!(<#t as #dsl::Tree>::write_key::<__L>(#b, __out))
+            } else {
+                quote!({ #dsl::tree_static_key(#b, __out); 0 })
+            }
+        });
+        let header = if is_enum {
+            quote!(#dsl::TreeDef::key_variant(__out, #index, #n))
+        } else {
+            quote!(#dsl::TreeDef::key_node(__out, #n))
+        };
+        key_arms.push(quote!(#pattern => { #header; 0usize #(+ #keys)* }));
         let built = fs.iter().enumerate().map(|(i, f)| {
             let (t, ty, seg) = (&f.traced, &f.ty, segment(&dsl, &f.member));
             if f.subtree {
@@ -227,6 +242,7 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
     let visit_body = empty_match(&visit_arms);
     let map_body = empty_match(&map_arms);
     let structure_body = empty_match(&structure_arms);
+    let key_body = empty_match(&key_arms);
     Ok(quote! {
         #[automatically_derived]
         impl #dsl::Tree for #traced {
@@ -253,6 +269,11 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
             #[allow(unused_variables)]
             fn structure<__L: #leaf_bound>(__x: &#name<__L>) -> #dsl::TreeDef {
                 #structure_body
+            }
+
+            #[allow(unused_variables)]
+            fn write_key<__L: #leaf_bound>(__x: &#name<__L>, __out: &mut ::std::vec::Vec<u8>) -> usize {
+                #key_body
             }
 
             #[allow(unused_variables, unreachable_code)]

@@ -51,14 +51,31 @@ pub enum PathSegment {
 /// p.push(PathSegment::Field("wq"));
 /// assert_eq!(p.to_string(), "layers.3.wq");
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default)]
 pub struct TreePath {
     segments: Vec<PathSegment>,
     /// The path as shown, kept up to date by `push` and `pop` (so naming
-    /// every leaf of a large tree costs one copy per leaf).
+    /// every leaf of a large tree costs one copy per leaf); empty for an
+    /// [`unnamed`](TreePath::unnamed) path.
     text: String,
     /// The length of `text` before each segment.
     ends: Vec<usize>,
+    /// Whether only the segments are kept (the text is made when shown).
+    unnamed: bool,
+}
+
+impl PartialEq for TreePath {
+    fn eq(&self, other: &Self) -> bool {
+        self.segments == other.segments
+    }
+}
+
+impl Eq for TreePath {}
+
+impl std::hash::Hash for TreePath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.segments.hash(state);
+    }
 }
 
 impl TreePath {
@@ -69,18 +86,43 @@ impl TreePath {
         p
     }
 
+    /// A root path that keeps only its segments, for walks that name a
+    /// path only in an error (rebuilding a kernel's results): its
+    /// [`as_str`](Self::as_str) is empty, its `Display` and
+    /// [`error`](Self::error) show it in full.
+    pub fn unnamed() -> Self {
+        TreePath {
+            unnamed: true,
+            ..TreePath::default()
+        }
+    }
+
     /// Descends one step.
     pub fn push(&mut self, segment: PathSegment) {
-        use std::fmt::Write;
+        if self.unnamed {
+            self.segments.push(segment);
+            return;
+        }
         self.ends.push(self.text.len());
         if !self.segments.is_empty() {
             self.text.push('.');
         }
         match segment {
             PathSegment::Field(n) => self.text.push_str(n),
-            PathSegment::Index(i) if i < 10 => self.text.push(char::from(b'0' + i as u8)),
             PathSegment::Index(i) => {
-                let _ = write!(self.text, "{i}");
+                // Decimal digits without the formatting machinery (a
+                // kernel call names every leaf of its tree arguments).
+                let mut digits = [0u8; 20];
+                let (mut at, mut rest) = (digits.len(), i);
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (rest % 10) as u8;
+                    rest /= 10;
+                    if rest == 0 {
+                        break;
+                    }
+                }
+                self.text.extend(digits[at..].iter().map(|&d| char::from(d)));
             }
         }
         self.segments.push(segment);
@@ -99,7 +141,8 @@ impl TreePath {
         &self.segments
     }
 
-    /// The path joined with `.` (empty at the root).
+    /// The path joined with `.` (empty at the root, and for an
+    /// [`unnamed`](Self::unnamed) path).
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -117,6 +160,15 @@ impl fmt::Display for TreePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.segments.is_empty() {
             f.write_str("<root>")
+        } else if self.unnamed {
+            for (i, s) in self.segments.iter().enumerate() {
+                let dot = if i == 0 { "" } else { "." };
+                match s {
+                    PathSegment::Field(n) => write!(f, "{dot}{n}")?,
+                    PathSegment::Index(k) => write!(f, "{dot}{k}")?,
+                }
+            }
+            Ok(())
         } else {
             f.write_str(&self.text)
         }
@@ -194,25 +246,51 @@ impl TreeDef {
     /// same program exactly when these agree.
     pub fn write_key(&self, out: &mut Vec<u8>) {
         match self {
-            TreeDef::Leaf => out.push(0),
+            TreeDef::Leaf => TreeDef::key_leaf(out),
             TreeDef::Node(c) => {
-                out.push(1);
-                out.extend_from_slice(&(c.len() as u64).to_le_bytes());
+                TreeDef::key_node(out, c.len());
                 c.iter().for_each(|d| d.write_key(out));
             }
             TreeDef::Variant(v, c) => {
-                out.push(2);
-                out.extend_from_slice(&(*v as u64).to_le_bytes());
-                out.extend_from_slice(&(c.len() as u64).to_le_bytes());
+                TreeDef::key_variant(out, *v, c.len());
                 c.iter().for_each(|d| d.write_key(out));
             }
-            TreeDef::Absent => out.push(3),
-            TreeDef::Static(s) => {
-                out.push(4);
-                out.extend_from_slice(&(s.key.len() as u64).to_le_bytes());
-                out.extend_from_slice(&s.key);
-            }
+            TreeDef::Absent => TreeDef::key_absent(out),
+            TreeDef::Static(s) => TreeDef::key_static(out, &s.key),
         }
+    }
+
+    /// The key of a [`Leaf`](TreeDef::Leaf) (for [`Tree::write_key`]
+    /// written without building the structure).
+    pub fn key_leaf(out: &mut Vec<u8>) {
+        out.push(0);
+    }
+
+    /// The key of a [`Node`](TreeDef::Node) of `len` children, before theirs.
+    pub fn key_node(out: &mut Vec<u8>, len: usize) {
+        out.push(1);
+        out.extend_from_slice(&(len as u64).to_le_bytes());
+    }
+
+    /// The key of a [`Variant`](TreeDef::Variant) `index` of `len` fields,
+    /// before theirs.
+    pub fn key_variant(out: &mut Vec<u8>, index: usize, len: usize) {
+        out.push(2);
+        out.extend_from_slice(&(index as u64).to_le_bytes());
+        out.extend_from_slice(&(len as u64).to_le_bytes());
+    }
+
+    /// The key of [`Absent`](TreeDef::Absent).
+    pub fn key_absent(out: &mut Vec<u8>) {
+        out.push(3);
+    }
+
+    /// The key of a [`Static`](TreeDef::Static) field whose value's own
+    /// key is `key`.
+    pub fn key_static(out: &mut Vec<u8>, key: &[u8]) {
+        out.push(4);
+        out.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        out.extend_from_slice(key);
     }
 
     /// The children of a node, or an error at `path` naming what was
@@ -272,6 +350,17 @@ pub trait Tree: Sized {
 
     /// The structure of `x`.
     fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef;
+
+    /// Writes the identity of `x`'s structure, the bytes
+    /// `structure(x).write_key(out)` writes, and returns its number of
+    /// leaves. The impls of this crate and `#[derive(Tree)]` write it
+    /// without building the structure (a kernel call keys every tree
+    /// argument this way).
+    fn write_key<L: Leaf>(x: &Self::Form<L>, out: &mut Vec<u8>) -> usize {
+        let def = Self::structure::<L>(x);
+        def.write_key(out);
+        def.num_leaves()
+    }
 
     /// A tree of structure `def` made of the next leaves of `leaves`, or an
     /// error at the first path where `def` does not fit this type or the
@@ -366,5 +455,5 @@ pub fn assemble_all<T: Tree, L: Leaf>(
     if n != want {
         return Err(TreePath::default().error(format!("the structure has {want} leaves, got {n}")));
     }
-    T::assemble(def, &mut TreePath::default(), &mut leaves.into_iter())
+    T::assemble(def, &mut TreePath::unnamed(), &mut leaves.into_iter())
 }

@@ -2,6 +2,7 @@
 //! config → compiled executable, so a repeated call neither traces nor
 //! compiles. One cache per client, attached to its [`Device`]s.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -18,7 +19,7 @@ pub struct CacheKey {
     /// The kernel's identity: the macros' full path of the function, or for
     /// a closure kernel its explicit key, else its name and the source
     /// location of its `Kernel::new`.
-    pub kernel: String,
+    pub kernel: Cow<'static, str>,
     /// The static arguments, by value (and, for sharded programs, the mesh
     /// and the partition specs).
     pub statics: StaticKey,

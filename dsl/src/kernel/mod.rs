@@ -61,11 +61,11 @@ use crate::trace::{trace, trace_on_mesh, Outputs};
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
 pub struct Kernel<F> {
-    name: String,
+    name: Cow<'static, str>,
     params: ParamNames,
     config: KernelConfig,
     statics: StaticKey,
-    key: Option<String>,
+    key: Option<Cow<'static, str>>,
     origin: Location,
     /// Arguments donated by index ([`donate_args`](Self::donate_args)).
     donated: Vec<usize>,
@@ -84,7 +84,7 @@ where
 {
     /// A kernel named `name` whose body is `body`.
     #[track_caller]
-    pub fn new(name: impl Into<String>, body: F) -> Self {
+    pub fn new(name: impl Into<Cow<'static, str>>, body: F) -> Self {
         Kernel {
             name: name.into(),
             params: ParamNames::default(),
@@ -187,7 +187,7 @@ where
     /// Sets the identity the compile cache files this kernel under (default:
     /// its name and where `Kernel::new` was called); the macros use the
     /// function's full path.
-    pub fn cache_key(mut self, key: impl Into<String>) -> Self {
+    pub fn cache_key(mut self, key: impl Into<Cow<'static, str>>) -> Self {
         self.key = Some(key.into());
         self
     }
@@ -339,7 +339,7 @@ where
         CacheKey {
             kernel: match &self.key {
                 Some(k) => k.clone(),
-                None => format!("{}@{}", self.name(), self.origin),
+                None => Cow::Owned(format!("{}@{}", self.name(), self.origin)),
             },
             statics,
             specs,

@@ -89,13 +89,11 @@ pub struct ArgCollector<'a> {
 }
 
 impl ArgCollector<'_> {
-    /// Makes room for `n` more tensor parameters.
+    /// Makes room for the names and specs of `n` more tensor parameters.
     pub fn reserve(&mut self, n: usize) {
         self.names.ends.reserve(n);
         self.names.text.reserve(16 * n);
         self.specs.reserve(n);
-        self.hosts.reserve(n);
-        self.buffers.reserve(n);
     }
 }
 

@@ -36,6 +36,10 @@ pub trait ArgLeaf: Leaf {
     fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>);
     /// Its type.
     fn spec(&self) -> &TensorSpec;
+    /// Makes room in `c` for `n` more leaves of this type.
+    fn reserve(c: &mut ArgCollector<'_>, n: usize) {
+        c.reserve(n);
+    }
 }
 
 impl ArgLeaf for HostTensor {
@@ -46,6 +50,10 @@ impl ArgLeaf for HostTensor {
     }
     fn spec(&self) -> &TensorSpec {
         HostTensor::spec(self)
+    }
+    fn reserve(c: &mut ArgCollector<'_>, n: usize) {
+        c.reserve(n);
+        c.hosts.reserve(n);
     }
 }
 
@@ -68,6 +76,10 @@ impl ArgLeaf for DeviceBuffer {
     fn spec(&self) -> &TensorSpec {
         DeviceBuffer::spec(self)
     }
+    fn reserve(c: &mut ArgCollector<'_>, n: usize) {
+        c.reserve(n);
+        c.buffers.reserve(n);
+    }
 }
 
 impl ArgLeaf for ShardedBuffer {
@@ -78,6 +90,10 @@ impl ArgLeaf for ShardedBuffer {
     }
     fn spec(&self) -> &TensorSpec {
         ShardedBuffer::spec(self)
+    }
+    fn reserve(c: &mut ArgCollector<'_>, n: usize) {
+        c.reserve(n);
+        c.sharded.reserve(n);
     }
 }
 
@@ -100,14 +116,13 @@ pub(crate) fn collect_leaves<'a, T: Tree, L: ArgLeaf>(
     mut root: TreePath,
     c: &mut ArgCollector<'a>,
 ) {
-    let structure = T::structure::<L>(x);
-    c.reserve(structure.num_leaves());
+    let mut key = Vec::with_capacity(64);
+    let leaves = T::write_key::<L>(x, &mut key);
+    L::reserve(c, leaves);
     T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
         "" => l.collect("arg", c),
         name => l.collect(name, c),
     });
-    let mut key = Vec::new();
-    structure.write_key(&mut key);
     c.statics.push_bytes(&key);
 }
 
@@ -136,6 +151,15 @@ pub fn static_field<S: StaticArg + Any + Send + Sync>(value: &S) -> TreeDef {
         key.bytes().to_vec(),
         format!("{value:?}"),
     ))
+}
+
+/// Writes the key of a static field of a tree, the bytes its
+/// [`static_field`] structure writes (what `#[derive(Tree)]`'s
+/// [`Tree::write_key`] writes for it).
+pub fn static_field_key<S: StaticArg>(value: &S, out: &mut Vec<u8>) {
+    let mut key = StaticKey::default();
+    key.push(value);
+    TreeDef::key_static(out, key.bytes());
 }
 
 /// The value of a static field from a tree's structure, or an error at `path`.

@@ -32,6 +32,11 @@ impl Tree for Tensor {
         TreeDef::Leaf
     }
 
+    fn write_key<L: Leaf>(_: &L, out: &mut Vec<u8>) -> usize {
+        TreeDef::key_leaf(out);
+        1
+    }
+
     fn assemble<L: Leaf>(
         def: &TreeDef,
         path: &mut TreePath,

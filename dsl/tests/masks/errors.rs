@@ -41,7 +41,7 @@ fn bad_input_is_a_typed_error() {
         .is_err());
 
     // In a trace: recorded as kernel errors, not panics.
-    let trace_err = |name: &str, specs: &[TensorSpec], f: &dyn Fn(&[Tensor]) -> Tensor| {
+    let trace_err = |name: &'static str, specs: &[TensorSpec], f: &dyn Fn(&[Tensor]) -> Tensor| {
         let e = Kernel::new(name, f).trace(specs).unwrap_err();
         e.as_kernel_error().expect("a kernel error").message.clone()
     };

@@ -36,6 +36,12 @@ fn map_seq<X: Tree, L: Leaf, M: Leaf, E>(
     Ok(out)
 }
 
+/// Writes the key of a sequence (a node of its elements); returns its leaves.
+fn key_seq<X: Tree, L: Leaf>(xs: &[X::Form<L>], out: &mut Vec<u8>) -> usize {
+    TreeDef::key_node(out, xs.len());
+    xs.iter().map(|e| X::write_key::<L>(e, out)).sum()
+}
+
 /// The elements of a sequence of structures `children`, each at its index.
 fn assemble_seq<X: Tree, L: Leaf>(
     children: &[TreeDef],
@@ -74,6 +80,10 @@ impl<X: Tree> Tree for Vec<X> {
         TreeDef::Node(x.iter().map(X::structure::<L>).collect())
     }
 
+    fn write_key<L: Leaf>(x: &Self::Form<L>, out: &mut Vec<u8>) -> usize {
+        key_seq::<X, L>(x, out)
+    }
+
     fn assemble<L: Leaf>(
         def: &TreeDef,
         path: &mut TreePath,
@@ -110,6 +120,10 @@ impl<X: Tree, const N: usize> Tree for [X; N] {
 
     fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef {
         TreeDef::Node(x.iter().map(X::structure::<L>).collect())
+    }
+
+    fn write_key<L: Leaf>(x: &Self::Form<L>, out: &mut Vec<u8>) -> usize {
+        key_seq::<X, L>(x, out)
     }
 
     fn assemble<L: Leaf>(
@@ -162,6 +176,19 @@ impl<X: Tree> Tree for Option<X> {
         match x {
             Some(e) => TreeDef::Node(vec![X::structure::<L>(e)]),
             None => TreeDef::Absent,
+        }
+    }
+
+    fn write_key<L: Leaf>(x: &Self::Form<L>, out: &mut Vec<u8>) -> usize {
+        match x {
+            Some(e) => {
+                TreeDef::key_node(out, 1);
+                X::write_key::<L>(e, out)
+            }
+            None => {
+                TreeDef::key_absent(out);
+                0
+            }
         }
     }
 
@@ -234,6 +261,11 @@ macro_rules! tree_tuple {
 
             fn structure<L: Leaf>(x: &Self::Form<L>) -> TreeDef {
                 TreeDef::Node(vec![$a::structure::<L>(&x.$ai) $(, $t::structure::<L>(&x.$i))*])
+            }
+
+            fn write_key<L: Leaf>(x: &Self::Form<L>, out: &mut Vec<u8>) -> usize {
+                TreeDef::key_node(out, $n);
+                $a::write_key::<L>(&x.$ai, out) $(+ $t::write_key::<L>(&x.$i, out))*
             }
 
             fn assemble<L: Leaf>(
