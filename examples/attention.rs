@@ -15,16 +15,9 @@ fn main() -> tessel::Result<()> {
     let opts = FlashOptions::new().causal(true);
     let flash = flash_attention::run(&dev, &q, &k, &v, opts)?;
     let reference = attention_reference::run(&dev, &q, &k, &v, opts)?;
-    let max_diff = flash
-        .to_f64_vec()
-        .iter()
-        .zip(reference.to_f64_vec())
-        .map(|(a, r)| (a - r).abs())
-        .fold(0.0, f64::max);
-    println!(
-        "flash attention {:?}: max |flash - reference| = {max_diff:.2e}",
-        flash.shape()
-    );
+    let max_diff =
+        flash.to_f64_vec().iter().zip(reference.to_f64_vec()).map(|(a, r)| (a - r).abs()).fold(0.0, f64::max);
+    println!("flash attention {:?}: max |flash - reference| = {max_diff:.2e}", flash.shape());
     // Timing the interpreter says little: one run is enough there.
     let runs = if dev.is_interpreter() {
         tessel::profile::ProfileOptions { warmup: 0, runs: 1 }

@@ -12,11 +12,7 @@ fn sparse_matmul(a: BlockSparse, b: Tensor) -> Tensor {
     for i in 0..a.block_count() {
         let blk = a.block_at(i);
         let rows = out.block_sized(0, blk.row, b0, 0.0);
-        out = out.set_block(
-            0,
-            blk.row,
-            rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0)),
-        );
+        out = out.set_block(0, blk.row, rows + blk.values.matmul(b.block_sized(0, blk.col, b1, 0.0)));
     }
     out
 }
@@ -38,10 +34,7 @@ fn main() -> tessel::Result<()> {
     let y_static = sparse_matmul::run(&dev, &a, &b)?;
     let y_dynamic = sparse_matmul::run(&dev, &a.clone().into_dynamic(), &b)?;
     println!("{} of {} blocks stored", a.nnz(), (n / 64) * (n / 64));
-    println!(
-        "static and dynamic layouts agree: {}",
-        y_static == y_dynamic
-    );
+    println!("static and dynamic layouts agree: {}", y_static == y_dynamic);
     println!("first row: {:?}", &y_static.to_vec::<f32>()?[..8]);
     Ok(())
 }

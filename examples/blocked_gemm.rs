@@ -15,27 +15,18 @@ fn gemm(a: Tensor, b: Tensor) -> Tensor {
 fn main() -> tessel::Result<()> {
     let dev = Device::from_env()?;
     let (m, k, n) = (64, 300, 32); // K = 300 is not a multiple of 128
-    let a = HostTensor::from_fn(TensorSpec::new([m, k], F32), |i| {
-        ((i % 7) as f64 - 3.0) / 4.0
-    });
-    let b = HostTensor::from_fn(TensorSpec::new([k, n], F32), |i| {
-        ((i % 5) as f64 - 2.0) / 4.0
-    });
+    let a = HostTensor::from_fn(TensorSpec::new([m, k], F32), |i| ((i % 7) as f64 - 3.0) / 4.0);
+    let b = HostTensor::from_fn(TensorSpec::new([k, n], F32), |i| ((i % 5) as f64 - 2.0) / 4.0);
     let c = gemm::run(&dev, &a, &b)?;
     let (av, bv, cv) = (a.to_f64_vec(), b.to_f64_vec(), c.to_f64_vec());
     let max_err = (0..m * n)
         .map(|idx| {
-            let want: f64 = (0..k)
-                .map(|p| av[idx / n * k + p] * bv[p * n + idx % n])
-                .sum();
+            let want: f64 = (0..k).map(|p| av[idx / n * k + p] * bv[p * n + idx % n]).sum();
             (cv[idx] - want).abs()
         })
         .fold(0.0, f64::max);
     println!("gemm {m}x{k}x{n} in blocks of 128 (3 K blocks, the last ragged): max |error| = {max_err:.2e}");
     let text = gemm::lower(a.spec(), b.spec())?;
-    println!(
-        "lowered to {} XLA while loop(s)",
-        text.matches("stablehlo.while").count()
-    );
+    println!("lowered to {} XLA while loop(s)", text.matches("stablehlo.while").count());
     Ok(())
 }

@@ -13,12 +13,7 @@ use tessel::shard::{Mesh, PartitionSpec, ShardedBuffer, Shardings};
 
 /// The one-device layer: the same experts, capacity factor 4 (= E / top_k:
 /// every expert can take every token, so none is dropped).
-#[expert_kernel(
-    num_experts = 8,
-    top_k = 2,
-    capacity_factor = 4.0,
-    precision = "highest"
-)]
+#[expert_kernel(num_experts = 8, top_k = 2, capacity_factor = 4.0, precision = "highest")]
 fn moe_one_device(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
     gelu(x.matmul(w1), true).matmul(w2)
 }
@@ -36,12 +31,7 @@ fn moe_expert_parallel(
     devices: usize,
     tokens: usize,
 ) -> (Tensor, Tensor, Tensor) {
-    let p = ExpertParallel {
-        axis: "expert",
-        devices,
-        top_k: 2,
-        tokens,
-    };
+    let p = ExpertParallel { axis: "expert", devices, top_k: 2, tokens };
     let o = expert_parallel_layer(x, router, w1, w2, &p);
     (o.output, o.aux_loss, o.z_loss)
 }
@@ -51,8 +41,7 @@ fn moe_expert_parallel(
 /// moving tokens between devices.
 #[cpu_kernel]
 fn exchange_only(send: Tensor) -> Tensor {
-    send.all_to_all(&["expert"], 0, 0)
-        .all_to_all(&["expert"], 0, 0)
+    send.all_to_all(&["expert"], 0, 0).all_to_all(&["expert"], 0, 0)
 }
 
 fn main() -> tessel::Result<()> {
@@ -80,23 +69,15 @@ fn main() -> tessel::Result<()> {
     };
     let shardings = Shardings::new(
         [split0(2), PartitionSpec::replicated(), split0(3), split0(3)],
-        [
-            split0(2),
-            PartitionSpec::replicated(),
-            PartitionSpec::replicated(),
-        ],
+        [split0(2), PartitionSpec::replicated(), PartitionSpec::replicated()],
     );
     let t0 = std::time::Instant::now();
-    let (out, aux, z) =
-        moe_expert_parallel::run_shard_map(&mesh, &shardings, &x, &router, &w1, &w2, n, t)?;
+    let (out, aux, z) = moe_expert_parallel::run_shard_map(&mesh, &shardings, &x, &router, &w1, &w2, n, t)?;
     let t_ep = t0.elapsed();
 
     let max_diff = |a: &HostTensor, b: &HostTensor| -> tessel::Result<f32> {
         let (a, b) = (a.to_vec::<f32>()?, b.to_vec::<f32>()?);
-        Ok(a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max))
+        Ok(a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max))
     };
     println!(
         "expert-parallel MoE, T={t} d={d} ff={ff} E={e} top-2 over {n} devices ({} dropped on one device)",
@@ -107,9 +88,7 @@ fn main() -> tessel::Result<()> {
          output {:.2e}, aux loss {:.2e}, z loss {:.2e}",
         aux.to_vec::<f32>()?[0],
         z.to_vec::<f32>()?[0],
-        out.to_vec::<f32>()?
-            .iter()
-            .fold(0.0f32, |m, v| m.max(v.abs())),
+        out.to_vec::<f32>()?.iter().fold(0.0f32, |m, v| m.max(v.abs())),
         max_diff(&out, &out1)?,
         max_diff(&aux, &aux1)?,
         max_diff(&z, &z1)?
@@ -130,10 +109,7 @@ fn main() -> tessel::Result<()> {
         }
         Ok(best * 1e3)
     };
-    let on_one = [&x, &router, &w1, &w2]
-        .iter()
-        .map(|h| one.to_device(h))
-        .collect::<tessel::Result<Vec<_>>>()?;
+    let on_one = [&x, &router, &w1, &w2].iter().map(|h| one.to_device(h)).collect::<tessel::Result<Vec<_>>>()?;
     let one_ms = best(Box::new(|| {
         let (o, ..) = moe_one_device::call(&one, &on_one[0], &on_one[1], &on_one[2], &on_one[3])?;
         o.block_until_ready()

@@ -34,16 +34,11 @@ struct Args {
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut args = Args {
-        seconds: 10,
-        seed: None,
-        grad: false,
-    };
+    let mut args = Args { seconds: 10, seed: None, grad: false };
     while let Some(a) = it.next() {
         let mut number = |name: &str| -> Result<u64, String> {
             let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse()
-                .map_err(|_| format!("{name} needs a whole number, got `{v}`"))
+            v.parse().map_err(|_| format!("{name} needs a whole number, got `{v}`"))
         };
         match a.as_str() {
             "--seconds" => args.seconds = number("--seconds")?,
@@ -69,16 +64,11 @@ fn main() -> ExitCode {
         }
     };
     let seed = args.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs().wrapping_mul(1_000_003))
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs().wrapping_mul(1_000_003))
     });
     println!("seeds from {seed}, for {} s", args.seconds);
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
-    let config = Config {
-        batch: 25,
-        ..Config::default()
-    };
+    let config = Config { batch: 25, ..Config::default() };
     let seeds = (0u64..).map(move |i| seed.wrapping_add(i));
     if args.grad {
         return grads(seeds, &config, deadline);
@@ -92,12 +82,7 @@ fn main() -> ExitCode {
     let mut failed: Vec<u64> = report.findings.iter().map(|f| f.seed).collect();
     failed.extend(report.invalid.iter().map(|(s, _)| *s));
     failed.sort_unstable();
-    println!(
-        "{} graphs, {} mismatches{}",
-        report.graphs,
-        failed.len(),
-        seed_list(&failed)
-    );
+    println!("{} graphs, {} mismatches{}", report.graphs, failed.len(), seed_list(&failed));
     if !failed.is_empty() {
         ExitCode::from(1)
     } else {
@@ -108,11 +93,7 @@ fn main() -> ExitCode {
 /// The gradient fuzzer's run.
 fn grads(seeds: impl Iterator<Item = u64> + Send, config: &Config, deadline: Instant) -> ExitCode {
     let report = grad::run_grads(seeds, config, Some(deadline), &|case, message| {
-        let note = format!(
-            "Gradient fuzzer, seed {}: {}",
-            case.seed,
-            first_line(message)
-        );
+        let note = format!("Gradient fuzzer, seed {}: {}", case.seed, first_line(message));
         let rust = fuzz::to_rust_grad(case, &format!("grad_fuzz_{}", case.seed), &note);
         println!("\n// seed {}: {message}\n{rust}", case.seed);
     });

@@ -46,30 +46,17 @@ struct Options {
 }
 
 fn options() -> Result<Options, String> {
-    let mut o = Options {
-        seconds: 60,
-        seed: 1,
-        batch: 16,
-        dir: std::env::temp_dir().join("tessel-kernel-fuzz"),
-    };
+    let mut o = Options { seconds: 60, seed: 1, batch: 16, dir: std::env::temp_dir().join("tessel-kernel-fuzz") };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        let number = || {
-            value
-                .parse::<u64>()
-                .map_err(|e| format!("{flag} {value}: {e}"))
-        };
+        let number = || value.parse::<u64>().map_err(|e| format!("{flag} {value}: {e}"));
         match flag.as_str() {
             "--seconds" => o.seconds = number()?,
             "--seed" => o.seed = number()?,
             "--batch" => o.batch = number()?.max(1) as usize,
             "--dir" => o.dir = PathBuf::from(value),
-            _ => {
-                return Err(format!(
-                    "unknown option {flag} (--seconds, --seed, --batch, --dir)"
-                ))
-            }
+            _ => return Err(format!("unknown option {flag} (--seconds, --seed, --batch, --dir)")),
         }
     }
     Ok(o)
@@ -111,9 +98,7 @@ fn kernel_at(source: &str, line: usize) -> Option<String> {
         return rest.split('"').next().map(str::to_string);
     }
     lines[..line].iter().rev().find_map(|l| {
-        let rest = l
-            .strip_prefix("fn run_")
-            .or_else(|| l.strip_prefix("fn "))?;
+        let rest = l.strip_prefix("fn run_").or_else(|| l.strip_prefix("fn "))?;
         Some(rest.split('(').next()?.to_string())
     })
 }
@@ -166,25 +151,19 @@ fn run() -> Result<(usize, usize), String> {
         // Leave out the kernels that do not compile, one build at a time.
         loop {
             let source = source_without(batch_seed, o.batch, &excluded);
-            write_if_changed(&o.dir.join("src/generated.rs"), &source)
-                .map_err(|e| e.to_string())?;
+            write_if_changed(&o.dir.join("src/generated.rs"), &source).map_err(|e| e.to_string())?;
             let bad = build(&o.dir, &source)?;
             if bad.is_empty() {
                 break;
             }
             for (name, errors) in bad {
                 let Some(i) = texts.iter().position(|k| k.name == name) else {
-                    return Err(format!(
-                        "an error in {name}, which is not a kernel:\n{errors}"
-                    ));
+                    return Err(format!("an error in {name}, which is not a kernel:\n{errors}"));
                 };
                 if excluded.contains(&i) {
                     return Err(format!("{name} is left out but still fails:\n{errors}"));
                 }
-                println!(
-                    "does not compile: {name} (batch seed {batch_seed})\n{errors}\n{}",
-                    texts[i].function
-                );
+                println!("does not compile: {name} (batch seed {batch_seed})\n{errors}\n{}", texts[i].function);
                 excluded.push(i);
                 mismatches += 1;
             }
@@ -200,14 +179,8 @@ fn run() -> Result<(usize, usize), String> {
             if let Some(rest) = l.strip_prefix("mismatch ") {
                 mismatches += 1;
                 let name = rest.split(' ').next().unwrap_or_default();
-                let function = texts
-                    .iter()
-                    .find(|k| k.name == name)
-                    .map(|k| k.function.as_str());
-                println!(
-                    "mismatch (batch seed {batch_seed}): {rest}\n{}",
-                    function.unwrap_or("")
-                );
+                let function = texts.iter().find(|k| k.name == name).map(|k| k.function.as_str());
+                println!("mismatch (batch seed {batch_seed}): {rest}\n{}", function.unwrap_or(""));
             }
         }
         if !out.status.success() {

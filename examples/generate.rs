@@ -25,8 +25,7 @@ use tessel::kernels::activation::swiglu;
 use tessel::kernels::attention::{attention_reference_with, AttentionExtras, FlashOptions};
 use tessel::kernels::norm::rms_norm;
 use tessel::kernels::serving::{
-    kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, Buckets, PagePool,
-    PagedKv, ServeOptions,
+    kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, Buckets, PagePool, PagedKv, ServeOptions,
 };
 use tessel::prelude::*;
 use tessel::{tree, Tree};
@@ -123,11 +122,7 @@ fn init_model(rng: &mut Rng) -> tessel::Result<Model<HostTensor>> {
             w_down: init(&[HIDDEN, DIM], rng)?,
         });
     }
-    Ok(Model {
-        embedding,
-        blocks,
-        final_norm: init(&[DIM], rng)?,
-    })
+    Ok(Model { embedding, blocks, final_norm: init(&[DIM], rng)? })
 }
 
 /// Rotary embedding of `x: [T, H, HEAD_DIM]` at positions `pos: s32 [T]`
@@ -153,9 +148,7 @@ fn finish_block(w: &Block, x: Tensor, o: Tensor) -> Tensor {
 /// Queries `[T, HEADS, HEAD_DIM]`, keys and values `[T, KV_HEADS, HEAD_DIM]`.
 fn qkv(w: &Block, x: Tensor, positions: Tensor) -> (Tensor, Tensor, Tensor) {
     let h = rms_norm(x, w.attn_norm, 1e-5);
-    let split = |y: Tensor, heads: usize| {
-        y.reshape(&[x.dim(0) as isize, heads as isize, HEAD_DIM as isize])
-    };
+    let split = |y: Tensor, heads: usize| y.reshape(&[x.dim(0) as isize, heads as isize, HEAD_DIM as isize]);
     let q = rope_rows(split(h.matmul(w.wq), HEADS), positions);
     let k = rope_rows(split(h.matmul(w.wk), KV_HEADS), positions);
     (q, k, split(h.matmul(w.wv), KV_HEADS))
@@ -184,25 +177,12 @@ fn step_over_cache(p: &Model, cache: Cache, step: &Step, prefill: bool) -> (Cach
         x = finish_block(w, x, o);
     }
     let logits = rms_norm(x, p.final_norm, 1e-5).matmul(p.embedding.t());
-    (
-        Cache {
-            k: k_pool,
-            v: v_pool,
-        },
-        logits,
-    )
+    (Cache { k: k_pool, v: v_pool }, logits)
 }
 
 /// The attention of one step: ragged over the packed prompts, or paged
 /// with one query per sequence.
-fn attend(
-    q: Tensor,
-    kv: &PagedKv,
-    tables: Tensor,
-    step: &Step,
-    prefill: bool,
-    opts: &ServeOptions,
-) -> Tensor {
+fn attend(q: Tensor, kv: &PagedKv, tables: Tensor, step: &Step, prefill: bool, opts: &ServeOptions) -> Tensor {
     if prefill {
         ragged_paged_attention_with(q, kv, tables, step.kv_lens, step.cu_q_lens, *opts)
     } else {
@@ -218,21 +198,13 @@ fn full_forward(p: Model, tokens: Tensor) -> Tensor {
     let positions = Tensor::iota([tokens.dim(0)], 0, S32);
     let mut x = p.embedding.take(tokens, 0);
     // [S, H, D] -> [1, H, S, D]
-    let heads = |y: Tensor, h: usize| {
-        y.transpose(&[1, 0, 2])
-            .reshape(&[1, h as isize, s, HEAD_DIM as isize])
-    };
+    let heads = |y: Tensor, h: usize| y.transpose(&[1, 0, 2]).reshape(&[1, h as isize, s, HEAD_DIM as isize]);
     for w in &p.blocks {
         let (q, k, v) = qkv(w, x, positions);
         let causal = FlashOptions::new().causal(true);
         let (q, k, v) = (heads(q, HEADS), heads(k, KV_HEADS), heads(v, KV_HEADS));
         let (o, _) = attention_reference_with(q, k, v, &AttentionExtras::default(), causal);
-        x = finish_block(
-            w,
-            x,
-            o.reshape(&[HEADS as isize, s, HEAD_DIM as isize])
-                .transpose(&[1, 0, 2]),
-        );
+        x = finish_block(w, x, o.reshape(&[HEADS as isize, s, HEAD_DIM as isize]).transpose(&[1, 0, 2]));
     }
     rms_norm(x, p.final_norm, 1e-5).matmul(p.embedding.t())
 }
@@ -266,10 +238,8 @@ fn main() -> tessel::Result<()> {
 
     let prompt_lens = [7usize, 19, 33, 12];
     let b = prompt_lens.len();
-    let prompts: Vec<Vec<i32>> = prompt_lens
-        .iter()
-        .map(|&n| (0..n).map(|_| (rng.next() % VOCAB as u64) as i32).collect())
-        .collect();
+    let prompts: Vec<Vec<i32>> =
+        prompt_lens.iter().map(|&n| (0..n).map(|_| (rng.next() % VOCAB as u64) as i32).collect()).collect();
     let total: Vec<usize> = prompt_lens.iter().map(|n| n + steps).collect();
     // Pages handed out 16 tokens at a time, round-robin: every sequence's
     // pages are scattered through the pool.
@@ -285,13 +255,8 @@ fn main() -> tessel::Result<()> {
     let seqs: Vec<u64> = (0..b as u64).collect();
     let tables = pool.block_tables(&seqs, width)?;
     let pool_spec = TensorSpec::new(vec![LAYERS * POOL, PAGE, KV_HEADS, HEAD_DIM], F32);
-    let mut cache = tree::to_device(
-        &dev,
-        &Cache {
-            k: HostTensor::zeros(pool_spec.clone()),
-            v: HostTensor::zeros(pool_spec),
-        },
-    )?;
+    let mut cache =
+        tree::to_device(&dev, &Cache { k: HostTensor::zeros(pool_spec.clone()), v: HostTensor::zeros(pool_spec) })?;
 
     // Prefill: the prompts packed into one ragged batch, padded to a bucket.
     let packed: usize = prompt_lens.iter().sum();
@@ -368,9 +333,7 @@ fn main() -> tessel::Result<()> {
         let mut seq = prompts[s].clone();
         seq.extend(&generated[s]);
         let seq_t = dev.to_device(&s32(seq.clone())?)?;
-        let logits = full_forward::call(&dev, &params, &seq_t)?
-            .to_host()?
-            .to_vec::<f32>()?;
+        let logits = full_forward::call(&dev, &params, &seq_t)?.to_host()?.to_vec::<f32>()?;
         let n = prompt_lens[s];
         for (i, row) in cached[s].iter().enumerate() {
             let at = n - 1 + i;
@@ -398,11 +361,7 @@ fn main() -> tessel::Result<()> {
     println!("max |logits - recomputed| = {max_diff:.2e}");
     for (s, g) in generated.iter().enumerate() {
         let head: Vec<String> = g.iter().take(8).map(|t| t.to_string()).collect();
-        println!(
-            "sequence {s}: prompt {} tokens, generated {} ...",
-            prompt_lens[s],
-            head.join(" ")
-        );
+        println!("sequence {s}: prompt {} tokens, generated {} ...", prompt_lens[s], head.join(" "));
     }
     if max_diff >= 1e-3 {
         eprintln!("the cached logits differ from the recomputation by {max_diff}");

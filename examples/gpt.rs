@@ -15,19 +15,8 @@
 
 use std::time::Instant;
 
-use tessel::autodiff::value_and_grad;
-use tessel::host::checkpoint::Checkpoint;
-use tessel::kernels::activation::swiglu;
-use tessel::kernels::attention::{flash_attention, FlashOptions};
-use tessel::kernels::norm::rms_norm;
-use tessel::kernels::optim::{OptState, Optimizer, PathMask, Schedule};
-use tessel::kernels::serving::{
-    kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, PagePool, PagedKv,
-    RaggedBatch, ServeOptions,
-};
-use tessel::kernels::train::cross_entropy;
+use tessel::kernels::prelude::*;
 use tessel::prelude::*;
-use tessel::{tree, Tree};
 
 const VOCAB: usize = 256;
 const DIM: usize = 64;
@@ -69,13 +58,6 @@ struct TrainState<T = Tensor> {
     opt: OptState<Gpt<T>, T>,
 }
 
-/// The cache's key and value pages, `[LAYERS * POOL, PAGE, HEADS, HEAD_DIM]`.
-#[derive(Tree)]
-struct Cache<T = Tensor> {
-    k: T,
-    v: T,
-}
-
 /// Rotary embedding of `x: [T, H, HEAD_DIM]` at positions `pos: s32 [T]`.
 fn rope(x: Tensor, pos: Tensor) -> Tensor {
     let half = HEAD_DIM / 2;
@@ -111,19 +93,11 @@ fn loss(p: &Gpt, tokens: Tensor) -> Tensor {
     let inputs = tokens.slice_axis(1, 0, SEQ).reshape(&[t]);
     let targets = tokens.slice_axis(1, 1, SEQ + 1).reshape(&[t]);
     let pos = Tensor::iota([BATCH, SEQ], 1, S32).reshape(&[t]);
-    let heads = |y: Tensor| {
-        y.reshape(&[b, s, HEADS as isize, HEAD_DIM as isize])
-            .transpose(&[0, 2, 1, 3])
-    };
+    let heads = |y: Tensor| y.reshape(&[b, s, HEADS as isize, HEAD_DIM as isize]).transpose(&[0, 2, 1, 3]);
     let mut x = p.embed.take(inputs, 0);
     for blk in &p.blocks {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), pos);
-        let o = flash_attention(
-            heads(q),
-            heads(k),
-            heads(v),
-            FlashOptions::new().causal(true),
-        );
+        let o = flash_attention(heads(q), heads(k), heads(v), FlashOptions::new().causal(true));
         x = finish_block(blk, x, o.transpose(&[0, 2, 1, 3]));
     }
     cross_entropy(logits(p, x), targets)
@@ -140,36 +114,24 @@ fn train_step(state: TrainState, tokens: Tensor, opt: Optimizer) -> (TrainState,
 /// batch (`prefill`) or one token per sequence. Returns the cache and the
 /// next step's batch, its tokens chosen greedily: the decode loop's
 /// metadata never leaves the device.
-#[cpu_kernel]
-fn serve_step(
-    p: Gpt,
-    #[donate] cache: Cache,
-    tables: Tensor,
-    batch: RaggedBatch,
-    prefill: bool,
-) -> (Cache, RaggedBatch) {
-    let (mut k_pages, mut v_pages) = (cache.k, cache.v);
+#[cpu_kernel(donate(kv))]
+fn serve_step(p: Gpt, mut kv: PagedKv, tables: Tensor, batch: RaggedBatch, prefill: bool) -> (PagedKv, RaggedBatch) {
     let (kv_lens, cu) = (batch.kv_lens, batch.cu_q_lens);
     let mut x = p.embed.take(batch.tokens, 0);
     for (l, blk) in p.blocks.iter().enumerate() {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), batch.positions);
+        // Layer `l`'s pages are `l * POOL ..` of the one pool.
         let tables = tables + (l * POOL) as i32;
-        let kv = PagedKv::new(k_pages, v_pages);
-        let kv = kv_cache_update_with(&kv, k, v, tables, kv_lens, cu);
+        kv = kv_cache_update_with(&kv, k, v, tables, kv_lens, cu);
         let o = if prefill {
             ragged_paged_attention_with(q, &kv, tables, kv_lens, cu, ServeOptions::new())
         } else {
             paged_attention_with(q, &kv, tables, kv_lens, ServeOptions::new())
         };
-        (k_pages, v_pages) = (kv.k_pages, kv.v_pages);
         x = finish_block(blk, x, o);
     }
     let next = logits(&p, batch.last_rows(x)).argmax(-1);
-    let cache = Cache {
-        k: k_pages,
-        v: v_pages,
-    };
-    (cache, batch.decode_next(next))
+    (kv, batch.decode_next(next))
 }
 
 /// A tiny deterministic generator (xorshift).
@@ -188,33 +150,24 @@ impl Rng {
     fn matrix(&mut self, rows: usize, cols: usize) -> HostTensor {
         let scale = (3.0 / rows as f64).sqrt();
         let spec = TensorSpec::new([rows, cols], F32);
-        HostTensor::from_fn(spec, |_| {
-            ((self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale
-        })
+        HostTensor::from_fn(spec, |_| ((self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale)
     }
 }
 
-fn ones(n: usize) -> HostTensor {
-    HostTensor::from_fn(TensorSpec::new([n], F32), |_| 1.0)
-}
-
 fn init(rng: &mut Rng) -> Gpt<HostTensor> {
+    let ones = || HostTensor::from_fn(TensorSpec::new([DIM], F32), |_| 1.0);
     let block = |rng: &mut Rng| Block {
-        attn_norm: ones(DIM),
+        attn_norm: ones(),
         wq: rng.matrix(DIM, DIM),
         wk: rng.matrix(DIM, DIM),
         wv: rng.matrix(DIM, DIM),
         wo: rng.matrix(DIM, DIM),
-        mlp_norm: ones(DIM),
+        mlp_norm: ones(),
         w_gate: rng.matrix(DIM, HIDDEN),
         w_up: rng.matrix(DIM, HIDDEN),
         w_down: rng.matrix(HIDDEN, DIM),
     };
-    Gpt {
-        embed: rng.matrix(VOCAB, DIM),
-        blocks: (0..LAYERS).map(|_| block(rng)).collect(),
-        final_norm: ones(DIM),
-    }
+    Gpt { embed: rng.matrix(VOCAB, DIM), blocks: (0..LAYERS).map(|_| block(rng)).collect(), final_norm: ones() }
 }
 
 /// Sentences from a small grammar, as bytes.
@@ -227,57 +180,34 @@ fn corpus(len: usize) -> Vec<u8> {
     let mut text = String::new();
     while text.len() < len {
         let pick = |rng: &mut Rng, words: &[&'static str]| words[rng.below(words.len())];
-        let (adj, subject, verb) = (
-            pick(&mut rng, &adjs),
-            pick(&mut rng, &animals),
-            pick(&mut rng, &verbs),
-        );
-        let object = if rng.below(2) == 0 {
-            format!("a {}", pick(&mut rng, &animals))
-        } else {
-            format!("an {}", pick(&mut rng, &things))
-        };
-        text.push_str(&format!("the {adj} {subject} {verb} {object}. "));
+        let (adj, subject, verb) = (pick(&mut rng, &adjs), pick(&mut rng, &animals), pick(&mut rng, &verbs));
+        let (a, object) =
+            if rng.below(2) == 0 { ("a", pick(&mut rng, &animals)) } else { ("an", pick(&mut rng, &things)) };
+        text.push_str(&format!("the {adj} {subject} {verb} {a} {object}. "));
     }
     text.into_bytes()[..len].to_vec()
 }
 
-/// Trains on `batches` from `state`; returns the losses' bits.
-fn train(
-    dev: &Device,
-    state: &mut TrainState<DeviceBuffer>,
-    batches: &[HostTensor],
-    opt: &Optimizer,
-) -> tessel::Result<Vec<u32>> {
+/// Trains on `data` from `state`; returns the losses.
+fn train(dev: &Device, state: &mut TrainState<DeviceBuffer>, data: &[HostTensor], opt: &Optimizer) -> Result<Vec<f32>> {
     let mut losses = Vec::new();
-    for tokens in batches {
+    for tokens in data {
         let (next, l) = train_step::call(dev, state, &dev.to_device(tokens)?, opt.clone())?;
         *state = next;
-        losses.push(l.to_host()?.to_vec::<f32>()?[0].to_bits());
+        losses.push(l.to_host()?.to_vec::<f32>()?[0]);
     }
     Ok(losses)
 }
 
 /// Greedy generation of `new` bytes after each prompt, from the paged cache.
-fn generate(
-    dev: &Device,
-    params: &Gpt<DeviceBuffer>,
-    prompts: &[&str],
-    new: usize,
-) -> tessel::Result<Vec<String>> {
-    let ids: Vec<Vec<i32>> = prompts
-        .iter()
-        .map(|p| p.bytes().map(i32::from).collect())
-        .collect();
+fn generate(dev: &Device, params: &Gpt<DeviceBuffer>, prompts: &[&str], new: usize) -> Result<Vec<String>> {
+    let ids: Vec<Vec<i32>> = prompts.iter().map(|p| p.bytes().map(i32::from).collect()).collect();
     let mut pool = PagePool::new(POOL, PAGE);
-    for (s, p) in ids.iter().enumerate() {
-        pool.reserve(s as u64, p.len() + new)?;
-    }
     let seqs: Vec<u64> = (0..ids.len() as u64).collect();
+    seqs.iter().zip(&ids).try_for_each(|(&s, p)| pool.reserve(s, p.len() + new))?;
     let tables = dev.to_device(&pool.block_tables(&seqs, pool.max_pages(&seqs))?)?;
-    let pages = TensorSpec::new([LAYERS * POOL, PAGE, HEADS, HEAD_DIM], F32);
-    let (k, v) = (HostTensor::zeros(pages.clone()), HostTensor::zeros(pages));
-    let mut cache = tree::to_device(dev, &Cache { k, v })?;
+    let pages = PagedKv::zeros(LAYERS * POOL, PAGE, HEADS, HEAD_DIM, F32);
+    let mut cache = tree::to_device(dev, &pages)?;
     let mut batch = tree::to_device(dev, &RaggedBatch::prefill(&ids)?)?;
     let mut out: Vec<String> = prompts.iter().map(|p| p.to_string()).collect();
     for step in 0..new {
@@ -289,82 +219,42 @@ fn generate(
     Ok(out)
 }
 
-fn main() -> tessel::Result<()> {
+fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let steps = args
-        .iter()
-        .position(|a| a == "--steps")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(300usize)
-        .max(RESUMED + 1);
-    let text = corpus(1 << 16);
-    let mut rng = Rng(7);
-    let batches: Vec<HostTensor> = (0..steps)
-        .map(|_| {
-            let at: Vec<usize> = (0..BATCH)
-                .map(|_| rng.below(text.len() - SEQ - 1))
-                .collect();
-            let tokens = at
-                .iter()
-                .flat_map(|&a| text[a..a + SEQ + 1].iter().map(|&c| i32::from(c)))
-                .collect();
-            HostTensor::from_vec(tokens, [BATCH, SEQ + 1])
-        })
-        .collect::<tessel::Result<_>>()?;
-    let opt = Optimizer::adamw(
-        Schedule::warmup_cosine(3e-3, 20, steps as u64, 3e-4),
-        0.01,
-        PathMask::except(["*norm*"]),
-    )
-    .clip_by_global_norm(1.0);
+    let steps = args.iter().position(|a| a == "--steps");
+    let steps = steps.and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(300usize).max(RESUMED + 1);
+    let (text, mut rng) = (corpus(1 << 16), Rng(7));
+    let window = |a: usize| text[a..a + SEQ + 1].iter().map(|&c| i32::from(c));
+    let tokens = |rng: &mut Rng| (0..BATCH).flat_map(|_| window(rng.below(text.len() - SEQ - 1))).collect();
+    let batches =
+        (0..steps).map(|_| HostTensor::from_vec(tokens(&mut rng), [BATCH, SEQ + 1])).collect::<Result<Vec<_>>>()?;
+    let schedule = Schedule::warmup_cosine(3e-3, 20, steps as u64, 3e-4);
+    let opt = Optimizer::adamw(schedule, 0.01, PathMask::except(["*norm*"])).clip_by_global_norm(1.0);
 
     // Train, saving a checkpoint `RESUMED` steps before the end.
     let dev = Device::from_env()?;
     let params = init(&mut Rng(42));
-    let mut state = tree::to_device(
-        &dev,
-        &TrainState {
-            opt: opt.init(&params)?,
-            params,
-        },
-    )?;
+    let mut state = tree::to_device(&dev, &TrainState { opt: opt.init(&params)?, params })?;
     let (first, rest) = batches.split_at(steps - RESUMED);
     let start = Instant::now();
     let losses = train(&dev, &mut state, first, &opt)?;
     let path = std::env::temp_dir().join(format!("tessel-gpt-{}.safetensors", std::process::id()));
-    tree::save(&path, &tree::to_host(&state)?, &Default::default())?;
+    let count = tree::save(&path, &tree::to_host(&state)?)?;
     let tail = train(&dev, &mut state, rest, &opt)?;
     let seconds = start.elapsed().as_secs_f64();
-    for (i, l) in losses
-        .iter()
-        .chain(&tail)
-        .enumerate()
-        .filter(|(i, _)| i % 50 == 0 || *i == steps - 1)
-    {
-        println!("step {:>4} loss {:.4}", i + 1, f32::from_bits(*l));
+    for (i, l) in losses.iter().chain(&tail).enumerate().filter(|(i, _)| i % 50 == 0 || *i == steps - 1) {
+        println!("step {:>4} loss {l:.4}", i + 1);
     }
-    println!(
-        "train: {:.0} tokens/s",
-        (steps * BATCH * SEQ) as f64 / seconds
-    );
+    println!("train: {:.0} tokens/s", (steps * BATCH * SEQ) as f64 / seconds);
     // The donated state is updated in place: its buffers are the results'.
-    let tokens = dev.to_device(&batches[0])?;
-    let exe = train_step::compile_for(&dev, &state, &tokens, opt.clone())?;
-    let m = exe.memory_stats()?;
-    let mib = |b: i64| b as f64 / (1 << 20) as f64;
-    println!(
-        "train step memory: {:.2} MiB in, {:.2} MiB out, {:.2} MiB of them shared (donated)",
-        mib(m.argument_bytes),
-        mib(m.output_bytes),
-        mib(m.alias_bytes)
-    );
+    let exe = train_step::compile_for(&dev, &state, &dev.to_device(&batches[0])?, opt.clone())?;
+    println!("train step memory: {}", exe.memory_stats()?);
 
     // Resume on a fresh device from the checkpoint: the same losses, bit for bit.
     let fresh = Device::cpu()?;
-    let mut ckpt = Checkpoint::load(&path)?;
-    let count = ckpt.tensors.len();
-    let mut resumed = tree::to_device(&fresh, &ckpt.take_tree_all(&tree::specs(&state))?)?;
+    let mut resumed = tree::to_device(&fresh, &tree::load(&path, &state)?)?;
     let again = train(&fresh, &mut resumed, rest, &opt)?;
+    // Equal f32s: the same bits, for these finite, positive losses.
     println!("resumed loss matches: {}", again == tail);
     println!("checkpoint: {} ({count} tensors)", path.display());
 
@@ -373,13 +263,8 @@ fn main() -> tessel::Result<()> {
     generate(&fresh, &resumed.params, &["the small ", "an "], 48)?;
     let start = Instant::now();
     let texts = generate(&fresh, &resumed.params, &["the small ", "an "], 48)?;
-    println!(
-        "decode: {:.0} tokens/s",
-        (2 * 48) as f64 / start.elapsed().as_secs_f64()
-    );
-    for t in texts {
-        println!("> {t}");
-    }
+    println!("decode: {:.0} tokens/s", (2 * 48) as f64 / start.elapsed().as_secs_f64());
+    texts.iter().for_each(|t| println!("> {t}"));
     std::fs::remove_file(&path).ok();
     Ok(())
 }

@@ -14,9 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use tessel::prelude::*;
-use tessel::runtime::{
-    cpu_plugin_path, Coordinator, CreateOption, DistributedOptions, KvStore, SECRET_ENV,
-};
+use tessel::runtime::{cpu_plugin_path, Coordinator, CreateOption, DistributedOptions, KvStore, SECRET_ENV};
 use tessel::shard::{Mesh, PartitionSpec, Shardings};
 
 #[cpu_kernel]
@@ -34,27 +32,16 @@ fn process(id: usize, coordinator: &str) -> Result<(), Box<dyn std::error::Error
         process_id: id,
         num_processes: 2,
     };
-    let dev = Device::distributed(
-        cpu_plugin_path()?,
-        &[("cpu_device_count", CreateOption::Int64(2))],
-        &options,
-    )?;
+    let dev = Device::distributed(cpu_plugin_path()?, &[("cpu_device_count", CreateOption::Int64(2))], &options)?;
     // Meet the other process through the coordinator.
     let store = KvStore::connect(coordinator, &secret)?;
-    store.put(
-        format!("hello/{id}"),
-        format!("process {id} is up").as_bytes(),
-    )?;
+    store.put(format!("hello/{id}"), format!("process {id} is up").as_bytes())?;
     let peer = store.get(format!("hello/{}", 1 - id), Duration::from_secs(30))?;
     // A psum over this process's devices.
     let mesh = Mesh::new(&dev, &[("d", dev.device_count())])?;
     let x = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [4])?;
     let split = PartitionSpec::new(vec![Some("d")]);
-    let sum = total::run_shard_map(
-        &mesh,
-        &Shardings::new([split], [PartitionSpec::replicated()]),
-        &x,
-    )?;
+    let sum = total::run_shard_map(&mesh, &Shardings::new([split], [PartitionSpec::replicated()]), &x)?;
     println!(
         "process {id}: platform {}, {} devices visible (4 if the plugin joined the processes); \
          heard \"{}\"; psum over its devices: {}",

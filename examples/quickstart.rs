@@ -13,12 +13,7 @@ fn main() -> tessel::Result<()> {
     let w = HostTensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.5, -0.5, 2.0], [3, 2])?;
     let b = HostTensor::from_vec(vec![0.0f32, 0.1], [2])?;
     let y = dense_softmax::run(&dev, &x, &w, &b)?;
-    println!(
-        "dense_softmax on {} ({}): {:?}",
-        dev.platform_name(),
-        y.spec(),
-        y.to_vec::<f32>()?
-    );
+    println!("dense_softmax on {} ({}): {:?}", dev.platform_name(), y.spec(), y.to_vec::<f32>()?);
     println!("{}", dense_softmax::lower(x.spec(), w.spec(), b.spec())?);
     Ok(())
 }

@@ -11,11 +11,7 @@ use tessel::shard::{Mesh, PartitionSpec, Shardings};
 /// One device's part: `q`, `k`, `v` `[B, H, S/n, D]`, `n` devices on the ring.
 #[cpu_kernel(precision = "highest")]
 fn ring_block(q: Tensor, k: Tensor, v: Tensor, n: usize) -> Tensor {
-    let ring = Ring {
-        axis: "seq",
-        devices: n,
-        causal: true,
-    };
+    let ring = Ring { axis: "seq", devices: n, causal: true };
     ring_attention(q, k, v, None, &ring)
 }
 
@@ -40,11 +36,7 @@ fn main() -> tessel::Result<()> {
     let flash = flash_attention::run(&one, &q, &k, &v, opts)?;
     let t_flash = t.elapsed();
     let (a, c) = (ring.to_vec::<f32>()?, flash.to_vec::<f32>()?);
-    let diff = a
-        .iter()
-        .zip(&c)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0f32, f32::max);
+    let diff = a.iter().zip(&c).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
     println!(
         "ring attention over {n} devices, B={b} H={h} S={s} D={d} causal: \
          max |ring - flash on one device| = {diff:.2e}"

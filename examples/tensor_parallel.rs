@@ -22,24 +22,14 @@ fn mlp(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor {
 fn main() -> tessel::Result<()> {
     let (batch, d, ff) = (64, 128, 512);
     let data = |shape: [usize; 2], scale: f64| {
-        HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| {
-            (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale
-        })
+        HostTensor::from_fn(TensorSpec::new(shape, F32), move |i| (((i * 7919) % 1999) as f64 / 999.5 - 1.0) * scale)
     };
-    let (x, w1, w2) = (
-        data([batch, d], 1.0),
-        data([d, ff], 0.1),
-        data([ff, d], 0.1),
-    );
+    let (x, w1, w2) = (data([batch, d], 1.0), data([d, ff], 0.1), data([ff, d], 0.1));
     let dev = Device::cpu_with_devices(4)?;
     let mesh = Mesh::new(&dev, &[("data", 2), ("model", 2)])?;
     let spec = |a: [Option<&str>; 2]| PartitionSpec::new(a);
     let shardings = Shardings::new(
-        [
-            spec([Some("data"), None]),
-            spec([None, Some("model")]),
-            spec([Some("model"), None]),
-        ],
+        [spec([Some("data"), None]), spec([None, Some("model")]), spec([Some("model"), None])],
         [spec([Some("data"), None])],
     );
     let t = std::time::Instant::now();
@@ -50,11 +40,7 @@ fn main() -> tessel::Result<()> {
     let single = mlp::run(&one, &x, &w1, &w2)?;
     let t_single = t.elapsed();
     let (a, b) = (parallel.to_vec::<f32>()?, single.to_vec::<f32>()?);
-    let diff = a
-        .iter()
-        .zip(&b)
-        .map(|(p, q)| (p - q).abs())
-        .fold(0.0f32, f32::max);
+    let diff = a.iter().zip(&b).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
     println!(
         "tensor-parallel MLP on mesh ({}): out {}, max |parallel - single device| = {diff:.2e}",
         mesh.describe(),

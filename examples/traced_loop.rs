@@ -13,10 +13,7 @@ use tessel::prelude::*;
 #[cpu_kernel(precision = "highest")]
 fn jacobi(a: Tensor, b: Tensor, tol: Tensor, steps: usize, warm_start: bool) -> (Tensor, Tensor) {
     let n = a.dim(0);
-    let diag = (a * Tensor::iota([n, n], 0, S32)
-        .eq(Tensor::iota([n, n], 1, S32))
-        .select(1.0, 0.0))
-    .sum(&[1]);
+    let diag = (a * Tensor::iota([n, n], 0, S32).eq(Tensor::iota([n, n], 1, S32)).select(1.0, 0.0)).sum(&[1]);
     let mut x = if warm_start { b / diag } else { b.zeros_like() };
     let mut residual = Tensor::scalar(f64::INFINITY, F32);
     for _step in 0..steps {
@@ -35,11 +32,7 @@ fn main() -> tessel::Result<()> {
     let b = HostTensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?;
     let tol = HostTensor::scalar(1e-5f32);
     let (x, residual) = jacobi::run(&dev, &a, &b, &tol, 50, true)?;
-    println!(
-        "x = {:?}, residual = {:?}",
-        x.to_vec::<f32>()?,
-        residual.to_vec::<f32>()?
-    );
+    println!("x = {:?}, residual = {:?}", x.to_vec::<f32>()?, residual.to_vec::<f32>()?);
     let text = jacobi::lower(a.spec(), b.spec(), tol.spec(), 50, true)?;
     println!(
         "{} ops lowered: {} while, {} if",

@@ -144,22 +144,12 @@ fn init_model(rng: &mut Rng) -> Model<HostTensor> {
             w_down: init(&[HIDDEN, DIM], rng),
         })
         .collect();
-    Model {
-        embedding,
-        blocks,
-        final_norm: init(&[DIM], rng),
-    }
+    Model { embedding, blocks, final_norm: init(&[DIM], rng) }
 }
 
 /// Splits `[B, S, DIM]` into heads `[B, HEADS, S, DIM / HEADS]`.
 fn heads(x: Tensor) -> Tensor {
-    x.reshape(&[
-        BATCH as isize,
-        SEQ as isize,
-        HEADS as isize,
-        (DIM / HEADS) as isize,
-    ])
-    .transpose(&[0, 2, 1, 3])
+    x.reshape(&[BATCH as isize, SEQ as isize, HEADS as isize, (DIM / HEADS) as isize]).transpose(&[0, 2, 1, 3])
 }
 
 /// The mean next-byte loss of `tokens` (`[BATCH, SEQ + 1]`) under `p`.
@@ -187,16 +177,8 @@ fn loss(p: &Model, tokens: Tensor, rope_table: &Rope) -> Tensor {
 /// One training step: loss and gradients of every parameter, clipping and
 /// the optimizer's update, the whole state donated and updated in place.
 #[cpu_kernel(donate(state))]
-fn train_step(
-    state: TrainState,
-    tokens: Tensor,
-    rope_table: Rope,
-    opt: Optimizer,
-) -> (TrainState, Tensor) {
-    let (l, grads) = value_and_grad(
-        |p: Model| loss(&p, tokens, &rope_table),
-        state.params.clone(),
-    );
+fn train_step(state: TrainState, tokens: Tensor, rope_table: Rope, opt: Optimizer) -> (TrainState, Tensor) {
+    let (l, grads) = value_and_grad(|p: Model| loss(&p, tokens, &rope_table), state.params.clone());
     let (params, opt) = opt.update(grads, state.opt, state.params);
     (TrainState { params, opt }, l)
 }
@@ -225,11 +207,7 @@ fn main() -> tessel::Result<()> {
     // The batch is split over the mesh axis "data"; parameters and moments
     // are replicated. XLA partitions the step and inserts the all-reduce of
     // the gradients (with one device, the mesh is that device).
-    let dev = if devices == env_device.device_count() {
-        env_device
-    } else {
-        Device::cpu_with_devices(devices)?
-    };
+    let dev = if devices == env_device.device_count() { env_device } else { Device::cpu_with_devices(devices)? };
     let mesh = Mesh::new(&dev, &[("data", devices)])?;
     let replicated = PartitionSpec::replicated();
     let by_batch = PartitionSpec::new([Some("data"), None]);
@@ -237,19 +215,12 @@ fn main() -> tessel::Result<()> {
     let place = |h: &HostTensor| put(h, &replicated);
     // AdamW without weight decay, the gradients clipped to norm 1, the rate
     // warmed up linearly to 3e-3 over 20 steps.
-    let opt = Optimizer::adamw(Schedule::warmup_constant(3e-3, 20), 0.0, PathMask::All)
-        .clip_by_global_norm(1.0);
+    let opt = Optimizer::adamw(Schedule::warmup_constant(3e-3, 20), 0.0, PathMask::All).clip_by_global_norm(1.0);
     let params = init_model(&mut Rng(42));
-    let host_state = TrainState {
-        opt: opt.init(&params)?,
-        params,
-    };
+    let host_state = TrainState { opt: opt.init(&params)?, params };
     let mut state = host_state.try_map_leaves(|_, h| place(h))?;
     let table = RopeTable::new(SEQ, DIM / HEADS, 10_000.0)?;
-    let rope_table = Rope {
-        cos: place(table.cos())?,
-        sin: place(table.sin())?,
-    };
+    let rope_table = Rope { cos: place(table.cos())?, sin: place(table.sin())? };
     // Every result replicated: the new state's leaves and the loss.
     let outputs = vec![replicated.clone(); state.leaves().len() + 1];
 
@@ -266,8 +237,7 @@ fn main() -> tessel::Result<()> {
             tokens.extend(text[at..at + SEQ + 1].iter().map(|&b| i32::from(b)));
         }
         let tokens = put(&HostTensor::from_vec(tokens, [BATCH, SEQ + 1])?, &by_batch)?;
-        let (next, l) =
-            train_step::call_sharded(&mesh, &outputs, &state, &tokens, &rope_table, opt.clone())?;
+        let (next, l) = train_step::call_sharded(&mesh, &outputs, &state, &tokens, &rope_table, opt.clone())?;
         state = next;
         let l = l.to_host()?.to_vec::<f32>()?[0];
         first.get_or_insert(l);

@@ -36,6 +36,31 @@ enum Norm<T = Tensor> {
 #[derive(Tree)]
 struct Wrapped<T = Tensor>(T, Vec<T>);
 
+/// A tree with a subtree type parameter (its traced form), the leaf marked
+/// by its default.
+#[derive(Tree, Clone, Debug)]
+struct Stepped<P, T = Tensor> {
+    params: P,
+    step: T,
+    history: Vec<P>,
+}
+
+/// Counts a step and keeps the parameters it had.
+#[cpu_kernel]
+fn stepped_kernel(s: Stepped<Layer>) -> Stepped<Layer> {
+    let mut history = s.history.clone();
+    history.push(s.params.clone());
+    let params = Layer {
+        w: s.params.w * 2.0,
+        b: s.params.b,
+    };
+    Stepped {
+        params,
+        step: s.step + 1.0,
+        history,
+    }
+}
+
 fn host(v: &[f32]) -> HostTensor {
     HostTensor::from_vec(v.to_vec(), [v.len()]).unwrap()
 }
@@ -140,6 +165,45 @@ fn the_streamed_key_is_the_structures_key() {
     p.depth = 7;
     <Params as Tree>::write_key(&p, &mut b);
     assert_ne!(a, b);
+}
+
+#[test]
+fn a_subtree_type_parameter_is_part_of_the_tree() {
+    let layer = |w: f32| Layer {
+        w: host(&[w]),
+        b: host(&[-w]),
+    };
+    let s: Stepped<Layer<HostTensor>, HostTensor> = Stepped {
+        params: layer(1.0),
+        step: host(&[0.0]),
+        history: vec![layer(0.5)],
+    };
+    assert_eq!(
+        s.leaf_paths(),
+        ["params.w", "params.b", "step", "history.0.w", "history.0.b"]
+    );
+    let back = tree::assemble_all::<Stepped<Layer>, HostTensor>(
+        &s.structure(),
+        s.leaves().into_iter().cloned().collect(),
+    )
+    .unwrap();
+    assert_eq!(vals(&back.history[0].b), vec![-0.5]);
+    let mut key = Vec::new();
+    <Stepped<Layer> as Tree>::write_key(&s, &mut key);
+    let mut built = Vec::new();
+    s.structure().write_key(&mut built);
+    assert_eq!(key, built);
+    // Through a kernel, on the host and on the device.
+    let out = stepped_kernel::run(&dev(), &s).unwrap();
+    assert_eq!(
+        (vals(&out.params.w), vals(&out.step)),
+        (vec![2.0], vec![1.0])
+    );
+    assert_eq!(out.history.len(), 2);
+    assert_eq!(vals(&out.history[1].w), vec![1.0]);
+    let d = tree::to_device(&dev(), &s).unwrap();
+    let out = tree::to_host(&stepped_kernel::call(&dev(), &d).unwrap()).unwrap();
+    assert_eq!(vals(&out.params.w), vec![2.0]);
 }
 
 #[test]

@@ -103,24 +103,33 @@ pub mod tree {
     pub use crate::ir::tree::{
         assemble_all, Leaf, PathSegment, StaticValue, Tree, TreeDef, TreePath, TreeValue,
     };
-    pub use crate::kernel::save_tree as save;
     pub use crate::kernel::trees::{specs, to_device, to_host, ArgLeaf};
+    pub use crate::kernel::{
+        load_tree as load, save_tree as save, save_tree_with_metadata as save_with_metadata,
+    };
 }
 
-/// Everything a kernel file usually needs: `use tessel::prelude::*;`.
+/// Everything a kernel file usually needs: `use tessel::prelude::*;` — the
+/// kernel attributes, `Tensor` and the control-flow ops, dtypes, devices,
+/// and for models `#[derive(Tree)]`, the [`tree`] functions and
+/// `value_and_grad`.
 pub mod prelude {
+    pub use crate::autodiff::{grad, value_and_grad, vjp};
     pub use crate::config::{KernelConfig, Platform};
+    pub use crate::ir::tree::{Tree, TreeValue};
     pub use crate::kernel::{StaticArg, StaticKey};
     pub use crate::lang::ds;
     pub use crate::ops::random::{random_bits, uniform};
     pub use crate::runtime::{Device, DeviceBuffer, Executable};
     pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
+    pub use crate::tree;
     pub use crate::{
         axis_index, check, concat, cond, fori_loop, optimization_barrier, scan, scan_with,
         while_loop, DType, Error, HostTensor, Precision, Result, ScanOptions, TakeMode, Tensor,
         TensorSpec, BF16, F16, F32, F64, F8E4M3FN, F8E5M2, PRED, S16, S32, S64, S8, U16, U32, U64,
         U8,
     };
+    pub use tessel_macros::Tree;
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 }
 

@@ -18,6 +18,7 @@ pub mod moe;
 pub mod moe_parallel;
 pub mod norm;
 pub mod optim;
+pub mod prelude;
 mod product_checks;
 pub mod quantized;
 pub mod rope;

@@ -463,7 +463,7 @@ fn resuming_from_a_checkpoint_in_a_new_process_is_bit_exact() {
     let dir = std::env::temp_dir().join(format!("tessel-resume-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("state.safetensors");
-    tree::save(&path, &saved, &Default::default()).unwrap();
+    tree::save(&path, &saved).unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "resume_child",
@@ -520,7 +520,7 @@ fn tree_checkpoints_round_trip_and_name_what_does_not_fit() {
     let dir = std::env::temp_dir().join(format!("tessel-tree-ckpt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.safetensors");
-    tree::save(&path, &(host.clone(), state.clone()), &Default::default()).unwrap();
+    tree::save(&path, &(host.clone(), state.clone())).unwrap();
     let ck = tessel::host::checkpoint::Checkpoint::load(&path).unwrap();
     assert!(ck.tensors.contains_key("0.layers.2.w") && ck.tensors.contains_key("1.slots.1.norm"));
     let (p, s) = ck

@@ -45,16 +45,22 @@ pub fn derive(input: TokenStream) -> TokenStream {
 }
 
 fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
-    let leaf = leaf_param(item)?;
+    let TypeParams { leaf, trees, order } = type_params(item)?;
     let dsl = dsl_here();
     let name = &item.ident;
     let tensor = quote!(#dsl::Tensor);
     let shapes: Vec<(Option<&Ident>, Vec<Field>, &Fields)> = match &item.data {
-        Data::Struct(s) => vec![(None, fields(&s.fields, &leaf, &tensor), &s.fields)],
+        Data::Struct(s) => vec![(None, fields(&s.fields, &leaf, &trees, &tensor), &s.fields)],
         Data::Enum(e) => e
             .variants
             .iter()
-            .map(|v| (Some(&v.ident), fields(&v.fields, &leaf, &tensor), &v.fields))
+            .map(|v| {
+                (
+                    Some(&v.ident),
+                    fields(&v.fields, &leaf, &trees, &tensor),
+                    &v.fields,
+                )
+            })
             .collect(),
         Data::Union(u) => {
             return Err(syn::Error::new(
@@ -70,7 +76,26 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
         ));
     }
     let is_enum = matches!(item.data, Data::Enum(_));
-    let traced = quote!(#name<#tensor>);
+    // The type with leaves `leaf_ty`: the leaf parameter replaced by it,
+    // a subtree parameter `P` by `P`'s form with those leaves.
+    let form = |leaf_ty: &TokenStream| {
+        let args = order.iter().map(|p| match p == &leaf {
+            true => leaf_ty.clone(),
+            false => quote!(<#p as #dsl::Tree>::Form<#leaf_ty>),
+        });
+        quote!(#name<#(#args),*>)
+    };
+    let traced_args = order.iter().map(|p| {
+        if p == &leaf {
+            tensor.clone()
+        } else {
+            quote!(#p)
+        }
+    });
+    let traced = quote!(#name<#(#traced_args),*>);
+    let tree_bounds = quote!(<#(#trees: #dsl::Tree),*>);
+    let carry_bounds = quote!(<#(#trees: #dsl::Carry),*>);
+    let (form_l, form_m) = (form(&quote!(__L)), form(&quote!(__M)));
     let mut visit_arms = Vec::new();
     let mut map_arms = Vec::new();
     let mut structure_arms = Vec::new();
@@ -212,20 +237,22 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
             quote!(#dsl::ShardedBuffer),
         ),
     ];
-    let form_types = forms
-        .iter()
-        .map(|(assoc, _, _, leaf_ty)| quote!(type #assoc<'__a> = &'__a #name<#leaf_ty>;));
+    let form_types = forms.iter().map(|(assoc, _, _, leaf_ty)| {
+        let f = form(leaf_ty);
+        quote!(type #assoc<'__a> = &'__a #f;)
+    });
     let form_fns = forms.iter().map(|(_, collect, bind, leaf_ty)| {
+        let f = form(leaf_ty);
         quote! {
             fn #collect<'__a>(
-                __arg: &&'__a #name<#leaf_ty>,
+                __arg: &&'__a #f,
                 __name: &'static str,
                 __c: &mut #dsl::ArgCollector<'__a>,
             ) {
                 #dsl::tree_collect::<Self, #leaf_ty>(*__arg, __name, __c)
             }
             fn #bind(
-                __arg: &&#name<#leaf_ty>,
+                __arg: &&#f,
                 __next: &mut dyn ::core::iter::Iterator<Item = #tensor>,
             ) -> Self {
                 #dsl::tree_bind::<Self, #leaf_ty>(*__arg, __next)
@@ -239,18 +266,54 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
             quote!(match __x { #(#arms)* })
         }
     };
+    let tree_value = match trees.first() {
+        None => quote! {
+            #[automatically_derived]
+            impl<__L: #leaf_bound> #dsl::TreeValue for #name<__L> {
+                type Leaf = __L;
+                type Tree = #traced;
+            }
+        },
+        // Every subtree parameter a value of the same leaf type; the leaf
+        // parameter is that type.
+        Some(first) => {
+            let leaf_ty = quote!(<#first as #dsl::TreeValue>::Leaf);
+            let bounds = trees.iter().map(|p| match p == first {
+                true => quote!(#p: #dsl::TreeValue),
+                false => quote!(#p: #dsl::TreeValue<Leaf = #leaf_ty>),
+            });
+            let args = order.iter().map(|p| {
+                if p == &leaf {
+                    leaf_ty.clone()
+                } else {
+                    quote!(#p)
+                }
+            });
+            let tree_args = order.iter().map(|p| match p == &leaf {
+                true => tensor.clone(),
+                false => quote!(<#p as #dsl::TreeValue>::Tree),
+            });
+            quote! {
+                #[automatically_derived]
+                impl<#(#bounds),*> #dsl::TreeValue for #name<#(#args),*> {
+                    type Leaf = #leaf_ty;
+                    type Tree = #name<#(#tree_args),*>;
+                }
+            }
+        }
+    };
     let visit_body = empty_match(&visit_arms);
     let map_body = empty_match(&map_arms);
     let structure_body = empty_match(&structure_arms);
     let key_body = empty_match(&key_arms);
     Ok(quote! {
         #[automatically_derived]
-        impl #dsl::Tree for #traced {
-            type Form<__L: #leaf_bound> = #name<__L>;
+        impl #tree_bounds #dsl::Tree for #traced {
+            type Form<__L: #leaf_bound> = #form_l;
 
             #[allow(unused_variables)]
             fn visit<'__a, __L: #leaf_bound>(
-                __x: &'__a #name<__L>,
+                __x: &'__a #form_l,
                 __path: &mut #dsl::TreePath,
                 __f: &mut dyn ::core::ops::FnMut(&#dsl::TreePath, &'__a __L),
             ) {
@@ -259,20 +322,20 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
 
             #[allow(unused_variables)]
             fn try_map<__L: #leaf_bound, __M: #leaf_bound, __E>(
-                __x: &#name<__L>,
+                __x: &#form_l,
                 __path: &mut #dsl::TreePath,
                 __f: &mut dyn ::core::ops::FnMut(&#dsl::TreePath, &__L) -> ::core::result::Result<__M, __E>,
-            ) -> ::core::result::Result<#name<__M>, __E> {
+            ) -> ::core::result::Result<#form_m, __E> {
                 #map_body
             }
 
             #[allow(unused_variables)]
-            fn structure<__L: #leaf_bound>(__x: &#name<__L>) -> #dsl::TreeDef {
+            fn structure<__L: #leaf_bound>(__x: &#form_l) -> #dsl::TreeDef {
                 #structure_body
             }
 
             #[allow(unused_variables)]
-            fn write_key<__L: #leaf_bound>(__x: &#name<__L>, __out: &mut ::std::vec::Vec<u8>) -> usize {
+            fn write_key<__L: #leaf_bound>(__x: &#form_l, __out: &mut ::std::vec::Vec<u8>) -> usize {
                 #key_body
             }
 
@@ -281,50 +344,74 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
                 __def: &#dsl::TreeDef,
                 __path: &mut #dsl::TreePath,
                 __leaves: &mut dyn ::core::iter::Iterator<Item = __L>,
-            ) -> ::core::result::Result<#name<__L>, #dsl::HostError> {
+            ) -> ::core::result::Result<#form_l, #dsl::HostError> {
                 #assemble_body
             }
         }
 
         #[automatically_derived]
-        impl #dsl::Carry for #traced {}
+        impl #carry_bounds #dsl::Carry for #traced {}
 
         #[automatically_derived]
-        impl #dsl::Outputs for #traced {}
+        impl #carry_bounds #dsl::Outputs for #traced {}
+
+        #tree_value
 
         #[automatically_derived]
-        impl<__L: #leaf_bound> #dsl::TreeValue for #name<__L> {
-            type Leaf = __L;
-            type Tree = #traced;
-        }
-
-        #[automatically_derived]
-        impl #kp for #traced {
+        impl #carry_bounds #kp for #traced {
             #(#form_types)*
             #(#form_fns)*
         }
     })
 }
 
-/// The item's leaf type parameter: its only generic parameter.
-fn leaf_param(item: &DeriveInput) -> syn::Result<Ident> {
+/// The item's type parameters: its leaf (the only one, or the one whose
+/// default is `Tensor`) and the others, subtrees given in their traced form
+/// (`struct TrainState<P, T = Tensor> { params: P, opt: OptState<P, T> }`).
+struct TypeParams {
+    leaf: Ident,
+    trees: Vec<Ident>,
+    /// All of them, in declaration order.
+    order: Vec<Ident>,
+}
+
+fn type_params(item: &DeriveInput) -> syn::Result<TypeParams> {
     let help = format!(
-        "`#[derive(Tree)]` needs the type generic over its leaf, with no other generic parameters: \
-         `struct {}<T = Tensor> {{ w: T, .. }}`; the same type then holds `Tensor`s in a kernel, \
-         `DeviceBuffer`s on the device and `HostTensor`s on the host",
+        "`#[derive(Tree)]` needs the type generic over its leaf: `struct {}<T = Tensor> {{ w: T, .. }}`; \
+         the same type then holds `Tensor`s in a kernel, `DeviceBuffer`s on the device and `HostTensor`s \
+         on the host. Other type parameters are subtrees, with the leaf's default `Tensor` marking the leaf: \
+         `struct TrainState<P, T = Tensor> {{ params: P, opt: OptState<P, T> }}`; lifetimes and const \
+         parameters are not allowed",
         item.ident
     );
-    let params: Vec<&GenericParam> = item.generics.params.iter().collect();
-    match params.as_slice() {
-        [GenericParam::Type(t)] => Ok(t.ident.clone()),
-        [] => Err(syn::Error::new(item.ident.span(), help)),
-        [_, second, ..] => Err(syn::Error::new(second.span(), help)),
-        [other] => Err(syn::Error::new(other.span(), help)),
+    let mut types = Vec::new();
+    for p in &item.generics.params {
+        match p {
+            GenericParam::Type(t) => types.push(t),
+            other => return Err(syn::Error::new(other.span(), help)),
+        }
     }
+    let is_tensor = |t: &syn::TypeParam| matches!(&t.default, Some(Type::Path(p)) if p.path.segments.last().is_some_and(|s| s.ident == "Tensor"));
+    let leaf = match types.as_slice() {
+        [] => return Err(syn::Error::new(item.ident.span(), help)),
+        [only] => only.ident.clone(),
+        many => match many
+            .iter()
+            .filter(|t| is_tensor(t))
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [one] => one.ident.clone(),
+            _ => return Err(syn::Error::new(many[1].span(), help)),
+        },
+    };
+    let order: Vec<Ident> = types.iter().map(|t| t.ident.clone()).collect();
+    let trees = order.iter().filter(|p| **p != leaf).cloned().collect();
+    Ok(TypeParams { leaf, trees, order })
 }
 
 /// The fields of one struct or variant.
-fn fields(fields: &Fields, leaf: &Ident, tensor: &TokenStream) -> Vec<Field> {
+fn fields(fields: &Fields, leaf: &Ident, trees: &[Ident], tensor: &TokenStream) -> Vec<Field> {
     fields
         .iter()
         .enumerate()
@@ -346,7 +433,9 @@ fn fields(fields: &Fields, leaf: &Ident, tensor: &TokenStream) -> Vec<Field> {
                 binding,
                 traced,
                 ty: f.ty.clone(),
-                subtree: replace.found || mentions(&f.ty, leaf),
+                subtree: replace.found
+                    || mentions(&f.ty, leaf)
+                    || trees.iter().any(|p| mentions(&f.ty, p)),
             }
         })
         .collect()

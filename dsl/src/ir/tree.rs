@@ -122,7 +122,8 @@ impl TreePath {
                         break;
                     }
                 }
-                self.text.extend(digits[at..].iter().map(|&d| char::from(d)));
+                self.text
+                    .extend(digits[at..].iter().map(|&d| char::from(d)));
             }
         }
         self.segments.push(segment);

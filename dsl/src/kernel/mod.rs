@@ -24,7 +24,9 @@ pub use calls::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam, ParamNames};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
 pub use static_key::{distinct_candidates, StaticArg, StaticKey};
-pub use tree_checkpoint::save as save_tree;
+pub use tree_checkpoint::{
+    load as load_tree, save as save_tree, save_with_metadata as save_tree_with_metadata,
+};
 pub use tree_kernel::TreeKernel;
 
 use crate::error::{KernelError, Location, Result};

@@ -8,33 +8,57 @@ use std::path::Path;
 
 use super::trees::ArgLeaf;
 use crate::error::Result;
-use crate::host::checkpoint::{save_with_metadata, Checkpoint};
+use crate::host::checkpoint::Checkpoint;
 use crate::host::HostTensor;
 use crate::ir::tree::{Tree, TreeValue};
 use crate::shape::TensorSpec;
 
 /// Saves the tree `x` to `path` as one safetensors file, each leaf under
-/// its path (`layers.0.w`), with `metadata` in the header.
+/// its path (`layers.0.w`); returns how many tensors it wrote.
 ///
 /// ```
-/// use tessel_dsl::{tree, HostTensor, TensorSpec, F32};
-/// use tessel_dsl::host::checkpoint::Checkpoint;
+/// use tessel_dsl::{tree, HostTensor};
 /// let dir = std::env::temp_dir().join(format!("tessel-tree-ckpt-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir).unwrap();
 /// let path = dir.join("state.safetensors");
 /// let state = (HostTensor::from_vec(vec![1.0f32, 2.0], [2])?, vec![HostTensor::from_vec(vec![3i32], [1])?]);
-/// tree::save(&path, &state, &Default::default())?;
-/// let back = Checkpoint::load(&path)?.take_tree(&tree::specs(&state))?;
+/// assert_eq!(tree::save(&path, &state)?, 2);
+/// let back = tree::load(&path, &state)?;
 /// assert_eq!(back.1[0].to_vec::<i32>()?, vec![3]);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), tessel_dsl::Error>(())
 /// ```
-pub fn save<X: TreeValue<Leaf = HostTensor>>(
+pub fn save<X: TreeValue<Leaf = HostTensor>>(path: impl AsRef<Path>, x: &X) -> Result<usize> {
+    save_with_metadata(path, x, &BTreeMap::new())
+}
+
+/// [`save`], with `metadata` in the file's header.
+pub fn save_with_metadata<X: TreeValue<Leaf = HostTensor>>(
     path: impl AsRef<Path>,
     x: &X,
     metadata: &BTreeMap<String, String>,
-) -> Result<()> {
-    save_with_metadata(path, x.leaves_with_paths(), metadata)
+) -> Result<usize> {
+    let leaves = x.leaves_with_paths();
+    let count = leaves.len();
+    crate::host::checkpoint::save_with_metadata(path, leaves, metadata)?;
+    Ok(count)
+}
+
+/// Loads the tree of `like`'s structure from the checkpoint at `path`
+/// (`like`: specs, host tensors or device buffers of the same tree): every
+/// leaf's path must be in the file with `like`'s dtype and shape, and the
+/// file must hold nothing else; one error lists every missing key,
+/// unexpected key and type that differs. To load a part of a file, or
+/// under other names, use [`Checkpoint::take_tree`] and
+/// [`Checkpoint::rename_prefixes`].
+pub fn load<X: TreeValue>(
+    path: impl AsRef<Path>,
+    like: &X,
+) -> Result<<X::Tree as Tree>::Form<HostTensor>>
+where
+    X::Leaf: ArgLeaf,
+{
+    Checkpoint::load(path)?.take_tree_all(like)
 }
 
 impl Checkpoint {

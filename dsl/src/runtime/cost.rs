@@ -66,6 +66,28 @@ pub struct MemoryStats {
     pub host_temp_bytes: i64,
 }
 
+/// The device-side sizes in MiB: what the arguments, results and
+/// temporaries take, and how much of the results reuses donated arguments.
+///
+/// ```
+/// use tessel_dsl::runtime::MemoryStats;
+/// let m = MemoryStats { argument_bytes: 3 << 20, output_bytes: 3 << 20, alias_bytes: 2 << 20, ..Default::default() };
+/// assert_eq!(m.to_string(), "3.00 MiB in, 3.00 MiB out (2.00 MiB of them donated), 0.00 MiB temporaries");
+/// ```
+impl std::fmt::Display for MemoryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: i64| b as f64 / (1 << 20) as f64;
+        write!(
+            f,
+            "{:.2} MiB in, {:.2} MiB out ({:.2} MiB of them donated), {:.2} MiB temporaries",
+            mib(self.argument_bytes),
+            mib(self.output_bytes),
+            mib(self.alias_bytes),
+            mib(self.temp_bytes)
+        )
+    }
+}
+
 impl Executable {
     /// The PJRT handles, or [`DeviceError::NotCompiled`] for `call`.
     fn pjrt_or(

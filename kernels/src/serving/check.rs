@@ -3,20 +3,34 @@
 
 use tessel::prelude::*;
 use tessel::report;
+use tessel::Tree;
 
 use super::ServeOptions;
 
-/// A paged KV cache inside a kernel: pages `[P, page, Hkv, D]` for keys
-/// and values, and for quantized pages (int8 or fp8) their per-token,
-/// per-head f32 scales `[P, page, Hkv]`.
-#[derive(Clone, Copy, Debug)]
-pub struct PagedKv {
+/// A paged KV cache: pages `[P, page, Hkv, D]` for keys and values, and
+/// for quantized pages (int8 or fp8) their per-token, per-head f32 scales
+/// `[P, page, Hkv]`. A `#[derive(Tree)]` type: `PagedKv` inside a kernel
+/// (a kernel parameter or result, donated to update it in place),
+/// `PagedKv<DeviceBuffer>` between calls, `PagedKv<HostTensor>` on the host
+/// ([`PagedKv::zeros`]).
+///
+/// ```
+/// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+/// use tessel::kernels::serving::PagedKv;
+/// use tessel::F32;
+/// // 32 pages of 16 tokens, 4 key/value heads of 64 features.
+/// let cache = PagedKv::zeros(32, 16, 4, 64, F32);
+/// assert_eq!(cache.k_pages.spec().to_string(), "f32[32,16,4,64]");
+/// assert!(cache.scales.is_none());
+/// ```
+#[derive(Tree, Clone, Copy, Debug)]
+pub struct PagedKv<T = Tensor> {
     /// Key pages `[P, page, Hkv, D]`.
-    pub k_pages: Tensor,
+    pub k_pages: T,
     /// Value pages `[P, page, Hkv, Dv]`.
-    pub v_pages: Tensor,
+    pub v_pages: T,
     /// Key and value scales `[P, page, Hkv]` of quantized pages.
-    pub scales: Option<(Tensor, Tensor)>,
+    pub scales: Option<(T, T)>,
 }
 
 impl PagedKv {
@@ -35,6 +49,31 @@ impl PagedKv {
             k_pages,
             v_pages,
             scales: Some((k_scales, v_scales)),
+        }
+    }
+}
+
+impl PagedKv<HostTensor> {
+    /// An empty cache of `num_pages` pages of `page_size` tokens,
+    /// `kv_heads` heads of `head_dim` features, float pages of `dtype`
+    /// (zeros; what is read is only what a step wrote).
+    ///
+    /// # Panics
+    ///
+    /// If the pages are beyond the size limits
+    /// ([`TensorSpec::check_size`]), as [`HostTensor::zeros`].
+    pub fn zeros(
+        num_pages: usize,
+        page_size: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        dtype: DType,
+    ) -> Self {
+        let spec = TensorSpec::new([num_pages, page_size, kv_heads, head_dim], dtype);
+        PagedKv {
+            k_pages: HostTensor::zeros(spec.clone()),
+            v_pages: HostTensor::zeros(spec),
+            scales: None,
         }
     }
 }

@@ -1,0 +1,29 @@
+//! The kernel library's everyday names in one import, beside
+//! `tessel::prelude`: what a model file uses (activations, attention,
+//! norms, RoPE, losses, optimizers, the paged cache and its kernels).
+//!
+//! ```
+//! # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+//! use tessel::kernels::prelude::*;
+//! use tessel::prelude::*;
+//!
+//! #[cpu_kernel]
+//! fn block(x: Tensor, g: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor {
+//!     let h = rms_norm(x, g, 1e-5);
+//!     x + swiglu(h.matmul(w_gate), h.matmul(w_up))
+//! }
+//! ```
+
+pub use crate::activation::{gelu, silu, swiglu};
+pub use crate::attention::{flash_attention, flash_attention_with, FlashOptions};
+pub use crate::einsum::{einsum, einsum_n};
+pub use crate::gemm::{gemm, GemmOptions};
+pub use crate::norm::{layer_norm, rms_norm};
+pub use crate::optim::{OptState, Optimizer, PathMask, Schedule};
+pub use crate::rope::{rope, rope_at, RopeLayout, RopeTable};
+pub use crate::serving::{
+    kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, PagePool, PagedKv,
+    RaggedBatch, ServeOptions,
+};
+pub use crate::softmax::{log_softmax, softmax};
+pub use crate::train::cross_entropy;
