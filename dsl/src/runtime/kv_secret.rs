@@ -5,6 +5,8 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::kv_frame::{read_item, write_item};
+
 /// How long a new connection has to present the secret.
 pub(super) const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,16 +54,13 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 pub(super) fn authenticate(r: &mut impl Read, w: &mut impl Write, key: &[u8]) -> io::Result<bool> {
     let mut op = [0u8; 1];
     r.read_exact(&mut op)?;
-    let ok = op[0] == b'A' && {
-        let mut n = [0u8; 4];
-        r.read_exact(&mut n)?;
-        let n = u32::from_le_bytes(n) as usize;
-        let mut given = Vec::new();
-        n <= MAX_SECRET && {
-            r.take(n as u64).read_to_end(&mut given)?;
-            same_secret(&given, key)
-        }
-    };
+    let ok = op[0] == b'A'
+        && match read_item(r, MAX_SECRET as u32) {
+            Ok(given) => same_secret(&given, key),
+            // Longer than any secret: refused, unread.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => false,
+            Err(e) => return Err(e),
+        };
     w.write_all(&[if ok { 0 } else { 2 }])?;
     w.flush()?;
     Ok(ok)
@@ -78,8 +77,7 @@ pub(super) fn present(
 ) -> io::Result<()> {
     check_secret(secret)?;
     w.write_all(b"A")?;
-    w.write_all(&(secret.len() as u32).to_le_bytes())?;
-    w.write_all(secret.as_bytes())?;
+    write_item(w, secret.as_bytes(), MAX_SECRET as u32)?;
     w.flush()?;
     let mut status = [0u8; 1];
     r.read_exact(&mut status)?;

@@ -27,6 +27,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::kv_frame;
 #[cfg(test)]
 use super::kv_secret::MAX_SECRET;
 use super::kv_secret::{authenticate, check_secret, present, random_secret, AUTH_TIMEOUT};
@@ -170,57 +171,15 @@ impl Coordinator {
 }
 
 fn read_item(r: &mut impl Read) -> io::Result<Vec<u8>> {
-    let mut n = [0u8; 4];
-    r.read_exact(&mut n)?;
-    let n = u32::from_le_bytes(n);
-    if n > MAX_ITEM {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a key or value of {n} bytes (at most {MAX_ITEM})"),
-        ));
-    }
-    // Grown as the bytes arrive: announcing a large item costs nothing
-    // until it is sent.
-    let mut v = Vec::new();
-    r.take(u64::from(n)).read_to_end(&mut v)?;
-    if v.len() != n as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("a key or value of {n} bytes ended after {}", v.len()),
-        ));
-    }
-    Ok(v)
+    kv_frame::read_item(r, MAX_ITEM)
 }
 
-/// Refuses an item the other side would refuse, before anything is written.
 fn check_item(item: &[u8]) -> io::Result<()> {
-    match u32::try_from(item.len()) {
-        Ok(n) if n <= MAX_ITEM => Ok(()),
-        _ => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "a key or value of {} bytes (at most {MAX_ITEM})",
-                item.len()
-            ),
-        )),
-    }
+    kv_frame::check_item(item, MAX_ITEM).map(|_| ())
 }
 
 fn write_item(w: &mut impl Write, item: &[u8]) -> io::Result<()> {
-    let n = u32::try_from(item.len())
-        .ok()
-        .filter(|&n| n <= MAX_ITEM)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "a key or value of {} bytes (at most {MAX_ITEM})",
-                    item.len()
-                ),
-            )
-        })?;
-    w.write_all(&n.to_le_bytes())?;
-    w.write_all(item)
+    kv_frame::write_item(w, item, MAX_ITEM)
 }
 
 fn serve(stream: TcpStream, table: &Table, key: &[u8]) -> io::Result<()> {

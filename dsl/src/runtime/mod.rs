@@ -44,6 +44,7 @@ mod executable;
 mod execute;
 mod ffi;
 mod interpreter;
+mod kv_frame;
 mod kv_secret;
 mod kv_store;
 mod launch;
