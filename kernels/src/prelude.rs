@@ -3,9 +3,9 @@
 //! norms, RoPE, losses, optimizers, the paged cache and its kernels).
 //!
 //! ```
-//! # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
-//! use tessel::kernels::prelude::*;
+//! # extern crate tessel_dsl as tessel;
 //! use tessel::prelude::*;
+//! use tessel_kernels::prelude::*;
 //!
 //! #[cpu_kernel]
 //! fn block(x: Tensor, g: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor {
