@@ -376,33 +376,46 @@ struct TypeParams {
 }
 
 fn type_params(item: &DeriveInput) -> syn::Result<TypeParams> {
-    let help = format!(
-        "`#[derive(Tree)]` needs the type generic over its leaf: `struct {}<T = Tensor> {{ w: T, .. }}`; \
-         the same type then holds `Tensor`s in a kernel, `DeviceBuffer`s on the device and `HostTensor`s \
-         on the host. Other type parameters are subtrees, with the leaf's default `Tensor` marking the leaf: \
-         `struct TrainState<P, T = Tensor> {{ params: P, opt: OptState<P, T> }}`; lifetimes and const \
-         parameters are not allowed",
-        item.ident
-    );
+    let name = &item.ident;
     let mut types = Vec::new();
     for p in &item.generics.params {
         match p {
             GenericParam::Type(t) => types.push(t),
-            other => return Err(syn::Error::new(other.span(), help)),
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "`#[derive(Tree)]` takes type parameters only (the leaf, and subtrees), \
+                     not lifetimes or const parameters",
+                ))
+            }
         }
     }
     let is_tensor = |t: &syn::TypeParam| matches!(&t.default, Some(Type::Path(p)) if p.path.segments.last().is_some_and(|s| s.ident == "Tensor"));
     let leaf = match types.as_slice() {
-        [] => return Err(syn::Error::new(item.ident.span(), help)),
+        [] => {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "`#[derive(Tree)]` needs `{name}` generic over its leaf: `struct {name}<T = Tensor> {{ w: T, .. }}`; \
+                     the one type then holds `Tensor`s in a kernel, `DeviceBuffer`s on the device and \
+                     `HostTensor`s on the host"
+                ),
+            ))
+        }
         [only] => only.ident.clone(),
-        many => match many
-            .iter()
-            .filter(|t| is_tensor(t))
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
+        many => match many.iter().filter(|t| is_tensor(t)).collect::<Vec<_>>().as_slice() {
             [one] => one.ident.clone(),
-            _ => return Err(syn::Error::new(many[1].span(), help)),
+            marked => {
+                let span = marked.get(1).map_or(many[1].span(), |t| t.span());
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "`#[derive(Tree)]` cannot tell which type parameter of `{name}` is the leaf: give the leaf, \
+                         and only it, the default `Tensor` (`struct TrainState<P, T = Tensor>`); the others are \
+                         subtrees"
+                    ),
+                ));
+            }
         },
     };
     let order: Vec<Ident> = types.iter().map(|t| t.ident.clone()).collect();
