@@ -76,22 +76,27 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
         ));
     }
     let is_enum = matches!(item.data, Data::Enum(_));
-    // The type with leaves `leaf_ty`: the leaf parameter replaced by it,
-    // a subtree parameter `P` by `P`'s form with those leaves.
+    // The type's generic arguments, in order: `leaf_ty` for the leaf
+    // parameter, `subtree(P)` for each subtree parameter `P`.
+    let args =
+        |leaf_ty: &TokenStream, subtree: &dyn Fn(&Ident) -> TokenStream| -> Vec<TokenStream> {
+            order
+                .iter()
+                .map(|p| {
+                    if p == &leaf {
+                        leaf_ty.clone()
+                    } else {
+                        subtree(p)
+                    }
+                })
+                .collect()
+        };
+    // The type with leaves `leaf_ty` (a subtree parameter's form with them).
     let form = |leaf_ty: &TokenStream| {
-        let args = order.iter().map(|p| match p == &leaf {
-            true => leaf_ty.clone(),
-            false => quote!(<#p as #dsl::Tree>::Form<#leaf_ty>),
-        });
-        quote!(#name<#(#args),*>)
+        let a = args(leaf_ty, &|p| quote!(<#p as #dsl::Tree>::Form<#leaf_ty>));
+        quote!(#name<#(#a),*>)
     };
-    let traced_args = order.iter().map(|p| {
-        if p == &leaf {
-            tensor.clone()
-        } else {
-            quote!(#p)
-        }
-    });
+    let traced_args = args(&tensor, &|p| quote!(#p));
     let traced = quote!(#name<#(#traced_args),*>);
     let tree_bounds = quote!(<#(#trees: #dsl::Tree),*>);
     let carry_bounds = quote!(<#(#trees: #dsl::Carry),*>);
@@ -282,20 +287,11 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
                 true => quote!(#p: #dsl::TreeValue),
                 false => quote!(#p: #dsl::TreeValue<Leaf = #leaf_ty>),
             });
-            let args = order.iter().map(|p| {
-                if p == &leaf {
-                    leaf_ty.clone()
-                } else {
-                    quote!(#p)
-                }
-            });
-            let tree_args = order.iter().map(|p| match p == &leaf {
-                true => tensor.clone(),
-                false => quote!(<#p as #dsl::TreeValue>::Tree),
-            });
+            let value_args = args(&leaf_ty, &|p| quote!(#p));
+            let tree_args = args(&tensor, &|p| quote!(<#p as #dsl::TreeValue>::Tree));
             quote! {
                 #[automatically_derived]
-                impl<#(#bounds),*> #dsl::TreeValue for #name<#(#args),*> {
+                impl<#(#bounds),*> #dsl::TreeValue for #name<#(#value_args),*> {
                     type Leaf = #leaf_ty;
                     type Tree = #name<#(#tree_args),*>;
                 }
