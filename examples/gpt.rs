@@ -58,22 +58,11 @@ struct TrainState<T = Tensor> {
     opt: OptState<Gpt<T>, T>,
 }
 
-/// Rotary embedding of `x: [T, H, HEAD_DIM]` at positions `pos: s32 [T]`.
-fn rope(x: Tensor, pos: Tensor) -> Tensor {
-    let half = HEAD_DIM / 2;
-    let i = Tensor::iota([1, 1, half], 2, F32);
-    let inv_freq = (i * (-2.0 * 10_000f64.ln() / HEAD_DIM as f64)).exp();
-    let angle = pos.cast(F32).reshape(&[x.dim(0) as isize, 1, 1]) * inv_freq;
-    let (cos, sin) = (angle.cos(), angle.sin());
-    let (a, b) = (x.slice_axis(2, 0, half), x.slice_axis(2, half, HEAD_DIM));
-    concat(&[a * cos - b * sin, b * cos + a * sin], 2)
-}
-
 /// Queries, keys and values `[T, HEADS, HEAD_DIM]` of the normed `h: [T, DIM]`.
 fn qkv(b: &Block, h: Tensor, pos: Tensor) -> (Tensor, Tensor, Tensor) {
-    let split = |y: Tensor| y.reshape(&[h.dim(0) as isize, HEADS as isize, HEAD_DIM as isize]);
-    let (q, k, v) = (h.matmul(b.wq), h.matmul(b.wk), h.matmul(b.wv));
-    (rope(split(q), pos), rope(split(k), pos), split(v))
+    let split = |y: Tensor| y.reshape(&[-1, HEADS as isize, HEAD_DIM as isize]);
+    let rope = |y: Tensor| rope_positions(split(y), pos, 10_000.0, RopeLayout::HalfSplit);
+    (rope(h.matmul(b.wq)), rope(h.matmul(b.wk)), split(h.matmul(b.wv)))
 }
 
 /// The residual stream after attention output `o: [T, HEADS, HEAD_DIM]` and the MLP.

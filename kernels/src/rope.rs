@@ -1,4 +1,5 @@
-//! Rotary position embeddings (RoPE) with a precomputed cos/sin table.
+//! Rotary position embeddings (RoPE), from a precomputed cos/sin table or
+//! at explicit per-row positions.
 //!
 //! Feature pair `i` of the row at position `p` is rotated by the angle
 //! `p · base^(-2i/R)`, where `R` is the rotary dimension (the head
@@ -32,6 +33,9 @@
 //!   program for every step). Like every XLA dynamic slice, the start is
 //!   clamped so that the `S` rows fit inside the table; keep
 //!   `offset + S <= max_len`.
+//! - [`rope_positions`](fn@rope_positions) takes one traced position per row
+//!   (ragged serving batches, per-sequence decode positions) and forms the
+//!   angles in the program, without a table.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -227,7 +231,9 @@ fn check(op: &str, x: Tensor, cos: Tensor, sin: Tensor) -> Result<DType, Tensor>
     Ok(cd)
 }
 
-/// Rotates `x` (any float dtype) with table rows `c`, `s` (`[S, R/2]`).
+/// Rotates `x` (any float dtype) by angles whose cosines and sines are `c`,
+/// `s`: table rows `[S, R/2]`, or any shape `[.., R/2]` that broadcasts
+/// against `x`'s leading axes.
 #[track_caller]
 fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Tensor {
     let xf = x.cast(cd);
@@ -247,11 +253,10 @@ fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Ten
             pairs.extend([h as isize, 2]);
             let xp = xr.reshape(&pairs);
             let (a, b) = (xp.slice_axis(-1, 0, 1), xp.slice_axis(-1, 1, 2));
-            let rows = c.dim(0) as isize;
-            let (c, s) = (
-                c.reshape(&[rows, h as isize, 1]),
-                s.reshape(&[rows, h as isize, 1]),
-            );
+            // The angles gain a trailing axis of one: `[.., R/2, 1]`.
+            let mut angles: Vec<isize> = c.shape().iter().map(|&n| n as isize).collect();
+            angles.push(1);
+            let (c, s) = (c.reshape(&angles), s.reshape(&angles));
             concat(&[a * c - b * s, b * c + a * s], -1).reshape(&lead)
         }
     };
@@ -381,4 +386,89 @@ pub fn rope(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayo
 #[track_caller]
 pub fn rope_at(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: RopeLayout) -> Tensor {
     rope_traced(x, cos, sin, offset, layout)
+}
+
+#[track_caller]
+fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout) -> Tensor {
+    let op = "rope_positions";
+    let (xs, ps) = (x.spec(), positions.spec());
+    let Some(cd) = compute_dtype(xs.dtype) else {
+        return trace_error(op, &[x], format!("needs a float input, got {}", xs.dtype));
+    };
+    let d = xs.shape.last().copied().unwrap_or(0);
+    if xs.rank() == 0 || d == 0 || d % 2 != 0 {
+        return trace_error(
+            op,
+            &[x],
+            format!("needs an input [.., D] with an even, nonzero feature count D, got {xs}"),
+        );
+    }
+    let lead = &xs.shape[..xs.rank() - 1];
+    let fits =
+        ps.rank() <= lead.len() && ps.shape.iter().zip(lead).all(|(&p, &n)| p == n || p == 1);
+    if !ps.dtype.is_integer() || !fits {
+        return trace_error(
+            op,
+            &[x, positions],
+            format!(
+                "positions must be integers shaped like the leading axes of x (each the same or 1, \
+                 e.g. [T] for x [T, H, D]), got {ps} for x {xs}"
+            ),
+        );
+    }
+    if !(base.is_finite() && base > 0.0) {
+        return trace_error(
+            op,
+            &[x],
+            format!("base must be finite and positive, got {base}"),
+        );
+    }
+    // Frequencies in f64, rounded once to the compute dtype; the angles
+    // `position · frequency` broadcast to `positions.shape ++ [1, ..] ++ [D/2]`.
+    let h = d / 2;
+    let freq = HostTensor::from_fn(TensorSpec::new([h], cd), |i| {
+        base.powf(-2.0 * i as f64 / d as f64)
+    });
+    let mut freq_shape = vec![1isize; xs.rank() - 1];
+    freq_shape.push(h as isize);
+    let mut pos_shape: Vec<isize> = ps.shape.iter().map(|&n| n as isize).collect();
+    pos_shape.resize(xs.rank(), 1);
+    let angle =
+        positions.cast(cd).reshape(&pos_shape) * Tensor::constant(&freq).reshape(&freq_shape);
+    rotate(x, angle.cos(), angle.sin(), layout, cd)
+}
+
+/// Applies rotary position embeddings to `x` `[.., D]` at explicit
+/// integer `positions`, one per row: the per-token positions of a packed
+/// (ragged) serving batch, of a training batch of several sequences, or of
+/// a decoding step at each sequence's own length.
+///
+/// `positions` is shaped like `x`'s leading axes, each the same or 1 (it
+/// broadcasts over the others): `[T]` for `x` `[T, H, D]`, `[B, S]` for
+/// `[B, S, H, D]`, `[B, 1, S]` for `[B, H, S, D]`, a scalar for one
+/// position. Every feature rotates (`R = D`, even) with frequencies
+/// `base^(-2i/D)` computed in f64; the angles `position · frequency` are
+/// formed in the program in f32 (f64 for f64 inputs), as JAX and PyTorch
+/// models do: about `position · 2⁻²⁴` radians of rounding, 5e-4 at 8192.
+/// For long contexts at full accuracy, or a partial rotary dimension, use
+/// the f64 tables of [`RopeTable`] with [`rope`](fn@rope) or
+/// [`rope_at`](fn@rope_at). Differentiable like any traced op; bf16, f16
+/// and fp8 inputs rotate in f32 and keep their dtype.
+///
+/// ```
+/// use tessel_kernels::rope::{rope_positions, RopeLayout};
+/// use tessel_dsl::prelude::*;
+/// let dev = Device::cpu()?;
+/// // Two tokens of one head, D = 2 (one pair, angle = position), at positions 3 and 0.
+/// let x = HostTensor::from_vec(vec![1.0f32, 0.0, 1.0, 0.0], [2, 1, 2])?;
+/// let pos = HostTensor::from_vec(vec![3i32, 0], [2])?;
+/// let y = rope_positions::run(&dev, &x, &pos, 10_000.0, RopeLayout::HalfSplit)?.to_vec::<f32>()?;
+/// assert!((y[0] - 3f32.cos()).abs() < 1e-6 && (y[1] - 3f32.sin()).abs() < 1e-6);
+/// assert_eq!(&y[2..], &[1.0, 0.0]);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[tpu_kernel]
+#[track_caller]
+pub fn rope_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout) -> Tensor {
+    rope_by_positions(x, positions, base, layout)
 }

@@ -2,7 +2,9 @@
 //! not read from the table) for both layouts, static and traced offsets,
 //! partial rotary dimensions and narrow dtypes (tolerances in
 //! `common::tol`; f32 results also carry the table's f32 rounding, well
-//! inside 1e-5); the process-wide table cache; bad arguments.
+//! inside 1e-5); the process-wide table cache; bad arguments. Rotation at
+//! explicit per-row positions against the same f64 rotation, with the
+//! in-program f32 angle's rounding written into its tolerance.
 
 extern crate tessel_dsl as tessel;
 
@@ -10,9 +12,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_close, dev, kernel_error, random, tol};
+use common::{assert_close, dev, kernel_error, random, tol, Tol};
+use tessel::autodiff::vjp;
 use tessel::prelude::*;
-use tessel_kernels::rope::{rope, rope_at, RopeLayout, RopeTable};
+use tessel_kernels::rope::{rope, rope_at, rope_positions, RopeLayout, RopeTable};
 
 const BASE: f64 = 10_000.0;
 
@@ -320,4 +323,201 @@ fn rope_inlines_into_user_kernels() {
         tol(F32),
         "k",
     );
+}
+
+/// `x` `[.., D]` with each row rotated (all `D` features) at its own
+/// position `pos[row]`, directly in f64.
+fn reference_rows(x: &[f64], d: usize, pos: &[f64], layout: RopeLayout) -> Vec<f64> {
+    let h = d / 2;
+    let mut out = x.to_vec();
+    for (row_index, row) in x.chunks(d).enumerate() {
+        for i in 0..h {
+            let theta = pos[row_index] * BASE.powf(-2.0 * i as f64 / d as f64);
+            let (p, q) = match layout {
+                RopeLayout::Interleaved => (2 * i, 2 * i + 1),
+                RopeLayout::HalfSplit => (i, i + h),
+            };
+            let (a, b) = (row[p], row[q]);
+            out[row_index * d + p] = a * theta.cos() - b * theta.sin();
+            out[row_index * d + q] = a * theta.sin() + b * theta.cos();
+        }
+    }
+    out
+}
+
+/// The position of every row of `x` (`shape`'s leading axes), read from
+/// `pos` of shape `pshape` broadcast as `rope_positions` does: aligned with
+/// the leading axes, a dimension of 1 repeated.
+fn row_positions(shape: &[usize], pshape: &[usize], pos: &[i32]) -> Vec<f64> {
+    let lead = &shape[..shape.len() - 1];
+    let rows: usize = lead.iter().product();
+    (0..rows)
+        .map(|r| {
+            // The row's index along each leading axis.
+            let mut rest = r;
+            let mut index = vec![0; lead.len()];
+            for (j, &n) in lead.iter().enumerate().rev() {
+                index[j] = rest % n;
+                rest /= n;
+            }
+            let mut at = 0;
+            for (j, &p) in pshape.iter().enumerate() {
+                at = at * p + if p == 1 { 0 } else { index[j] };
+            }
+            f64::from(pos[at])
+        })
+        .collect()
+}
+
+/// The f32 angle `position · frequency` is formed in the program: two
+/// roundings of 2⁻²⁴ relative each, so up to `max_pos · 2⁻²³` radians,
+/// times `|a| + |b| <= 4` for inputs in [-2, 2).
+fn angle_tol(max_pos: i32) -> Tol {
+    let t = tol(F32);
+    Tol {
+        rtol: t.rtol,
+        atol: t.atol + 4.0 * f64::from(max_pos) * 2f64.powi(-23),
+    }
+}
+
+#[test]
+fn per_row_positions_match_a_direct_rotation() {
+    let d = dev();
+    // (x shape, positions shape): [T, H, D] by [T]; [B, S, H, D] by [B, S];
+    // [B, H, S, D] by [B, 1, S]; [S, D] by a scalar; odd T, D of 2 and 10.
+    let cases: [(&[usize], &[usize]); 5] = [
+        (&[7, 3, 16], &[7]),
+        (&[2, 5, 4, 8], &[2, 5]),
+        (&[2, 3, 5, 10], &[2, 1, 5]),
+        (&[9, 2], &[]),
+        (&[1, 1, 64], &[1]),
+    ];
+    for (k, (shape, pshape)) in cases.into_iter().enumerate() {
+        let dim = shape[shape.len() - 1];
+        let (x, xv) = random(F32, shape, 20 + k as u64, -2.0, 2.0);
+        let n: usize = pshape.iter().product();
+        let pos: Vec<i32> = (0..n).map(|i| ((i * 37 + k * 11) % 500) as i32).collect();
+        let p = HostTensor::from_vec(pos.clone(), pshape).unwrap();
+        let max = pos.iter().copied().max().unwrap();
+        let want = reference_rows(
+            &xv,
+            dim,
+            &row_positions(shape, pshape, &pos),
+            RopeLayout::HalfSplit,
+        );
+        for layout in LAYOUTS {
+            let y = rope_positions::run(&d, &x, &p, BASE, layout).unwrap();
+            let want = if layout == RopeLayout::HalfSplit {
+                want.clone()
+            } else {
+                reference_rows(&xv, dim, &row_positions(shape, pshape, &pos), layout)
+            };
+            assert_close(
+                &y,
+                &want,
+                angle_tol(max),
+                &format!("{layout:?} {shape:?} by {pshape:?}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn per_row_positions_agree_with_the_table_and_keep_narrow_dtypes() {
+    let d = dev();
+    // Contiguous positions 0..S are what `rope` at offset 0 rotates by.
+    let shape = [2, 3, 11, 16];
+    let table = RopeTable::new(32, 16, BASE).unwrap();
+    let p = HostTensor::from_vec((0..11).collect::<Vec<i32>>(), [1, 1, 11]).unwrap();
+    for dtype in [F32, BF16, F16, F64] {
+        let (x, xv) = random(dtype, &shape, 30, -2.0, 2.0);
+        for layout in LAYOUTS {
+            let y = rope_positions::run(&d, &x, &p, BASE, layout).unwrap();
+            assert_eq!(y.dtype(), dtype);
+            let want = reference(&xv, &shape, 16, 0, layout);
+            let t = if dtype == F64 { tol(F64) } else { tol(dtype) };
+            assert_close(&y, &want, t, &format!("{dtype} {layout:?}"));
+            if dtype == F32 {
+                let s = rope::run(&d, &x, table.cos(), table.sin(), 0, layout).unwrap();
+                assert_close(&y, &s.to_f64_vec(), angle_tol(10), "positions vs table");
+            }
+        }
+    }
+    // Other integer dtypes are positions too.
+    let (x, xv) = random(F32, &[3, 1, 4], 31, -1.0, 1.0);
+    let p = HostTensor::from_vec(vec![4u8, 0, 9], [3]).unwrap();
+    let y = rope_positions::run(&d, &x, &p, BASE, RopeLayout::Interleaved).unwrap();
+    let want = reference_rows(&xv, 4, &[4.0, 0.0, 9.0], RopeLayout::Interleaved);
+    assert_close(&y, &want, tol(F32), "u8 positions");
+}
+
+/// The cotangent of `rope_positions`' `x`, by reverse-mode autodiff.
+#[cpu_kernel]
+fn rope_positions_dx(x: Tensor, pos: Tensor, dout: Tensor) -> Tensor {
+    let (_, pb) = vjp(
+        |x: Tensor| rope_positions(x, pos, BASE, RopeLayout::HalfSplit),
+        x,
+    );
+    pb.call(dout)
+}
+
+#[test]
+fn per_row_positions_differentiate_to_the_inverse_rotation() {
+    let d = dev();
+    let shape = [5, 2, 8];
+    let (x, _) = random(F32, &shape, 40, -1.0, 1.0);
+    let (dout, dv) = random(F32, &shape, 41, -1.0, 1.0);
+    let pos = vec![0i32, 3, 17, 2, 40];
+    let p = HostTensor::from_vec(pos.clone(), [5]).unwrap();
+    let dx = rope_positions_dx::run(&d, &x, &p, &dout).unwrap();
+    // A rotation's transpose is the rotation by −θ.
+    let back: Vec<i32> = pos.iter().map(|&q| -q).collect();
+    let want = reference_rows(
+        &dv,
+        8,
+        &row_positions(&shape, &[5], &back),
+        RopeLayout::HalfSplit,
+    );
+    assert_close(&dx, &want, angle_tol(40), "dx");
+}
+
+#[test]
+fn bad_positions_are_kernel_errors() {
+    let d = dev();
+    let (x, _) = random(F32, &[4, 2, 6], 50, -1.0, 1.0);
+    let layout = RopeLayout::HalfSplit;
+    let floats = HostTensor::from_vec(vec![1.0f32; 4], [4]).unwrap();
+    let e = kernel_error(rope_positions::run(&d, &x, &floats, BASE, layout));
+    assert_eq!(e.op, "rope_positions");
+    assert!(
+        e.message
+            .contains("positions must be integers shaped like the leading axes"),
+        "{}",
+        e.message
+    );
+    for bad in [&[3][..], &[4, 2, 6], &[2, 2]] {
+        let n = bad.iter().product();
+        let p = HostTensor::from_vec(vec![0i32; n], bad).unwrap();
+        let e = kernel_error(rope_positions::run(&d, &x, &p, BASE, layout));
+        assert!(e.message.contains("f32[4,2,6]"), "{}", e.message);
+    }
+    let p = HostTensor::from_vec(vec![0i32; 4], [4]).unwrap();
+    let (odd, _) = random(F32, &[4, 5], 51, -1.0, 1.0);
+    let e = kernel_error(rope_positions::run(&d, &odd, &p, BASE, layout));
+    assert!(
+        e.message.contains("even, nonzero feature count"),
+        "{}",
+        e.message
+    );
+    let ints = HostTensor::from_vec(vec![1i32; 8], [4, 2]).unwrap();
+    let e = kernel_error(rope_positions::run(&d, &ints, &p, BASE, layout));
+    assert!(e.message.contains("needs a float input"), "{}", e.message);
+    for base in [0.0, -1.0, f64::INFINITY] {
+        let e = kernel_error(rope_positions::run(&d, &x, &p, base, layout));
+        assert!(
+            e.message.contains("base must be finite and positive"),
+            "{}",
+            e.message
+        );
+    }
 }
