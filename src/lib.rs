@@ -36,6 +36,13 @@
 // The macros expand to `::tessel::..` paths, which inside this crate name the crate itself.
 extern crate self as tessel;
 
+pub mod guide;
+
+/// The README's Rust blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use tessel_dsl::*;
 pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
 

@@ -1,4 +1,4 @@
-//! Gradients inside macro kernels: the README's examples, run and checked
+//! Gradients inside macro kernels: the guide's examples, run and checked
 //! against the closed form of a least-squares gradient and against central
 //! differences of a plain Rust moving average (a `scan`).
 

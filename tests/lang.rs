@@ -558,7 +558,7 @@ fn labeled_exits_inside_traced_code() {
     assert_eq!(f32s(&y), vec![3.0 * 84.0]);
 }
 
-/// The README's `check!` example.
+/// The guide's `check!` example (errors chapter).
 #[cpu_kernel]
 fn rows(x: Tensor, ids: Tensor) -> Tensor {
     let n = x.dim(0) as f64;

@@ -184,7 +184,7 @@ fn check_kernel_block(a: &BlockSparse, sparse_values: Tensor) {
     }
 }
 
-/// Checks the kernel's `block_size` against the README's rule and against
+/// Checks the kernel's `block_size` against the tile rule (the guide's chapter on writing kernels) and against
 /// the values' block shape.
 fn check_block_size(bs: usize, k: usize, block: (usize, usize)) -> Result<(), String> {
     if bs == 0 {

@@ -8,7 +8,7 @@
 //! ordinary traced code: they can be called in any kernel body, nested in
 //! loops and branches, and differentiated again.
 //!
-//! Every op of the op set has a rule (see the README's gradient table):
+//! Every op of the op set has a rule (listed in the guide, `tessel::guide::training`):
 //! floating-point values get cotangents, integer and `pred` values do not
 //! (their cotangents are zeros). `max`/`min` reductions share the gradient
 //! evenly among tied elements, as in JAX; `argmax` has none. Loops run

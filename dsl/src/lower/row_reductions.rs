@@ -17,7 +17,7 @@
 //! elementwise op makes for them alone are rewritten: that is the case the
 //! fusion saves a pass over memory. On the CPU plugin this made
 //! `rms_norm` and `layer_norm` over `[4096, 1024]` f32 1.3–1.5× faster (the
-//! README's "Against JAX" section has the figures). Only programs compiled
+//! PERFORMANCE.md's "Against JAX" section has the figures). Only programs compiled
 //! for a CPU device are rewritten; the graph a kernel traced, and the
 //! interpreter's evaluation of it, are not.
 

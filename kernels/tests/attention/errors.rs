@@ -32,7 +32,7 @@ fn bad_inputs_are_kernel_errors() {
     assert!(m.contains("rank-4"), "{m}");
     let m = kernel_error(flash_attention::lower(&q, &k, &k, o.block_sizes(0, 8)).unwrap_err());
     assert!(m.contains("block sizes"), "{m}");
-    // The tile rule README states: multiples of 8.
+    // The tile rule the guide states: multiples of 8.
     let m = kernel_error(flash_attention::lower(&q, &k, &k, o.block_sizes(12, 8)).unwrap_err());
     assert!(
         m.contains("positive multiples of 8") && m.contains("12 x 8"),
