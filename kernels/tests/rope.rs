@@ -19,16 +19,20 @@ use tessel_kernels::rope::{rope, rope_at, rope_positions, RopeLayout, RopeTable}
 
 const BASE: f64 = 10_000.0;
 
-/// `x` `[.., S, D]` rotated at positions `offset..offset + S`, rotary
-/// dimension `r` (the first `r` features), directly in f64.
-fn reference(x: &[f64], shape: &[usize], r: usize, offset: usize, layout: RopeLayout) -> Vec<f64> {
-    let (s, d) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+/// `x` `[.., D]` (rows of `d` features) with the first `r` features of row
+/// `k` rotated at position `pos(k)`, directly in f64.
+fn rotate_rows(
+    x: &[f64],
+    d: usize,
+    r: usize,
+    pos: impl Fn(usize) -> f64,
+    layout: RopeLayout,
+) -> Vec<f64> {
     let h = r / 2;
     let mut out = x.to_vec();
     for (row_index, row) in x.chunks(d).enumerate() {
-        let pos = (offset + row_index % s) as f64;
         for i in 0..h {
-            let theta = pos * BASE.powf(-2.0 * i as f64 / r as f64);
+            let theta = pos(row_index) * BASE.powf(-2.0 * i as f64 / r as f64);
             let (p, q) = match layout {
                 RopeLayout::Interleaved => (2 * i, 2 * i + 1),
                 RopeLayout::HalfSplit => (i, i + h),
@@ -39,6 +43,13 @@ fn reference(x: &[f64], shape: &[usize], r: usize, offset: usize, layout: RopeLa
         }
     }
     out
+}
+
+/// `x` `[.., S, D]` rotated at positions `offset..offset + S`, rotary
+/// dimension `r` (the first `r` features), directly in f64.
+fn reference(x: &[f64], shape: &[usize], r: usize, offset: usize, layout: RopeLayout) -> Vec<f64> {
+    let (s, d) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    rotate_rows(x, d, r, |row| (offset + row % s) as f64, layout)
 }
 
 const LAYOUTS: [RopeLayout; 2] = [RopeLayout::Interleaved, RopeLayout::HalfSplit];
@@ -328,21 +339,7 @@ fn rope_inlines_into_user_kernels() {
 /// `x` `[.., D]` with each row rotated (all `D` features) at its own
 /// position `pos[row]`, directly in f64.
 fn reference_rows(x: &[f64], d: usize, pos: &[f64], layout: RopeLayout) -> Vec<f64> {
-    let h = d / 2;
-    let mut out = x.to_vec();
-    for (row_index, row) in x.chunks(d).enumerate() {
-        for i in 0..h {
-            let theta = pos[row_index] * BASE.powf(-2.0 * i as f64 / d as f64);
-            let (p, q) = match layout {
-                RopeLayout::Interleaved => (2 * i, 2 * i + 1),
-                RopeLayout::HalfSplit => (i, i + h),
-            };
-            let (a, b) = (row[p], row[q]);
-            out[row_index * d + p] = a * theta.cos() - b * theta.sin();
-            out[row_index * d + q] = a * theta.sin() + b * theta.cos();
-        }
-    }
-    out
+    rotate_rows(x, d, d, |row| pos[row], layout)
 }
 
 /// The position of every row of `x` (`shape`'s leading axes), read from
