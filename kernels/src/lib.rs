@@ -19,7 +19,6 @@ pub mod moe_parallel;
 pub mod norm;
 pub mod optim;
 pub mod prelude;
-mod product_checks;
 pub mod quantized;
 pub mod rope;
 pub mod serving;

@@ -9,7 +9,7 @@
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 
-use crate::product_checks::{float, matrix, shaped};
+use crate::gemm::checks::{float, matrix, shaped};
 
 /// The largest magnitude a quantized dtype holds.
 pub fn qmax(dtype: DType) -> f64 {

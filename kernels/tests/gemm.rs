@@ -359,7 +359,7 @@ fn gemm_bad_shapes_are_kernel_errors() {
     // The check is a line of the library; the error also names the call
     // that traced it, the `run` above (and `lower`, the same way).
     let e = err.as_kernel_error().unwrap();
-    assert!(e.location.file.ends_with("src/gemm.rs"), "{e}");
+    assert!(e.location.file.ends_with("src/gemm/mod.rs"), "{e}");
     let call = e.called_at.as_ref().expect("the call site");
     assert!(call.file.ends_with("tests/gemm.rs"), "{e}");
     assert_eq!(call.line, run_line, "{e}");

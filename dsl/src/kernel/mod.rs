@@ -4,7 +4,7 @@
 
 pub mod autotune;
 mod cache;
-mod calls;
+mod call_log;
 pub mod moe;
 mod params;
 mod shard_map;
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 pub use crate::config::{KernelConfig, Platform};
 pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
-pub use calls::{with_call_log, CallRecord};
+pub use call_log::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam, ParamNames};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};
 pub use static_key::{distinct_candidates, StaticArg, StaticKey};
@@ -431,7 +431,7 @@ where
         let t = std::time::Instant::now();
         let (exe, lookup) = self.compile_owned(device, specs, loc)?;
         let out = exe.run(args)?;
-        calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
+        call_log::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok((out, exe))
     }
 
@@ -536,7 +536,7 @@ where
         } else {
             exe.execute(args)?
         };
-        calls::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
+        call_log::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok((out, exe))
     }
 }

@@ -9,7 +9,7 @@ use super::args::Args;
 use super::call::pjrt_call;
 use super::client::Client;
 use super::ffi;
-use super::interpreter::Interpreter;
+use super::interpreter_backend::Interpreter;
 use super::Device;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};

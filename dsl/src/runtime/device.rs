@@ -11,7 +11,7 @@ use super::attachments::Attachments;
 use super::buffer::DeviceBuffer;
 use super::client::{Client, CreateOption};
 use super::executable::{self, Executable, Program};
-use super::interpreter::{Interpreter, InterpreterOptions};
+use super::interpreter_backend::{Interpreter, InterpreterOptions};
 use super::mappings;
 use super::plugin;
 use crate::error::{DeviceError, Result};

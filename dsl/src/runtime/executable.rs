@@ -10,7 +10,7 @@ use super::call::pjrt_call;
 use super::client::Client;
 use super::disk_cache;
 use super::ffi;
-use super::interpreter::{InterpProgram, Interpreter};
+use super::interpreter_backend::{InterpProgram, Interpreter};
 use super::launch;
 use super::options::{compile_options, platform_overrides, HostCpu};
 use crate::config::Platform;

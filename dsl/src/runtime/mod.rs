@@ -43,7 +43,7 @@ mod error;
 mod executable;
 mod execute;
 mod ffi;
-mod interpreter;
+mod interpreter_backend;
 mod kv_frame;
 mod kv_secret;
 mod kv_store;
@@ -67,7 +67,7 @@ pub use disk_cache::{
 pub(crate) use disk_cache::{read_tuning, write_tuning};
 pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
-pub use interpreter::{InterpreterOptions, OnFinding};
+pub use interpreter_backend::{InterpreterOptions, OnFinding};
 pub use kv_secret::SECRET_ENV;
 pub use kv_store::{Coordinator, KvStore, MAX_CONNECTIONS};
 pub use mappings::{mapping_usage, set_mapping_limit, MappingUsage, EVICT_PERCENT, REFUSE_PERCENT};

@@ -24,12 +24,13 @@ use tessel::autodiff::custom_vjp;
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-use super::core::{
-    check_static, dropout_keep, poisoned, tile, AttentionExtras, Ctx, Dims, Pos, QueryBlocks, Row,
-};
+use super::checks::{check_static, poisoned, Dims, QueryBlocks};
 use super::flash::{elem, run_static, walk_row, BandLayout, Layout, StepFn};
+use super::online_softmax::{Ctx, Row};
+use super::optional_inputs::AttentionExtras;
 use super::options::FlashOptions;
-use super::rows::{run_looped, RowPlan};
+use super::query_loop::{run_looped, RowPlan};
+use super::tiles::{dropout_keep, tile, Pos};
 
 /// The optional inputs that are not differentiated, as residuals.
 #[derive(Clone, Copy)]
@@ -328,7 +329,7 @@ pub(crate) fn backward(
         bias_shape,
     };
     let mut dqs: Vec<Tensor> = Vec::new();
-    // The whole query blocks of a band as one traced loop (see `rows`),
+    // The whole query blocks of a band as one traced loop (see `query_loop`),
     // dq written into its rows; the rest unrolled.
     let mut unrolled_from = 0;
     if let Some(plan) = RowPlan::new(ctx, layout) {

@@ -29,12 +29,12 @@ use tessel::report;
 use tessel::tile::{BlockIndex, BlockKind, BlockLayout, MaskInfo, MultiHeadMask};
 
 use super::backward::differentiable;
-use super::core::{
-    check, check_static, poisoned, tile, AttentionExtras, Ctx, Dims, Elem, Idx, Pos, QueryBlocks,
-    State,
-};
+use super::checks::{check, check_static, poisoned, Dims, QueryBlocks};
 use super::flash::Layout;
+use super::online_softmax::{Ctx, Elem, State};
+use super::optional_inputs::AttentionExtras;
 use super::options::{Cover, FlashOptions};
+use super::tiles::{tile, Idx, Pos};
 use crate::serving::metadata::check_ids;
 
 /// The mask of a block-sparse attention call: one [`Mask`] shared by every

@@ -5,7 +5,7 @@
 use tessel::prelude::*;
 use tessel::report;
 
-use super::extras::AttentionExtras;
+use super::optional_inputs::AttentionExtras;
 use super::options::FlashOptions;
 
 /// The extents of one call, checked.
@@ -268,7 +268,7 @@ pub(crate) const MAX_KEY_BLOCKS: usize = 1 << 20;
 /// may classify would take minutes and gigabytes).
 pub(crate) const MAX_UNROLLED_PAIRS: usize = 1 << 23;
 /// The most (query block, key block) pairs a looped band's plan visits
-/// while tracing (see `rows.rs`): its table is built from every pair's
+/// while tracing (see `query_loop.rs`): its table is built from every pair's
 /// cover, so tracing time, not the program, grows with the count.
 pub(crate) const MAX_PLAN_PAIRS: usize = 1 << 28;
 
@@ -277,7 +277,7 @@ pub(crate) const MAX_PLAN_PAIRS: usize = 1 << 28;
 pub(crate) enum QueryBlocks {
     /// One traced copy per block: at most [`MAX_QUERY_BLOCKS`].
     Unrolled,
-    /// One traced loop (a band at a static offset, `rows.rs`): the plan's
+    /// One traced loop (a band at a static offset, `query_loop.rs`): the plan's
     /// pairs are bounded by [`MAX_PLAN_PAIRS`] instead.
     Looped,
 }

@@ -2,7 +2,7 @@
 //! query block cannot see skipped while tracing.
 //!
 //! The forward of a band (flash attention: causal, sliding window) runs its
-//! whole query blocks as one traced loop ([`rows`](super::rows)), so the
+//! whole query blocks as one traced loop ([`query_loop`](super::query_loop)), so the
 //! program does not grow with the sequence. Everything else — the ragged
 //! last query block, block-sparse layouts, bands at a traced offset and the
 //! backward pass — unrolls the query blocks while tracing, so each one knows
@@ -23,16 +23,17 @@
 //! parts run one after the other: each reads its queries (or keys) at a
 //! position that depends on the previous part's results, so XLA cannot
 //! hoist their matmuls and keep many blocks of logits alive at once
-//! (`core::after`; at S = 8192 this keeps the temporaries near 20 MiB).
+//! (`tiles::after`; at S = 8192 this keeps the temporaries near 20 MiB).
 
 use tessel::prelude::*;
 use tessel::Carry;
 
 use super::backward::differentiable;
-use super::core::{
-    after, check_static, poisoned, AttentionExtras, Ctx, Elem, Idx, Pos, QueryBlocks, State,
-};
+use super::checks::{check_static, poisoned, Dims, QueryBlocks};
+use super::online_softmax::{Ctx, Elem, State};
+use super::optional_inputs::AttentionExtras;
 use super::options::{Band, Cover, FlashOptions};
+use super::tiles::{after, Idx, Pos};
 
 /// Which blocks of the score matrix a static-layout kernel computes, and
 /// the element mask of the partly visible ones. Owned data (`'static`), so
@@ -46,7 +47,7 @@ pub(crate) trait Layout: 'static {
     /// The band whose element masks the partial blocks get, when the layout
     /// is one whose place is known while tracing: its masks are arithmetic
     /// on positions, so the query blocks can be a traced loop
-    /// ([`run_looped`](super::rows::run_looped)).
+    /// ([`run_looped`](super::query_loop::run_looped)).
     fn band(&self) -> Option<Band> {
         None
     }
@@ -131,7 +132,7 @@ pub(crate) fn run_static(ctx: &Ctx<'_>, layout: &dyn Layout) -> (Tensor, Tensor)
     for i in 0..nq {
         let q0 = i * bq;
         let r = bq.min(d.sq - q0);
-        // Rows one after the other (see `core::after`).
+        // Rows one after the other (see `tiles::after`).
         let row = match outs.last() {
             Some(&prev) => ctx.row_after(q0, r, prev),
             None => ctx.row(Pos::Static(q0), r),
@@ -174,7 +175,7 @@ pub(crate) struct BandLayout {
 
 impl BandLayout {
     /// The band of `options` over the extents `d`.
-    pub(crate) fn new(options: &FlashOptions, d: &super::core::Dims, traced: bool) -> BandLayout {
+    pub(crate) fn new(options: &FlashOptions, d: &Dims, traced: bool) -> BandLayout {
         BandLayout {
             traced: traced && options.has_band(),
             band: Band::of(options),
@@ -248,7 +249,7 @@ pub fn flash_attention_with(
     options: FlashOptions,
 ) -> (Tensor, Tensor) {
     let options = &options;
-    // A band at a static offset runs its query blocks in one loop (`rows.rs`).
+    // A band at a static offset runs its query blocks in one loop (`query_loop.rs`).
     let rows = match extras.q_offset {
         None => QueryBlocks::Looped,
         Some(_) => QueryBlocks::Unrolled,

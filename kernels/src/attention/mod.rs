@@ -19,23 +19,23 @@
 mod backward;
 mod block_sparse;
 mod checks;
-mod core;
-mod extras;
 mod flash;
-mod inputs;
+mod host_inputs;
+mod online_softmax;
+mod optional_inputs;
 mod options;
+mod query_loop;
 mod reference;
 mod ring;
-mod rows;
 pub(crate) mod tiles;
 
 pub use self::backward::flash_attention_backward_with;
 pub use self::block_sparse::{
     block_sparse_attention_dynamic_with, block_sparse_attention_with, AttentionMask, DynamicMask,
 };
-pub use self::core::AttentionExtras;
 pub use self::flash::flash_attention_with;
-pub use self::inputs::{Attention, AttentionInputs, AttentionOutput};
+pub use self::host_inputs::{Attention, AttentionInputs, AttentionOutput};
+pub use self::optional_inputs::AttentionExtras;
 pub use self::options::FlashOptions;
 pub use self::reference::attention_reference_with;
 pub use self::ring::{ring_attention, Ring};

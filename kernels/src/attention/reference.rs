@@ -4,8 +4,10 @@
 
 use tessel::prelude::*;
 
-use super::core::{check, dropout_keep, poisoned, AttentionExtras, Pos};
+use super::checks::{check, poisoned};
+use super::optional_inputs::AttentionExtras;
 use super::options::FlashOptions;
+use super::tiles::{dropout_keep, Pos};
 
 /// `[B, Hkv, S, D]` with each head repeated `g` times: `[B, Hkv·g, S, D]`.
 fn repeat_heads(t: Tensor, g: usize) -> Tensor {

@@ -5,7 +5,7 @@
 use tessel::ops::optimization_barrier;
 use tessel::prelude::*;
 
-use super::core::Dims;
+use super::checks::Dims;
 
 const GOLDEN: u32 = 0x9E37_79B9;
 

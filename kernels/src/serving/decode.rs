@@ -3,7 +3,7 @@
 
 use tessel::prelude::*;
 
-use super::check::fail;
+use super::checks::fail;
 use super::engine::{Params, QTile};
 use super::metadata::check_lengths;
 use super::source::Source;

@@ -42,7 +42,7 @@
 //! ```
 
 mod batch;
-mod check;
+mod checks;
 mod decode;
 mod engine;
 pub(crate) mod metadata;
@@ -54,7 +54,7 @@ mod two_pass;
 mod update;
 
 pub use self::batch::RaggedBatch;
-pub use self::check::PagedKv;
+pub use self::checks::PagedKv;
 pub use self::decode::decode_attention_with;
 pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_LOGITS_BYTES};
 pub use self::paged::{paged_attention_with, ragged_paged_attention_with};

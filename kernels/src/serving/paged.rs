@@ -9,7 +9,7 @@
 
 use tessel::prelude::*;
 
-use super::check::{check_paged, fail, PagedDims, PagedKv};
+use super::checks::{check_paged, fail, PagedDims, PagedKv};
 use super::engine::{Params, QTile, GEMV_ROWS};
 use super::metadata::{check_offsets, check_tables};
 use super::source::Source;

@@ -11,7 +11,7 @@
 use tessel::ops::{ScatterCombine, ScatterDims};
 use tessel::prelude::*;
 
-use super::check::{fail, pages_problem, PagedKv};
+use super::checks::{fail, pages_problem, PagedKv};
 use super::metadata::{check_lengths, check_offsets, check_tables};
 use crate::quantized::qmax;
 

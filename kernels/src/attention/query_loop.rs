@@ -21,9 +21,10 @@ use tessel::prelude::*;
 
 use tessel::Carry;
 
-use super::core::{Ctx, Pos, State};
 use super::flash::{elem, walk_row, Layout, StepFn};
+use super::online_softmax::{Ctx, State};
 use super::options::{Band, Cover};
+use super::tiles::Pos;
 
 /// The fewest whole query blocks for which the loop is used: below it the
 /// unrolled rows are as small a program and keep their static positions.

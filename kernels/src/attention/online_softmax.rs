@@ -1,6 +1,8 @@
-//! What the attention kernels share: the optional inputs, tiles read at
-//! static or traced positions, the online-softmax step over one block of
-//! keys, and the dropout bits (the argument checks are in `checks.rs`).
+//! The online-softmax step the attention kernels share: the context of one
+//! call ([`Ctx`]), one block of keys scored, masked and folded into the
+//! running statistics and accumulator (the optional inputs are in
+//! `optional_inputs.rs`, tiles and dropout bits in `tiles.rs`, the argument
+//! checks in `checks.rs`).
 //!
 //! Layout: queries are viewed as `[B, Hkv, G, Sq, D]` (`G = Hq / Hkv`
 //! query heads per key/value head), so grouped-query attention contracts
@@ -22,10 +24,10 @@
 use tessel::ops::DotDims;
 use tessel::prelude::*;
 
-pub(crate) use super::checks::{check, check_static, poisoned, Dims, QueryBlocks};
-pub use super::extras::AttentionExtras;
+use super::checks::Dims;
+use super::optional_inputs::AttentionExtras;
 use super::options::{Band, FlashOptions};
-pub(crate) use super::tiles::{after, dropout_keep, per_head_5d, row_reduce, tile, Idx, Pos};
+use super::tiles::{after, dropout_keep, per_head_5d, row_reduce, tile, Pos};
 
 /// The initial running maximum: finite, so that a row whose keys are all
 /// masked (logits `-inf`) never computes `-inf - (-inf)`.

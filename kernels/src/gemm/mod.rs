@@ -1,13 +1,15 @@
-//! GEMM with transposes, mixed precision and a fused epilogue, and
-//! quantized matmuls (int8 / fp8 weights and activations with per-channel or
-//! per-block scales) with their quantize / dequantize helpers.
+//! GEMM with transposes, mixed precision and a fused epilogue (the
+//! quantized matmuls are in [`quantized`](crate::quantized); the argument
+//! checks both share are in `checks.rs`).
 
 use tessel::kernel::distinct_candidates;
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 use tessel::tile::blocks::block_size_problem;
 
-use crate::product_checks::{broadcast, product_shape};
+pub(crate) mod checks;
+
+use self::checks::{broadcast, product_shape};
 
 /// The activation applied in a GEMM's epilogue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

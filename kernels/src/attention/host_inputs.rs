@@ -6,8 +6,8 @@ use tessel::kernel::Kernel;
 use tessel::prelude::*;
 
 use super::block_sparse::{block_sparse_attention_with, AttentionMask};
-use super::core::AttentionExtras;
 use super::flash::flash_attention_with;
+use super::optional_inputs::AttentionExtras;
 use super::options::FlashOptions;
 use super::reference::attention_reference_with;
 
