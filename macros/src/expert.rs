@@ -202,7 +202,7 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
             #dsl::Tensor
         )),
     };
-    let companion = crate::generate::companion(vis, name, &routed, &o.common, &layer_sig);
+    let companion = crate::companion::companion(vis, name, &routed, &o.common, &layer_sig);
     quote! {
         #func
 

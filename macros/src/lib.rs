@@ -6,7 +6,7 @@
 //! with `run`, `call`, `lower`, `compile`, their `*_with(config, ..)` forms
 //! and `CONFIG`. Each entry point is thin: options
 //! are parsed in `options`, the function is checked in `analyze`, the
-//! companion is written in `generate`. Errors are accumulated and emitted
+//! companion is written in `companion`. Errors are accumulated and emitted
 //! as `compile_error!`s at the offending spans, together with the original
 //! item and, when only options were wrong, the companion (built with those
 //! options left at their defaults), so one typo does not cascade into every
@@ -14,8 +14,8 @@
 #![forbid(unsafe_code)]
 
 mod analyze;
+mod companion;
 mod expert;
-mod generate;
 mod options;
 mod paths;
 mod rewrite;
@@ -112,7 +112,7 @@ fn expand(attribute: Attribute, attr: TokenStream2, item: TokenStream2) -> Token
         |a, errors| options::parse(attribute, a, errors),
         analyze::analyze,
         options::check_donate,
-        generate::generate,
+        companion::generate,
     )
 }
 
