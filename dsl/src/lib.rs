@@ -24,9 +24,9 @@ pub use float8;
 pub use ndarray;
 
 pub mod autodiff;
-pub mod config;
-pub mod dtype;
-pub mod error;
+pub use tessel_ir::config;
+pub use tessel_ir::dtype;
+pub use tessel_ir::error;
 pub mod host;
 pub mod interp;
 pub mod ir;
@@ -38,7 +38,7 @@ pub mod profile;
 pub mod report;
 #[allow(unsafe_code)]
 pub mod runtime;
-pub mod shape;
+pub use tessel_ir::shape;
 pub mod shard;
 pub mod tile;
 pub mod trace;

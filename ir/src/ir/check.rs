@@ -24,8 +24,9 @@ pub struct CheckSite {
     pub values: Vec<TensorSpec>,
 }
 
-/// How a program's checks sit among its results.
-pub(crate) fn check_outputs(sites: &[CheckSite]) -> usize {
+/// How many of a program's results carry its checks (the last ones: a
+/// code, then the values each check reports).
+pub fn check_outputs(sites: &[CheckSite]) -> usize {
     if sites.is_empty() {
         0
     } else {

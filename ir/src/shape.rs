@@ -10,7 +10,7 @@ pub type Shape = Vec<usize>;
 
 /// Whether `axes` are distinct and each below `rank` (a permutation of
 /// `0..rank` when there are `rank` of them).
-pub(crate) fn distinct_axes(axes: &[usize], rank: usize) -> bool {
+pub fn distinct_axes(axes: &[usize], rank: usize) -> bool {
     let mut seen = vec![false; rank];
     axes.iter()
         .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
@@ -42,7 +42,7 @@ pub const MAX_EMPTY_PREFIX: usize = 1 << 20;
 /// The type of a tensor: its element type and static shape.
 ///
 /// ```
-/// use tessel_dsl::{TensorSpec, F32};
+/// use tessel_ir::{TensorSpec, F32};
 /// let s = TensorSpec::new([2, 3], F32);
 /// assert_eq!(s.to_string(), "f32[2,3]");
 /// assert_eq!(s.mlir_type(), "tensor<2x3xf32>");
@@ -100,7 +100,7 @@ impl TensorSpec {
     /// extent makes it 0 whatever the others are).
     ///
     /// ```
-    /// use tessel_dsl::{TensorSpec, F32};
+    /// use tessel_ir::{TensorSpec, F32};
     /// assert_eq!(TensorSpec::new([1 << 40, 1 << 40], F32).checked_num_elements(), None);
     /// assert_eq!(TensorSpec::new([1 << 40, 1 << 40, 0], F32).checked_num_elements(), Some(0));
     /// ```
@@ -124,14 +124,14 @@ impl TensorSpec {
     /// [`HostError::TooLarge`] otherwise.
     ///
     /// ```
-    /// use tessel_dsl::{TensorSpec, F32};
+    /// use tessel_ir::{TensorSpec, F32};
     /// assert_eq!(TensorSpec::new([2, 3], F32).check_size()?, 24);
     /// let e = TensorSpec::new([1 << 31, 1 << 31], F32).check_size().unwrap_err();
     /// assert!(e.to_string().contains("isize::MAX"), "{e}");
-    /// # Ok::<(), tessel_dsl::Error>(())
+    /// # Ok::<(), tessel_ir::Error>(())
     /// ```
     pub fn check_size(&self) -> Result<usize> {
-        let too_large = |reason: String| -> crate::Error {
+        let too_large = |reason: String| -> crate::error::Error {
             HostError::TooLarge {
                 spec: self.to_string(),
                 reason,

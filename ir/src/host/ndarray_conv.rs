@@ -14,14 +14,14 @@ impl HostTensor {
     ///
     /// ```
     /// use ndarray::array;
-    /// use tessel_dsl::HostTensor;
+    /// use tessel_ir::HostTensor;
     /// let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
     /// let t = HostTensor::from_ndarray(&a.t())?; // a transposed view
     /// assert_eq!(t.shape(), &[3, 2]);
     /// assert_eq!(t.to_vec::<f32>()?, vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     /// let same: HostTensor = (&a).try_into()?;
     /// assert_eq!(same.shape(), &[2, 3]);
-    /// # Ok::<(), tessel_dsl::Error>(())
+    /// # Ok::<(), tessel_ir::Error>(())
     /// ```
     pub fn from_ndarray<S, T, D>(a: &ArrayBase<S, D>) -> Result<HostTensor>
     where
@@ -38,12 +38,12 @@ impl HostTensor {
     ///
     /// ```
     /// use ndarray::ArrayD;
-    /// use tessel_dsl::HostTensor;
+    /// use tessel_ir::HostTensor;
     /// let t = HostTensor::from_vec(vec![1i32, 2, 3, 4], [2, 2])?;
     /// let a: ArrayD<i32> = (&t).try_into()?;
     /// assert_eq!(a[[1, 0]], 3);
     /// assert!(t.to_ndarray::<f32>().is_err()); // not its dtype
-    /// # Ok::<(), tessel_dsl::Error>(())
+    /// # Ok::<(), tessel_ir::Error>(())
     /// ```
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
         let v = self.to_vec::<T>()?;

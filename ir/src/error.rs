@@ -55,14 +55,14 @@ pub struct KernelError {
     /// Where in the user's code the op was called.
     pub location: Location,
     /// The call that traced the kernel (`name::run`, `call`, `lower`, ...,
-    /// or a [`Kernel`](crate::kernel::Kernel)'s method), when the error
+    /// or a `tessel::kernel::Kernel`'s method), when the error
     /// comes from tracing a kernel a program called. For a kernel of a
     /// library, `location` is a line of the library and this is the
     /// caller's; it is shown when it is another line.
     pub called_at: Option<Location>,
 }
 
-/// A [`check`](crate::check()) that failed while a program ran: raised on
+/// A `tessel::check` that failed while a program ran: raised on
 /// the host after the run, naming the kernel, the check's line and its
 /// message with the reported values filled in.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -151,9 +151,9 @@ pub enum DeviceError {
         message: String,
     },
     /// The process holds nearly as many memory mappings as the operating
-    /// system allows ([`REFUSE_PERCENT`](crate::runtime::REFUSE_PERCENT) of
+    /// system allows (`tessel::runtime::REFUSE_PERCENT` of
     /// `vm.max_map_count`), so compiling another program could not map its
-    /// code; see [`mapping_usage`](crate::runtime::mapping_usage).
+    /// code; see `tessel::runtime::mapping_usage`.
     #[error(
         "cannot compile kernel `{kernel}`: the process holds {in_use} of the {limit} memory mappings the \
          operating system allows (vm.max_map_count), and each compiled program holds some (about 100 for \
@@ -369,7 +369,7 @@ pub enum HostError {
     /// A shape beyond tessel's size limits: an extent above
     /// [`MAX_EXTENT`](crate::shape::MAX_EXTENT) or more than
     /// [`MAX_BYTES`](crate::shape::MAX_BYTES) bytes (see
-    /// [`TensorSpec::check_size`](crate::TensorSpec::check_size)).
+    /// `tessel::TensorSpec::check_size`).
     #[error("{spec} is too large: {reason}")]
     TooLarge {
         /// The spec, as `f32[2,3]`.
@@ -380,7 +380,7 @@ pub enum HostError {
 }
 
 /// An error while interpreting a traced graph on the host
-/// ([`interp::evaluate`](crate::interp::evaluate)): arguments that do not
+/// (`tessel::interp::evaluate`): arguments that do not
 /// match the graph's parameters, or an op it cannot evaluate.
 ///
 /// New variants may be added; match with a wildcard arm.
@@ -439,7 +439,7 @@ pub enum Error {
     /// While interpreting a graph on the host.
     #[error(transparent)]
     Interp(Box<InterpError>),
-    /// A check inside a program failed (see [`check`](crate::check())).
+    /// A check inside a program failed (see `tessel::check`).
     #[error(transparent)]
     Check(Box<CheckError>),
     /// An I/O error, with the path involved.
@@ -491,7 +491,7 @@ impl Error {
 
     /// A kernel error without a call site gets `call` as its
     /// [`called_at`](KernelError::called_at); any other error is unchanged.
-    pub(crate) fn called_at(mut self, call: &Location) -> Self {
+    pub fn called_at(mut self, call: &Location) -> Self {
         if let Error::Kernel(k) = &mut self {
             k.called_at.get_or_insert_with(|| call.clone());
         }

@@ -31,8 +31,9 @@ impl fmt::Display for Platform {
 /// the kernel's `CONFIG`; a value passed at run time overrides it.
 ///
 /// ```
-/// use tessel_dsl::config::{KernelConfig, Platform};
-/// use tessel_dsl::{Precision, BF16};
+/// use tessel_ir::config::{KernelConfig, Platform};
+/// use tessel_ir::config::Precision;
+/// use tessel_ir::BF16;
 /// const C: KernelConfig = KernelConfig::for_platform(Platform::Tpu).with_precision(Precision::High);
 /// assert_eq!(C.block_size, Some(128));
 /// assert_eq!(C.dtype, Some(BF16));
@@ -65,25 +66,25 @@ pub struct KernelConfig {
     pub interpret: bool,
     /// Choose the tunable static arguments (block sizes) by measurement on
     /// first use: `run`, `call` and `profile` time each candidate the
-    /// argument offers ([`StaticArg::tuning_candidates`](crate::kernel::StaticArg::tuning_candidates))
+    /// argument offers (`tessel::kernel::StaticArg::tuning_candidates`)
     /// on the actual arguments, keep the fastest, and remember the choice
     /// per kernel, argument specs, static arguments and device, in memory and
-    /// in the persistent cache (see [`autotune`](crate::kernel::autotune)).
+    /// in the persistent cache (see `tessel::kernel::autotune`).
     pub autotune: bool,
     /// The automatic check families (index, NaN and division checks, as
-    /// JAX's `checkify` offers): each adds a [`check`](crate::check()) to
+    /// JAX's `checkify` offers): each adds a `tessel::check` to
     /// every op of its kind. All off by default, when the program is
     /// unchanged.
     pub checks: CheckFamilies,
 }
 
-/// Which ops get an automatic [`check`](crate::check()) (JAX's `checkify`
+/// Which ops get an automatic `tessel::check` (JAX's `checkify`
 /// error sets): a failure is [`Error::Check`](crate::Error::Check) after the
 /// call, naming the op's line.
 ///
 /// ```
-/// use tessel_dsl::config::{CheckFamilies, KernelConfig};
-/// const CHECKED: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu)
+/// use tessel_ir::config::{CheckFamilies, KernelConfig};
+/// const CHECKED: KernelConfig = KernelConfig::for_platform(tessel_ir::config::Platform::Cpu)
 ///     .with_checks(CheckFamilies::ALL);
 /// assert!(CHECKED.checks.index && CHECKED.checks.nan && CHECKED.checks.div);
 /// assert_eq!(CheckFamilies::parse("index, div"), Ok(CheckFamilies { index: true, nan: false, div: true }));
@@ -184,8 +185,8 @@ impl KernelConfig {
     /// default); see [`interpret`](KernelConfig#structfield.interpret).
     ///
     /// ```
-    /// use tessel_dsl::config::KernelConfig;
-    /// const DEBUG: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu).interpret(true);
+    /// use tessel_ir::config::KernelConfig;
+    /// const DEBUG: KernelConfig = KernelConfig::for_platform(tessel_ir::config::Platform::Cpu).interpret(true);
     /// assert!(DEBUG.interpret);
     /// ```
     pub const fn interpret(mut self, on: bool) -> Self {
@@ -198,8 +199,8 @@ impl KernelConfig {
     /// [`autotune`](KernelConfig#structfield.autotune).
     ///
     /// ```
-    /// use tessel_dsl::config::KernelConfig;
-    /// const TUNED: KernelConfig = KernelConfig::for_platform(tessel_dsl::config::Platform::Cpu).autotune(true);
+    /// use tessel_ir::config::KernelConfig;
+    /// const TUNED: KernelConfig = KernelConfig::for_platform(tessel_ir::config::Platform::Cpu).autotune(true);
     /// assert!(TUNED.autotune);
     /// ```
     pub const fn autotune(mut self, on: bool) -> Self {

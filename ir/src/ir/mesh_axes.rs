@@ -2,7 +2,7 @@
 //! tracing: which devices a collective over some axes groups together.
 
 /// Mesh axes, major first: device `p` has the row-major coordinates of `p`
-/// over the axis sizes (as [`Mesh`](crate::shard::Mesh) numbers them).
+/// over the axis sizes (as `tessel::shard::Mesh` numbers them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MeshAxes {
     axes: Vec<(String, usize)>,

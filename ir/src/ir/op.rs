@@ -186,7 +186,7 @@ pub enum Op {
         /// each iteration's carried values instead of recomputing them.
         trip_count: Option<usize>,
         /// The carried positions that are stacked outputs (a
-        /// [`scan`](crate::ops::scan::scan)'s `ys`): the body writes one
+        /// `tessel::ops::scan::scan`'s `ys`): the body writes one
         /// row of each per iteration with `dynamic_update_slice` (its only
         /// use), every row once, into an initial value of zeros. Their
         /// gradient then needs no carried cotangent: an iteration's row is

@@ -141,12 +141,12 @@ impl HostTensor {
     /// Reads a `.npy` file.
     ///
     /// ```
-    /// use tessel_dsl::HostTensor;
+    /// use tessel_ir::HostTensor;
     /// let t = HostTensor::from_vec(vec![1i32, 2, 3], [3])?;
     /// let back = HostTensor::from_npy_bytes(&t.to_npy_bytes())?;
     /// assert_eq!(back, t);
     /// assert!(HostTensor::from_npy_bytes(b"not an npy file").is_err());
-    /// # Ok::<(), tessel_dsl::Error>(())
+    /// # Ok::<(), tessel_ir::Error>(())
     /// ```
     pub fn read_npy(path: impl AsRef<Path>) -> Result<HostTensor> {
         let path = path.as_ref();
@@ -161,11 +161,11 @@ impl HostTensor {
     /// (for example u8 data read from `.npy` as fp8, or u16 as bf16).
     ///
     /// ```
-    /// use tessel_dsl::{DType, HostTensor};
+    /// use tessel_ir::{DType, HostTensor};
     /// // bf16 1.5 saved as its uint16 bit pattern.
     /// let bits = HostTensor::from_vec(vec![0x3fc0u16], [1])?;
     /// assert_eq!(bits.bitcast(DType::BF16)?.to_f64_vec(), vec![1.5]);
-    /// # Ok::<(), tessel_dsl::Error>(())
+    /// # Ok::<(), tessel_ir::Error>(())
     /// ```
     pub fn bitcast(self, dtype: DType) -> Result<HostTensor> {
         if dtype.size_in_bytes() != self.dtype().size_in_bytes() {

@@ -10,7 +10,7 @@ use std::fmt;
 /// [`float8`] types.
 ///
 /// ```
-/// use tessel_dsl::DType;
+/// use tessel_ir::DType;
 /// assert_eq!(DType::BF16.size_in_bytes(), 2);
 /// assert_eq!(DType::F8E4M3FN.mlir_name(), "f8E4M3FN");
 /// assert!(DType::F16.is_float());
@@ -159,7 +159,7 @@ impl DType {
     /// (NumPy) spellings.
     ///
     /// ```
-    /// use tessel_dsl::DType;
+    /// use tessel_ir::DType;
     /// assert_eq!(DType::parse("bf16"), Some(DType::BF16));
     /// assert_eq!(DType::parse("i32"), Some(DType::S32));
     /// assert_eq!(DType::parse("int16"), Some(DType::S16));
