@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 
 /// The top-level modules, lowest first. A module may import from any module
 /// before it and from none after it.
-/// Below them all is the tessel-ir crate (dtypes, shapes, config, errors,
-/// host tensors, the graph IR), re-exported at `crate::dtype`, `crate::ir`
-/// and so on: a crate boundary keeps it from importing any of these.
+/// Below them all are the tessel-ir crate (dtypes, shapes, config, errors,
+/// host tensors, the graph IR) and the tessel-lower crate (the lowering and
+/// the interpreter), re-exported at `crate::dtype`, `crate::ir`,
+/// `crate::lower`, `crate::interp` and so on: crate boundaries keep them
+/// from importing any of these.
 const LAYERS: &[&str] = &[
-    "host", "ir", "trace", "report", "ops", "autodiff", "lang", "tile", "lower", "interp",
-    "runtime", "shard", "kernel", "profile", "private",
+    "host", "ir", "trace", "report", "ops", "autodiff", "lang", "tile", "runtime", "shard",
+    "kernel", "profile", "private",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

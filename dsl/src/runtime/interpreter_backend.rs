@@ -6,6 +6,7 @@
 //! returned as an error, or only collected, as [`OnFinding`] says.
 
 use std::collections::HashMap;
+use std::mem::{discriminant, Discriminant};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::attachments::Attachments;
@@ -79,15 +80,7 @@ pub(crate) struct InterpProgram {
 #[derive(Default)]
 struct FindingLog {
     findings: Vec<Finding>,
-    seen: HashMap<(NodeId, u8), usize>,
-}
-
-fn kind_tag(kind: &FindingKind) -> u8 {
-    match kind {
-        FindingKind::NonFinite { .. } => 0,
-        FindingKind::ClampedIndex { .. } => 1,
-        FindingKind::DroppedScatter { .. } => 2,
-    }
+    seen: HashMap<(NodeId, Discriminant<FindingKind>), usize>,
 }
 
 impl FindingLog {
@@ -95,7 +88,7 @@ impl FindingLog {
     fn add(&mut self, found: Vec<Finding>) -> Vec<Finding> {
         let mut new = Vec::new();
         for f in found {
-            let key = (f.node, kind_tag(&f.kind));
+            let key = (f.node, discriminant(&f.kind));
             if let Some(&i) = self.seen.get(&key) {
                 self.findings[i].count = self.findings[i].count.saturating_add(f.count);
             } else {

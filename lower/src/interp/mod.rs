@@ -15,7 +15,7 @@
 //!
 //! # Semantics
 //!
-//! Every op of [`Op`] and every [`DType`](crate::DType) is
+//! Every op of [`Op`] and every [`DType`](crate::dtype::DType) is
 //! evaluated. Where XLA leaves the result open or the interpreter had to
 //! choose, this is what it does:
 //!
@@ -216,7 +216,7 @@ pub fn evaluate<A>(graph: &Graph, args: &[A], checks: Checks) -> Result<Evaluati
 where
     A: Borrow<HostTensor> + Sync,
 {
-    let bad = |message: String| -> crate::Error {
+    let bad = |message: String| -> crate::error::Error {
         InterpError::Arguments {
             kernel: graph.name.clone(),
             message,
@@ -301,7 +301,7 @@ pub(crate) struct Interp<'g> {
 
 impl<'g> Interp<'g> {
     /// An error of node `node` (or of the graph's body when `None`).
-    fn fail(&self, node: Option<NodeId>, message: impl Into<String>) -> crate::Error {
+    fn fail(&self, node: Option<NodeId>, message: impl Into<String>) -> crate::error::Error {
         let (op, location) = match node.and_then(|n| self.g.nodes.get(n)) {
             Some(n) => (op_name(&n.op).to_string(), n.location.clone()),
             None => (
