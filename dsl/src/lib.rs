@@ -4,14 +4,9 @@
 //! StableHLO text, compiled by a PJRT plugin and executed. See the `tessel`
 //! facade crate for the user-facing documentation.
 #![warn(missing_docs)]
-// Unsafe code lives only in `runtime` (the PJRT binding: `dlopen`, the C
-// API, raw buffers). The crate denies it everywhere else; `runtime` alone
-// allows it, and inside it every unsafe block carries its own written
-// safety argument (workspace lints). `deny` rather than `forbid` because `forbid`
-// could not be lifted for `runtime`; the test
-// `unsafe_code_is_allowed_only_for_runtime` below keeps any other module
-// from re-allowing it.
-#![deny(unsafe_code)]
+// No unsafe code: the PJRT binding is the tessel-pjrt crate, re-exported
+// as `runtime`.
+#![forbid(unsafe_code)]
 
 /// The `half` crate (`bf16`, `f16`) host tensors convert from and to.
 pub use half;
@@ -36,9 +31,8 @@ pub use tessel_lower::lower;
 pub mod ops;
 pub mod profile;
 pub mod report;
-#[allow(unsafe_code)]
-pub mod runtime;
 pub use tessel_ir::shape;
+pub use tessel_pjrt::runtime;
 pub mod shard;
 pub mod tile;
 pub mod trace;
@@ -117,7 +111,7 @@ pub mod prelude {
     pub use crate::autodiff::{grad, value_and_grad, vjp};
     pub use crate::config::{KernelConfig, Platform};
     pub use crate::ir::tree::{Tree, TreeValue};
-    pub use crate::kernel::{StaticArg, StaticKey};
+    pub use crate::kernel::{DeviceCache, StaticArg, StaticKey};
     pub use crate::lang::ds;
     pub use crate::ops::random::{random_bits, uniform};
     pub use crate::runtime::{Device, DeviceBuffer, Executable};
@@ -131,53 +125,4 @@ pub mod prelude {
     };
     pub use tessel_macros::Tree;
     pub use tessel_macros::{cpu_kernel, expert_kernel, gpu_kernel, sparse_kernel, tpu_kernel};
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::{Path, PathBuf};
-
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries = std::fs::read_dir(dir).expect("dsl/src is readable");
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
-    /// The crate root denies `unsafe_code`; only `mod runtime` may lift that.
-    #[test]
-    fn unsafe_code_is_allowed_only_for_runtime() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        // Built here so that this test's own source does not match.
-        let lifts: Vec<String> = ["allow", "expect", "warn"]
-            .iter()
-            .map(|level| format!("{level}({})", "unsafe_code"))
-            .collect();
-        let mut found = Vec::new();
-        for file in &files {
-            let text = std::fs::read_to_string(file).expect("source is readable");
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, line) in lines.iter().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                if lifts.iter().any(|l| code.contains(l.as_str())) {
-                    let next = lines.get(i + 1).map_or("", |l| l.trim()).to_string();
-                    found.push((file.strip_prefix(&src).unwrap_or(file).to_owned(), next));
-                }
-            }
-        }
-        assert_eq!(
-            found,
-            [(PathBuf::from("lib.rs"), "pub mod runtime;".to_string())],
-            "unsafe code is allowed only on `mod runtime` in lib.rs"
-        );
-        let root = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs is readable");
-        assert!(root.contains(&format!("#![deny({})]", "unsafe_code")));
-    }
 }

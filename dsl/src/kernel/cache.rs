@@ -331,10 +331,22 @@ impl CompileCache {
     }
 }
 
-impl Device {
+/// A device's compile cache, as `device.cache()` (in the prelude).
+///
+/// ```
+/// use tessel_dsl::prelude::*;
+/// let dev = Device::cpu()?;
+/// assert_eq!(dev.cache().stats().entries, 0);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+pub trait DeviceCache {
     /// This device's compile cache (shared by every `Device` over the same
     /// client).
-    pub fn cache(&self) -> Arc<CompileCache> {
+    fn cache(&self) -> Arc<CompileCache>;
+}
+
+impl DeviceCache for Device {
+    fn cache(&self) -> Arc<CompileCache> {
         let cache = self.attachment::<CompileCache>();
         if !cache.registered.load(Ordering::Relaxed)
             && !cache.registered.swap(true, Ordering::AcqRel)

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 pub use crate::config::{KernelConfig, Platform};
-pub use cache::{CacheKey, CacheStats, CompileCache, Lookup, DEFAULT_CAPACITY};
+pub use cache::{CacheKey, CacheStats, CompileCache, DeviceCache, Lookup, DEFAULT_CAPACITY};
 pub use call_log::{with_call_log, CallRecord};
 pub use params::{single_output, ArgCollector, KernelOutput, KernelParam, ParamNames};
 pub use sparse_param::{DeviceBlockSparse, ShardedBlockSparse};

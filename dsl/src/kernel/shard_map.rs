@@ -5,7 +5,7 @@
 //! [`ops::collective`](crate::ops::collective)).
 
 use super::sharded::execute_on_mesh;
-use super::{Kernel, StaticKey};
+use super::{DeviceCache, Kernel, StaticKey};
 use crate::error::{Location, Result};
 use crate::host::HostTensor;
 use crate::runtime::Program;

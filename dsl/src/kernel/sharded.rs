@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Kernel, StaticKey};
+use super::{DeviceCache, Kernel, StaticKey};
 use crate::error::{KernelError, Location, Result};
 use crate::host::HostTensor;
 use crate::ir::GraphShardings;

@@ -17,7 +17,6 @@ use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
 use crate::trace::tensor::Tensor;
 
-impl Leaf for DeviceBuffer {}
 impl Leaf for ShardedBuffer {}
 
 impl TreeValue for DeviceBuffer {

@@ -416,3 +416,5 @@ impl fmt::Debug for DeviceBuffer {
         )
     }
 }
+
+impl crate::ir::tree::Leaf for DeviceBuffer {}

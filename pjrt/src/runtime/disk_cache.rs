@@ -113,7 +113,7 @@ pub struct DiskCacheUsage {
     /// Their total size in bytes.
     pub bytes: u64,
     /// Autotuning choices stored beside them (see
-    /// [`kernel::autotune`](crate::kernel::autotune)).
+    /// `tessel::kernel::autotune`).
     pub tunings: usize,
 }
 
@@ -213,8 +213,8 @@ fn tuning_file(key: &str) -> Option<PathBuf> {
 }
 
 /// The stored autotuning record of `key` (see
-/// [`kernel::autotune`](crate::kernel::autotune)), if there is one.
-pub(crate) fn read_tuning(key: &str) -> Option<String> {
+/// `tessel::kernel::autotune`), if there is one.
+pub fn read_tuning(key: &str) -> Option<String> {
     String::from_utf8(read_regular(&tuning_file(key)?).ok()?).ok()
 }
 
@@ -239,7 +239,7 @@ fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// Stores the autotuning record of `key` (best effort, like executables).
-pub(crate) fn write_tuning(key: &str, text: &str) {
+pub fn write_tuning(key: &str, text: &str) {
     if let Some(path) = tuning_file(key) {
         let _ = write_atomically(&path, |f| f.write_all(text.as_bytes()));
     }

@@ -597,7 +597,7 @@ impl Executable {
 
     /// The structure of the body's results (a tensor, a tuple, a
     /// `#[derive(Tree)]` struct, ...) when the program was traced: what
-    /// [`KernelOutput`](crate::kernel::KernelOutput) rebuilds from
+    /// `tessel::kernel::KernelOutput` rebuilds from
     /// [`outputs`](Self::outputs).
     pub fn output_tree(&self) -> Option<&Arc<TreeDef>> {
         self.inner.output_tree.as_ref()

@@ -64,7 +64,7 @@ pub use disk_cache::{
     clear_executable_cache, executable_cache_dir, executable_cache_stats, executable_cache_usage,
     DiskCacheStats, DiskCacheUsage,
 };
-pub(crate) use disk_cache::{read_tuning, write_tuning};
+pub use disk_cache::{read_tuning, write_tuning};
 pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter_backend::{InterpreterOptions, OnFinding};

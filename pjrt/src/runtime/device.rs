@@ -334,7 +334,7 @@ impl Device {
     ///
     /// Checks that `num_partitions * num_replicas` devices exist and that
     /// the program's argument and result specs are within the size limits
-    /// ([`TensorSpec::check_size`](crate::TensorSpec::check_size)) first;
+    /// ([`TensorSpec::check_size`](crate::shape::TensorSpec::check_size)) first;
     /// that, and XLA's rejection, is [`DeviceError::Compile`] with the
     /// message.
     ///
