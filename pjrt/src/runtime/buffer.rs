@@ -5,11 +5,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::args::Args;
-use super::call::pjrt_call;
 use super::client::Client;
-use super::ffi;
 use super::interpreter_backend::Interpreter;
+use super::pjrt::args::Args;
+use super::pjrt::call::pjrt_call;
+use super::pjrt::ffi;
 use super::Device;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};

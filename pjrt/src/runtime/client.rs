@@ -4,10 +4,10 @@
 
 use std::ffi::c_char;
 
-use super::api::Api;
-use super::args::Args;
-use super::call::pjrt_call;
-use super::ffi;
+use super::pjrt::api::Api;
+use super::pjrt::args::Args;
+use super::pjrt::call::pjrt_call;
+use super::pjrt::ffi;
 use crate::error::{DeviceError, Result};
 
 /// A value of a client create option (`PJRT_NamedValue`).
@@ -113,10 +113,11 @@ pub(crate) struct Client {
     platform_name: String,
     /// What higher layers attached to the `Device`s over this client (weak:
     /// attachments such as compile caches hold executables, which hold the client).
-    pub(crate) attachments: std::sync::Mutex<std::sync::Weak<super::attachments::Attachments>>,
+    pub(crate) attachments:
+        std::sync::Mutex<std::sync::Weak<super::cache::attachments::Attachments>>,
     /// The key-value store a multi-process client's callbacks read, kept
     /// alive as long as the client that may call them.
-    _store: Option<std::sync::Arc<super::kv_store::KvStore>>,
+    _store: Option<std::sync::Arc<super::distributed::kv_store::KvStore>>,
 }
 
 impl Client {
@@ -147,7 +148,7 @@ impl Client {
     pub(crate) fn create_with_store(
         api: &'static Api,
         options: &[(&str, CreateOption)],
-        store: Option<std::sync::Arc<super::kv_store::KvStore>>,
+        store: Option<std::sync::Arc<super::distributed::kv_store::KvStore>>,
     ) -> Result<Client> {
         check_options(options)?;
         // Storage the named values point into; alive until after the call.
@@ -227,7 +228,7 @@ impl Client {
         unsafe { pjrt_call!(self.api, PJRT_Client_PlatformName, &mut args) }?;
         // SAFETY: the name is owned by the client and valid for `platform_name_size` bytes.
         Ok(unsafe {
-            super::api::bytes_to_string(args.platform_name.cast(), args.platform_name_size)
+            super::pjrt::api::bytes_to_string(args.platform_name.cast(), args.platform_name_size)
         })
     }
 

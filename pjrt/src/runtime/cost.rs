@@ -1,10 +1,10 @@
 //! What XLA knows about a compiled program: cost analysis, compiled memory
 //! statistics and the executable fingerprint.
 
-use super::api::{bytes_to_string, named_values};
-use super::args::Args;
-use super::call::pjrt_call;
-use super::ffi;
+use super::pjrt::api::{bytes_to_string, named_values};
+use super::pjrt::args::Args;
+use super::pjrt::call::pjrt_call;
+use super::pjrt::ffi;
 use super::Executable;
 use crate::error::{DeviceError, Result};
 

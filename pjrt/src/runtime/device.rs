@@ -6,13 +6,13 @@ use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use super::api::{self, AttributeValue};
-use super::attachments::Attachments;
 use super::buffer::DeviceBuffer;
+use super::cache::attachments::Attachments;
+use super::cache::mappings;
 use super::client::{Client, CreateOption};
 use super::executable::{self, Executable, Program};
 use super::interpreter_backend::{Interpreter, InterpreterOptions};
-use super::mappings;
+use super::pjrt::api::{self, AttributeValue};
 use super::plugin;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
@@ -254,7 +254,7 @@ impl Device {
     /// as JAX does (see [`preload_nvidia_libraries`](super::preload_nvidia_libraries)).
     pub fn gpu() -> Result<Device> {
         let path = plugin::gpu_plugin_path()?;
-        super::nvidia::preload_nvidia_libraries(&path)?;
+        super::plugin::nvidia::preload_nvidia_libraries(&path)?;
         Device::from_plugin(path)
     }
 

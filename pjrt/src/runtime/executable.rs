@@ -4,15 +4,15 @@ use std::ffi::c_char;
 use std::fmt;
 use std::sync::Arc;
 
-use super::args::Args;
 use super::buffer::{from_pjrt_type, pjrt_type_name};
-use super::call::pjrt_call;
+use super::cache::disk;
 use super::client::Client;
-use super::disk_cache;
-use super::ffi;
 use super::interpreter_backend::{InterpProgram, Interpreter};
 use super::launch;
 use super::options::{compile_options, platform_overrides, HostCpu};
+use super::pjrt::args::Args;
+use super::pjrt::call::pjrt_call;
+use super::pjrt::ffi;
 use crate::config::Platform;
 use crate::error::{DeviceError, Result};
 use crate::interp::Finding;
@@ -259,8 +259,8 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
         program.num_partitions,
         &platform_overrides(client.platform(), &program.hints, HostCpu::detect()),
     );
-    let key = disk_cache::key(client, &program.mlir, &options);
-    let (loaded, from_disk) = match disk_cache::load(client, &key) {
+    let key = disk::key(client, &program.mlir, &options);
+    let (loaded, from_disk) = match disk::load(client, &key) {
         Some(loaded) => (loaded, true),
         None => (pjrt_compile(client, program, &options)?, false),
     };
@@ -395,7 +395,7 @@ fn finish(
             check_output_types(&inner, compiled)?;
         }
         if let Some(key) = store_as {
-            disk_cache::store(client, &key, compiled.executable);
+            disk::store(client, &key, compiled.executable);
         }
     }
     Ok(Executable {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::args::Args;
 use super::buffer::DeviceBuffer;
-use super::call::pjrt_call;
-use super::ffi;
 use super::launch;
+use super::pjrt::args::Args;
+use super::pjrt::call::pjrt_call;
+use super::pjrt::ffi;
 use super::Executable;
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;

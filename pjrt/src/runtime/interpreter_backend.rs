@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::mem::{discriminant, Discriminant};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use super::attachments::Attachments;
+use super::cache::attachments::Attachments;
 use crate::error::{InterpError, Result};
 use crate::host::HostTensor;
 use crate::interp::{evaluate, Checks, Finding, FindingKind};

@@ -27,51 +27,40 @@
 // Every fallible function here returns the crate-wide `Error`, whose size is
 // decided in `crate::error`, not in this module.
 
-mod api;
-mod args;
-mod attachments;
 mod buffer;
-mod call;
+mod cache;
 mod checks;
 mod client;
 mod cost;
 mod device;
-mod disk_cache;
 mod distributed;
-mod elf;
-mod error;
 mod executable;
 mod execute;
-mod ffi;
 mod interpreter_backend;
-mod kv_frame;
-mod kv_secret;
-mod kv_store;
 mod launch;
-mod mappings;
-mod nvidia;
 mod options;
+mod pjrt;
 mod plugin;
-mod plugin_stamp;
-mod python;
 
-pub use api::{AttributeValue, PLUGIN_LOGS_VAR};
 pub use buffer::DeviceBuffer;
-pub use client::CreateOption;
-pub use cost::{CostAnalysis, MemoryStats};
-pub use device::Device;
-pub use disk_cache::{
+pub use cache::disk::{
     clear_executable_cache, executable_cache_dir, executable_cache_stats, executable_cache_usage,
     DiskCacheStats, DiskCacheUsage,
 };
-pub use disk_cache::{read_tuning, write_tuning};
+pub use cache::disk::{read_tuning, write_tuning};
+pub use cache::mappings::{
+    mapping_usage, set_mapping_limit, MappingUsage, EVICT_PERCENT, REFUSE_PERCENT,
+};
+pub use client::CreateOption;
+pub use cost::{CostAnalysis, MemoryStats};
+pub use device::Device;
+pub use distributed::kv_secret::SECRET_ENV;
+pub use distributed::kv_store::{Coordinator, KvStore, MAX_CONNECTIONS};
 pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter_backend::{InterpreterOptions, OnFinding};
-pub use kv_secret::SECRET_ENV;
-pub use kv_store::{Coordinator, KvStore, MAX_CONNECTIONS};
-pub use mappings::{mapping_usage, set_mapping_limit, MappingUsage, EVICT_PERCENT, REFUSE_PERCENT};
-pub use nvidia::{nvidia_libraries, preload_nvidia_libraries};
+pub use pjrt::api::{AttributeValue, PLUGIN_LOGS_VAR};
+pub use plugin::nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
     offline, tpu_plugin_path,

@@ -1,5 +1,5 @@
 //! State that higher layers attach to a client: one value per type, created
-//! on first use and shared by every [`Device`](super::Device) over the same
+//! on first use and shared by every [`Device`](super::super::Device) over the same
 //! client (the kernel layer keeps its compile cache here). The runtime
 //! itself never looks inside.
 

@@ -21,9 +21,9 @@ use crate::error::{DeviceError, Result};
 /// Evaluates to `Result<fn, DeviceError>`.
 macro_rules! pjrt_fn {
     ($api:expr, $name:ident) => {{
-        let api: &$crate::runtime::api::Api = $api;
-        let offset = ::std::mem::offset_of!($crate::runtime::ffi::PJRT_Api, $name);
-        let size = ::std::mem::size_of::<$crate::runtime::ffi::$name>();
+        let api: &$crate::runtime::pjrt::api::Api = $api;
+        let offset = ::std::mem::offset_of!($crate::runtime::pjrt::ffi::PJRT_Api, $name);
+        let size = ::std::mem::size_of::<$crate::runtime::pjrt::ffi::$name>();
         let f = if api.covers(offset, size) {
             // Through `pjrt_call!` this block stands inside the call site's
             // `unsafe` block; it keeps its own argument all the same.
@@ -226,7 +226,7 @@ pub(crate) fn load(path: &Path) -> Result<&'static Api> {
     Ok(api)
 }
 
-pub(super) fn load_error(path: &Path, message: impl Into<String>) -> DeviceError {
+pub(in crate::runtime) fn load_error(path: &Path, message: impl Into<String>) -> DeviceError {
     DeviceError::PluginLoad {
         path: path.to_path_buf(),
         message: message.into(),
@@ -276,7 +276,7 @@ fn open(path: &Path) -> Result<Api> {
     }
     // A file cut short would be mapped anyway and crash the process on
     // first touch of a page past its end.
-    super::elf::check_whole(path).map_err(|m| load_error(path, m))?;
+    super::super::plugin::elf::check_whole(path).map_err(|m| load_error(path, m))?;
     quiet_plugin_logs();
     // SAFETY: loading a shared library runs its initializers. The caller
     // asked for this file as a PJRT plugin; PJRT plugins are ordinary shared

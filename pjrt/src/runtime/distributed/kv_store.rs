@@ -164,7 +164,7 @@ impl Coordinator {
     }
 
     /// The secret a process must present to be served (give it to the
-    /// other processes through the environment, [`SECRET_ENV`](super::SECRET_ENV)).
+    /// other processes through the environment, [`SECRET_ENV`](crate::runtime::SECRET_ENV)).
     pub fn secret(&self) -> &str {
         &self.secret
     }

@@ -13,15 +13,19 @@
 //! calls none of them, and each process sees only its own devices (see
 //! `examples/multi_process.rs`, which shows what it answers).
 
+pub(super) mod kv_frame;
+pub(super) mod kv_secret;
+pub(super) mod kv_store;
+
 use std::ffi::c_void;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use self::kv_store::KvStore;
 use super::client::{Client, CreateOption};
 use super::device::Device;
-use super::ffi;
-use super::kv_store::KvStore;
+use super::pjrt::ffi;
 use crate::error::DeviceError;
 use crate::Result;
 
@@ -91,7 +95,7 @@ impl Device {
             .collect();
         all.push(("node_id", CreateOption::Int64(id as i64)));
         all.push(("num_nodes", CreateOption::Int64(n as i64)));
-        let api = super::api::load(path.as_ref())?;
+        let api = super::pjrt::api::load(path.as_ref())?;
         let client = Client::create_with_store(api, &all, Some(Arc::new(store)))?;
         Ok(Device::from_client(Arc::new(client)))
     }

@@ -18,7 +18,7 @@
 //!
 //! Control: `TESSEL_EXECUTABLE_CACHE=0` (or `off`) turns it off,
 //! `TESSEL_EXECUTABLE_CACHE_DIR` moves it (default `<cache>/executables`,
-//! see [`cache_dir`](super::cache_dir)), and `TESSEL_EXECUTABLE_CACHE_BYTES`
+//! see [`cache_dir`](super::super::cache_dir)), and `TESSEL_EXECUTABLE_CACHE_BYTES`
 //! bounds its size (default 2 GiB; the least recently used entries are
 //! removed past it). Failures to read or write the cache never fail a
 //! compile.
@@ -32,10 +32,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use super::args::Args;
-use super::call::pjrt_call;
-use super::client::Client;
-use super::ffi;
+use super::super::client::Client;
+use super::super::pjrt::args::Args;
+use super::super::pjrt::call::pjrt_call;
+use super::super::pjrt::ffi;
 use crate::error::Result;
 
 /// The first bytes of every entry (the last one is the format's version).
@@ -84,7 +84,7 @@ pub fn executable_cache_stats() -> DiskCacheStats {
 
 /// Where the persistent compilation cache keeps executables:
 /// `$TESSEL_EXECUTABLE_CACHE_DIR`, else `executables` in
-/// [`cache_dir`](super::cache_dir). `None` when it is turned off
+/// [`cache_dir`](super::super::cache_dir). `None` when it is turned off
 /// (`TESSEL_EXECUTABLE_CACHE=0` or `off`) or no cache directory is known.
 ///
 /// ```
@@ -100,7 +100,9 @@ pub fn executable_cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("TESSEL_EXECUTABLE_CACHE_DIR").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }
-    super::cache_dir().ok().map(|d| d.join("executables"))
+    super::super::cache_dir()
+        .ok()
+        .map(|d| d.join("executables"))
 }
 
 /// The entries of the persistent compilation cache: how many and their size.

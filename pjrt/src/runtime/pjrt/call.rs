@@ -67,12 +67,12 @@ pub(crate) unsafe fn call<A: Args>(
 /// function's preconditions (handles live, pointers valid for the call).
 macro_rules! pjrt_call {
     ($api:expr, $name:ident, $args:expr) => {
-        $crate::runtime::call::pjrt_call!($api, $name, $args, reported_as: ::std::stringify!($name))
+        $crate::runtime::pjrt::call::pjrt_call!($api, $name, $args, reported_as: ::std::stringify!($name))
     };
     ($api:expr, $name:ident, $args:expr, reported_as: $call:expr) => {{
-        let api: &$crate::runtime::api::Api = $api;
-        match $crate::runtime::api::pjrt_fn!(api, $name) {
-            ::std::result::Result::Ok(f) => $crate::runtime::call::call(api, $call, f, $args),
+        let api: &$crate::runtime::pjrt::api::Api = $api;
+        match $crate::runtime::pjrt::api::pjrt_fn!(api, $name) {
+            ::std::result::Result::Ok(f) => $crate::runtime::pjrt::call::call(api, $call, f, $args),
             ::std::result::Result::Err(e) => ::std::result::Result::Err(e),
         }
     }};

@@ -127,7 +127,7 @@ fn load_error(path: &Path, message: impl Into<String>) -> crate::Error {
         "NVIDIA library for the CUDA plugin: {} (TESSEL_NVIDIA_PRELOAD=0 skips the preload)",
         message.into()
     );
-    super::api::load_error(path, message).into()
+    super::super::pjrt::api::load_error(path, message).into()
 }
 
 #[cfg(test)]

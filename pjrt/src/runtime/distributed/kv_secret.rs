@@ -8,17 +8,17 @@ use std::time::Duration;
 use super::kv_frame::{read_item, write_item};
 
 /// How long a new connection has to present the secret.
-pub(super) const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+pub(in crate::runtime) const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest secret accepted.
-pub(super) const MAX_SECRET: usize = 1024;
+pub(in crate::runtime) const MAX_SECRET: usize = 1024;
 
 /// The environment variable through which `examples/multi_process.rs` and
 /// launchers hand the coordinator's secret to the other processes.
 pub const SECRET_ENV: &str = "TESSEL_COORDINATOR_SECRET";
 
 /// 32 random bytes from the operating system, in hex.
-pub(super) fn random_secret() -> io::Result<String> {
+pub(in crate::runtime) fn random_secret() -> io::Result<String> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
@@ -31,7 +31,7 @@ pub(super) fn random_secret() -> io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-pub(super) fn check_secret(secret: &str) -> io::Result<()> {
+pub(in crate::runtime) fn check_secret(secret: &str) -> io::Result<()> {
     if secret.is_empty() || secret.len() > MAX_SECRET {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -51,7 +51,11 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 
 /// Reads a connection's first request, which must be `A` with the secret;
 /// answers 0 and returns `true` if it is, 2 otherwise.
-pub(super) fn authenticate(r: &mut impl Read, w: &mut impl Write, key: &[u8]) -> io::Result<bool> {
+pub(in crate::runtime) fn authenticate(
+    r: &mut impl Read,
+    w: &mut impl Write,
+    key: &[u8],
+) -> io::Result<bool> {
     let mut op = [0u8; 1];
     r.read_exact(&mut op)?;
     let ok = op[0] == b'A'
@@ -69,7 +73,7 @@ pub(super) fn authenticate(r: &mut impl Read, w: &mut impl Write, key: &[u8]) ->
 /// The client's side of [`authenticate`]: sends `secret` and reads the
 /// answer; `ErrorKind::PermissionDenied` if the coordinator at `address`
 /// refuses it.
-pub(super) fn present(
+pub(in crate::runtime) fn present(
     r: &mut impl Read,
     w: &mut impl Write,
     secret: &str,

@@ -12,7 +12,7 @@
 //!
 //! Two defences use this module: the compile cache drops its least recently
 //! used executables when half the limit is in use
-//! ([`EVICT_PERCENT`]), and [`Device::compile`](super::Device::compile)
+//! ([`EVICT_PERCENT`]), and [`Device::compile`](super::super::Device::compile)
 //! refuses with [`DeviceError::TooManyMappings`](crate::DeviceError) at
 //! [`REFUSE_PERCENT`], before XLA or a thread runs into the wall.
 

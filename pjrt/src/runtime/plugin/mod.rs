@@ -14,14 +14,18 @@
 //! file and renamed into place, so a half-written file is never at the final path.
 //! The interpreter is `$TESSEL_PYTHON` if set, else `python3`.
 
+pub(super) mod elf;
+pub(super) mod nvidia;
+pub(super) mod python;
+pub(super) mod stamp;
+
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::plugin_stamp::{self, sha256_file, Expected};
-
-use super::python::{self, PythonError};
+use self::python::PythonError;
+use self::stamp::{sha256_file, Expected};
 use crate::error::{DeviceError, Result};
 
 /// The pinned CPU plugin package.
@@ -154,7 +158,7 @@ fn locate_cpu_plugin() -> Result<PathBuf> {
     if let Ok(cache) = &cache {
         let cached = cached_plugin(cache);
         if cached.is_file() {
-            if plugin_stamp::verify(&cached, PLUGIN) {
+            if stamp::verify(&cached, PLUGIN) {
                 return Ok(cached);
             }
             // Truncated or corrupted: loading it would crash the process.
@@ -162,7 +166,7 @@ fn locate_cpu_plugin() -> Result<PathBuf> {
                 "tessel: the cached plugin {} is damaged (size or SHA-256 differ); fetching it again",
                 cached.display()
             );
-            plugin_stamp::discard(&cached);
+            stamp::discard(&cached);
         }
     }
     if let Some(path) = python::find_package_file(&[("xla_plugins.xla_cpu_pjrt", PLUGIN_FILE)]) {
@@ -216,7 +220,7 @@ fn fetch_cpu_plugin(cache: &Path) -> Result<PathBuf> {
     let _lock = CacheLock::acquire(cache)?;
     let target = cached_plugin(cache);
     // Another process may have installed it while we waited for the lock.
-    if target.is_file() && plugin_stamp::verify(&target, PLUGIN) {
+    if target.is_file() && stamp::verify(&target, PLUGIN) {
         return Ok(target);
     }
     remove_stale_files(cache);
@@ -252,7 +256,7 @@ pub fn install_cpu_plugin_wheel(wheel: impl AsRef<Path>) -> Result<PathBuf> {
     let cache = cache_dir()?;
     let _lock = CacheLock::acquire(&cache)?;
     let target = cached_plugin(&cache);
-    if target.is_file() && plugin_stamp::verify(&target, PLUGIN) {
+    if target.is_file() && stamp::verify(&target, PLUGIN) {
         return Ok(target);
     }
     remove_stale_files(&cache);
@@ -313,8 +317,8 @@ fn install_locked(wheel: &Path, cache: &Path) -> Result<PathBuf> {
     }
     extracted?;
     // Hashes the extracted file once and stamps it.
-    if !plugin_stamp::verify(&target, PLUGIN) {
-        plugin_stamp::discard(&target);
+    if !stamp::verify(&target, PLUGIN) {
+        stamp::discard(&target);
         return Err(not_found(format!(
             "the plugin extracted from {} is not the pinned one (size or SHA-256 differ); {CPU_HINT}",
             wheel.display()

@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 /// `item`'s length if it is at most `max` bytes, else
 /// `ErrorKind::InvalidInput`: what the other side would refuse is refused
 /// before anything is written.
-pub(super) fn check_item(item: &[u8], max: u32) -> io::Result<u32> {
+pub(in crate::runtime) fn check_item(item: &[u8], max: u32) -> io::Result<u32> {
     match u32::try_from(item.len()) {
         Ok(n) if n <= max => Ok(n),
         _ => Err(io::Error::new(
@@ -18,7 +18,7 @@ pub(super) fn check_item(item: &[u8], max: u32) -> io::Result<u32> {
 }
 
 /// Writes `item` (at most `max` bytes) with its length.
-pub(super) fn write_item(w: &mut impl Write, item: &[u8], max: u32) -> io::Result<()> {
+pub(in crate::runtime) fn write_item(w: &mut impl Write, item: &[u8], max: u32) -> io::Result<()> {
     let n = check_item(item, max)?;
     w.write_all(&n.to_le_bytes())?;
     w.write_all(item)
@@ -26,7 +26,7 @@ pub(super) fn write_item(w: &mut impl Write, item: &[u8], max: u32) -> io::Resul
 
 /// Reads one item; `ErrorKind::InvalidData` if it announces more than
 /// `max` bytes (nothing more is read), `UnexpectedEof` if it ends early.
-pub(super) fn read_item(r: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
+pub(in crate::runtime) fn read_item(r: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
     let mut n = [0u8; 4];
     r.read_exact(&mut n)?;
     let n = u32::from_le_bytes(n);
