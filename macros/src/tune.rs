@@ -22,7 +22,7 @@ pub enum Form {
 /// Statements that rebind each of `ps` (of types `tys`) to its tuned value
 /// when `config.autotune` is on, collecting `name: label` lines in
 /// `__tuned`. Expects `config`, `device` and the collector `__c` in scope.
-pub fn rebind_tuned(form: Form, name: &str, ps: &[&syn::Ident], tys: &[&syn::Type]) -> TokenStream {
+pub fn rebind_tuned(form: Form, name: &str, ps: &[syn::Ident], tys: &[syn::Type]) -> TokenStream {
     let dsl = dsl_here();
     let kp = quote!(#dsl::KernelParam);
     // The runner runs the kernel once and waits for its results; the host

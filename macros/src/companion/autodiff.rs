@@ -18,6 +18,7 @@ pub(super) fn autodiff(p: &Parts) -> TokenStream {
         kp,
         cfg_ty,
         dev_ty,
+        collect_host,
         check_cfg,
         ..
     } = p;
@@ -33,7 +34,7 @@ pub(super) fn autodiff(p: &Parts) -> TokenStream {
             -> #dsl::Result<(#dsl::HostTensor, ::std::vec::Vec<#dsl::HostTensor>)>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             #check_cfg
             let __wrt: ::std::vec::Vec<::std::string::String> = wrt.iter().map(|w| w.to_string()).collect();
             let __key = ::std::format!("{}::{}::value_and_grad[{}]", ::core::module_path!(), #name_str, wrt.join(","));

@@ -103,6 +103,12 @@ struct Parts {
     ko: TokenStream,
     cfg_ty: TokenStream,
     dev_ty: TokenStream,
+    /// Statements recording every argument in the collector `__c`, as host
+    /// tensors, specs, buffers and sharded buffers.
+    collect_host: TokenStream,
+    collect_spec: TokenStream,
+    collect_buffer: TokenStream,
+    collect_sharded: TokenStream,
     /// The traced body's closure over host, spec, buffer and sharded arguments.
     body_host: TokenStream,
     body_spec: TokenStream,
@@ -135,6 +141,8 @@ impl Parts {
                 }
             }
         };
+        let collect =
+            |form: TokenStream| quote!(#( <#tys as #kp>::#form(&#ps, #ps_str, &mut __c); )*);
         // The `check_args` function, called on the host arguments under `cfg`.
         let check = |cfg: TokenStream| {
             opts.check_args.as_ref().map(|path| {
@@ -149,7 +157,6 @@ impl Parts {
         } else {
             quote!(config.autotune)
         };
-        let (pr, tr): (Vec<&Ident>, Vec<&Type>) = (ps.iter().collect(), tys.iter().collect());
         Parts {
             name_str: name_str.clone(),
             callee: callee.clone(),
@@ -161,11 +168,15 @@ impl Parts {
             body_spec: body(quote!(bind_spec)),
             body_buf: body(quote!(bind_buffer)),
             body_sharded: body(quote!(bind_sharded)),
+            collect_host: collect(quote!(collect_host)),
+            collect_spec: collect(quote!(collect_spec)),
+            collect_buffer: collect(quote!(collect_buffer)),
+            collect_sharded: collect(quote!(collect_sharded)),
             check_cfg: check(quote!(config)),
             check_const: check(quote!(&Self::CONFIG)),
             collect_first,
-            tune_host: rebind_tuned(Form::Host, &name_str, &pr, &tr),
-            tune_buffer: rebind_tuned(Form::Buffer, &name_str, &pr, &tr),
+            tune_host: rebind_tuned(Form::Host, &name_str, &ps, &tys),
+            tune_buffer: rebind_tuned(Form::Buffer, &name_str, &ps, &tys),
             kp,
             ps_str,
             ps,

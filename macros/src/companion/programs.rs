@@ -11,7 +11,6 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
     let Parts {
         dsl,
         ps,
-        ps_str,
         tys,
         kp,
         cfg_ty,
@@ -19,6 +18,9 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
         body_host,
         body_spec,
         body_buf,
+        collect_host,
+        collect_spec,
+        collect_buffer,
         ..
     } = p;
     quote! {
@@ -27,7 +29,7 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
         #[track_caller]
         pub fn lower_with(config: &#cfg_ty, #(#ps: <#tys as #kp>::Spec<'_>),*) -> #dsl::Result<::std::string::String> {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+            #collect_spec
             Self::__kernel(config, &mut __c, #body_spec).lower(&__c.specs)
         }
 
@@ -38,7 +40,7 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
             -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_spec(&#ps, #ps_str, &mut __c); )*
+            #collect_spec
             Self::__kernel(config, &mut __c, #body_spec).compile(device, &__c.specs)
         }
 
@@ -69,7 +71,7 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
             -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+            #collect_buffer
             Self::__kernel(&Self::CONFIG, &mut __c, #body_buf).compile(device, &__c.specs)
         }
 
@@ -81,7 +83,7 @@ pub(super) fn programs(p: &Parts) -> TokenStream {
             -> #dsl::Result<::std::sync::Arc<#dsl::Executable>>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             Self::__kernel(&Self::CONFIG, &mut __c, #body_host).compile(device, &__c.specs)
         }
     }

@@ -13,7 +13,6 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
         dsl,
         name_str,
         ps,
-        ps_str,
         tys,
         ret,
         kp,
@@ -22,6 +21,8 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
         dev_ty,
         body_host,
         body_buf,
+        collect_host,
+        collect_buffer,
         ..
     } = p;
     quote! {
@@ -45,7 +46,7 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Host>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             Self::__kernel(config, &mut __c, #body_host).run_collected(device, &mut __c)
         }
 
@@ -56,7 +57,7 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Buffer>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+            #collect_buffer
             Self::__kernel(config, &mut __c, #body_buf).call_collected(device, &mut __c)
         }
 
@@ -71,7 +72,7 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
             #(#ps: <#tys as #kp>::Host<'_>),*
         ) -> #dsl::Result<()> {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             #dsl::autotune_run_host(&Self::__kernel(config, &mut __c, #body_host), device, &__c.hosts, uploads)
         }
 
@@ -83,7 +84,7 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
             -> #dsl::Result<()>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+            #collect_buffer
             #dsl::autotune_call(&Self::__kernel(config, &mut __c, #body_buf), device, &__c.buffers)
         }
     }

@@ -11,7 +11,6 @@ pub(super) fn runs(p: &Parts) -> TokenStream {
     let Parts {
         dsl,
         ps,
-        ps_str,
         tys,
         ret,
         kp,
@@ -19,6 +18,8 @@ pub(super) fn runs(p: &Parts) -> TokenStream {
         cfg_ty,
         dev_ty,
         body_host,
+        collect_host,
+        collect_buffer,
         check_cfg,
         collect_first,
         tune_host,
@@ -38,7 +39,7 @@ pub(super) fn runs(p: &Parts) -> TokenStream {
             // check and autotuning; `__run_host` collects its own.
             let mut __c = #dsl::ArgCollector::default();
             if #collect_first {
-                #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+                #collect_host
             }
             #check_cfg
             #tune_host
@@ -55,7 +56,7 @@ pub(super) fn runs(p: &Parts) -> TokenStream {
             // collects its own.
             let mut __c = #dsl::ArgCollector::default();
             if config.autotune {
-                #( <#tys as #kp>::collect_buffer(&#ps, #ps_str, &mut __c); )*
+                #collect_buffer
             }
             #tune_buffer
             Self::__call_buffers(config, device, #(#ps),*)
@@ -69,11 +70,11 @@ pub(super) fn runs(p: &Parts) -> TokenStream {
             -> #dsl::Result<#dsl::Profile>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             #check_cfg
             #tune_host
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             let mut __p = Self::__kernel(config, &mut __c, #body_host).profile(device, &__c.hosts, options)?;
             __p.tuned = __tuned;
             ::core::result::Result::Ok(__p)

@@ -12,13 +12,14 @@ pub(super) fn sharded(p: &Parts) -> TokenStream {
     let Parts {
         dsl,
         ps,
-        ps_str,
         tys,
         ret,
         kp,
         ko,
         body_host,
         body_sharded,
+        collect_host,
+        collect_sharded,
         check_const,
         ..
     } = p;
@@ -32,7 +33,7 @@ pub(super) fn sharded(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Host>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             #check_const
             let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_host);
             let __outs = __k.run_sharded(mesh, shardings, &__c.hosts)?;
@@ -51,7 +52,7 @@ pub(super) fn sharded(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Host>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_host(&#ps, #ps_str, &mut __c); )*
+            #collect_host
             #check_const
             let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_host);
             let __outs = __k.run_shard_map(mesh, shardings, &__c.hosts)?;
@@ -68,7 +69,7 @@ pub(super) fn sharded(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Sharded>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
+            #collect_sharded
             let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_sharded);
             let __outs = __k.call_sharded(mesh, outputs, &__c.sharded)?;
             <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
@@ -84,7 +85,7 @@ pub(super) fn sharded(p: &Parts) -> TokenStream {
             -> #dsl::Result<<#ret as #ko>::Sharded>
         {
             let mut __c = #dsl::ArgCollector::default();
-            #( <#tys as #kp>::collect_sharded(&#ps, #ps_str, &mut __c); )*
+            #collect_sharded
             let __k = Self::__kernel(&Self::CONFIG, &mut __c, #body_sharded);
             let __outs = __k.call_shard_map(mesh, outputs, &__c.sharded)?;
             <#ret as #ko>::from_sharded(__outs, __k.output_tree().as_deref())
