@@ -59,6 +59,20 @@ pub enum RopeLayout {
 
 tessel::static_arg!(RopeLayout);
 
+/// The rotation frequencies `base^(-2i/dim)` of the `dim / 2` feature
+/// pairs, in f64.
+fn inverse_frequencies(dim: usize, base: f64) -> Vec<f64> {
+    (0..dim / 2)
+        .map(|i| base.powf(-2.0 * i as f64 / dim as f64))
+        .collect()
+}
+
+/// What is wrong with a frequency `base`, if anything.
+fn base_problem(base: f64) -> Option<String> {
+    (!(base.is_finite() && base > 0.0))
+        .then(|| format!("base must be finite and positive, got {base}"))
+}
+
 /// Host-side cos/sin tables for rotary embeddings: `f32[max_len, dim / 2]`
 /// each, `cos[p, i] = cos(p · base^(-2i/dim))` computed in f64.
 ///
@@ -116,10 +130,8 @@ impl RopeTable {
         if max_len == 0 {
             return Err(bad_table("max_len must be positive".into()));
         }
-        if !(base.is_finite() && base > 0.0) {
-            return Err(bad_table(format!(
-                "base must be finite and positive, got {base}"
-            )));
+        if let Some(problem) = base_problem(base) {
+            return Err(bad_table(problem));
         }
         if max_len
             .checked_mul(dim / 2)
@@ -140,9 +152,7 @@ impl RopeTable {
 
     fn compute(max_len: usize, dim: usize, base: f64) -> RopeTable {
         let half = dim / 2;
-        let inv_freq: Vec<f64> = (0..half)
-            .map(|i| base.powf(-2.0 * i as f64 / dim as f64))
-            .collect();
+        let inv_freq = inverse_frequencies(dim, base);
         let spec = TensorSpec::new([max_len, half], F32);
         let angle = |k: usize| (k / half) as f64 * inv_freq[k % half];
         RopeTable {
@@ -416,19 +426,14 @@ fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout
             ),
         );
     }
-    if !(base.is_finite() && base > 0.0) {
-        return trace_error(
-            op,
-            &[x],
-            format!("base must be finite and positive, got {base}"),
-        );
+    if let Some(problem) = base_problem(base) {
+        return trace_error(op, &[x], problem);
     }
     // Frequencies in f64, rounded once to the compute dtype; the angles
     // `position · frequency` broadcast to `positions.shape ++ [1, ..] ++ [D/2]`.
     let h = d / 2;
-    let freq = HostTensor::from_fn(TensorSpec::new([h], cd), |i| {
-        base.powf(-2.0 * i as f64 / d as f64)
-    });
+    let inv_freq = inverse_frequencies(d, base);
+    let freq = HostTensor::from_fn(TensorSpec::new([h], cd), |i| inv_freq[i]);
     let mut freq_shape = vec![1isize; xs.rank() - 1];
     freq_shape.push(h as isize);
     let mut pos_shape: Vec<isize> = ps.shape.iter().map(|&n| n as isize).collect();
