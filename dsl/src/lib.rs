@@ -12,11 +12,11 @@
 pub use half;
 
 /// The `float8` crate (`F8E4M3`, `F8E5M2`) host tensors convert from and to.
-pub use float8;
+pub use tessel_ir::float8;
 
 /// The `ndarray` crate host tensors convert from and to (the `ndarray` feature).
 #[cfg(feature = "ndarray")]
-pub use ndarray;
+pub use tessel_ir::ndarray;
 
 pub mod autodiff;
 pub use tessel_ir::config;

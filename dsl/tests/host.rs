@@ -279,6 +279,7 @@ fn conversions_between_host_types() {
 #[cfg(feature = "ndarray")]
 #[test]
 fn ndarray_round_trip() {
+    use tessel_dsl::ndarray;
     let a = ndarray::Array2::from_shape_vec((2, 3), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
     let t = HostTensor::from_ndarray(&a.t().to_owned()).unwrap();
     assert_eq!(t.shape(), &[3, 2]);
