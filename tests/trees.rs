@@ -133,6 +133,18 @@ fn structure_rebuilds_the_same_tree_and_mismatches_name_the_path() {
     let e =
         tree::assemble_all::<Layer, HostTensor>(&n.structure(), vec![host(&[1.0])]).unwrap_err();
     assert!(e.to_string().contains("expected `Layer` (2 fields)"), "{e}");
+    // A mismatch deep inside names its full path (the rebuild walks without
+    // a path, then again to say where).
+    let mut deep = def.clone();
+    if let TreeDef::Node(fields) = &mut deep {
+        if let TreeDef::Node(layers) = &mut fields[0] {
+            layers[1] = TreeDef::Node(vec![TreeDef::Leaf]);
+        }
+    }
+    let leaves: Vec<HostTensor> = (0..7).map(|_| host(&[1.0])).collect();
+    let e = tree::assemble_all::<Params, HostTensor>(&deep, leaves).unwrap_err();
+    assert!(e.to_string().contains("layers.1"), "{e}");
+    assert!(e.to_string().contains("expected `Layer` (2 fields)"), "{e}");
 }
 
 /// The key a kernel call writes for a tree argument without building its

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use super::key_hasher::BuildKeyHasher;
 use super::static_key::StaticKey;
 use crate::config::KernelConfig;
 use crate::error::Result;
@@ -97,7 +98,7 @@ static LIVE: Mutex<Vec<Weak<CompileCache>>> = Mutex::new(Vec::new());
 /// executables of every device's cache go first. Poisoned locks are recovered: slots hold only
 /// finished executables, so a panic elsewhere cannot leave one half made.
 pub struct CompileCache {
-    by_key: Mutex<HashMap<CacheKey, Arc<Slot>>>,
+    by_key: Mutex<HashMap<CacheKey, Arc<Slot>, BuildKeyHasher>>,
     /// Program text → executable, while some key still holds it.
     by_text: Mutex<HashMap<String, Weak<Executable>>>,
     /// Whether [`LIVE`] lists it.
@@ -294,6 +295,22 @@ impl CompileCache {
         drop(exe_slot);
         self.evict();
         Ok((exe, Lookup::Miss))
+    }
+
+    /// The executable for `key` if it is cached and compiled, counted as a
+    /// hit; `None` (counted as nothing) when it is not, or while another
+    /// caller compiles it: a call's fast path, which falls back to
+    /// [`get_or_compile`](Self::get_or_compile).
+    pub fn find(&self, key: &CacheKey) -> Option<Arc<Executable>> {
+        let slot = locked(&self.by_key).get(key).cloned()?;
+        let exe = match slot.exe.try_lock() {
+            Ok(exe) => exe.clone(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().clone(),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }?;
+        self.touch(&slot);
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(exe)
     }
 
     /// The executable for `key`, if cached (counts a hit or a miss).

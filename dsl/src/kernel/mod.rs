@@ -5,6 +5,7 @@
 pub mod autotune;
 mod cache;
 mod call_log;
+mod key_hasher;
 pub mod moe;
 mod params;
 mod shard_map;
@@ -523,20 +524,79 @@ where
     ) -> Result<(Vec<DeviceBuffer>, Arc<Executable>)> {
         let t = std::time::Instant::now();
         let (exe, lookup) = self.compile_owned(device, specs, loc)?;
-        let out = if exe.is_interpreted() && !device.is_interpreter() {
-            let hosts = args
-                .iter()
-                .map(|a| a.to_host())
-                .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&HostTensor> = hosts.iter().collect();
-            exe.run(&refs)?
-                .iter()
-                .map(|h| device.to_device(h))
-                .collect::<Result<Vec<_>>>()?
-        } else {
-            exe.execute(args)?
-        };
+        let out = execute_on(&exe, device, args)?;
         call_log::record(self.name(), t.elapsed(), lookup == Lookup::Miss);
         Ok((out, exe))
+    }
+
+    /// The executable for a call with the arguments `c` collected, if the
+    /// cache holds it compiled (nothing is traced or compiled).
+    fn cached(&self, device: &Device, c: &mut ArgCollector<'_>) -> Option<Arc<Executable>> {
+        let key = self.cache_key_owned(std::mem::take(&mut c.specs), None);
+        let exe = self.target(device).cache().find(&key)?;
+        self.note_outputs(&exe);
+        Some(exe)
+    }
+
+    /// [`call_collected`](Self::call_collected) when the program is
+    /// cached: `Ok(None)` (and nothing run) when it is not, and the caller
+    /// collects the arguments again with their names and makes the full
+    /// call. What generated companions try first: a cached call needs no
+    /// parameter names.
+    #[doc(hidden)]
+    pub fn call_cached(
+        &self,
+        device: &Device,
+        c: &mut ArgCollector<'_>,
+    ) -> Result<Option<O::Buffer>>
+    where
+        O: KernelOutput,
+    {
+        let t = std::time::Instant::now();
+        let Some(exe) = self.cached(device, c) else {
+            return Ok(None);
+        };
+        let outs = execute_on(&exe, device, &c.buffers)?;
+        call_log::record(self.name(), t.elapsed(), false);
+        O::from_buffers(outs, exe.output_tree().map(|t| &**t)).map(Some)
+    }
+
+    /// [`run_collected`](Self::run_collected) when the program is cached
+    /// (see [`call_cached`](Self::call_cached)).
+    #[doc(hidden)]
+    pub fn run_cached(&self, device: &Device, c: &mut ArgCollector<'_>) -> Result<Option<O::Host>>
+    where
+        O: KernelOutput,
+    {
+        let t = std::time::Instant::now();
+        let Some(exe) = self.cached(device, c) else {
+            return Ok(None);
+        };
+        let outs = exe.run(&c.hosts)?;
+        call_log::record(self.name(), t.elapsed(), false);
+        O::from_host(outs, exe.output_tree().map(|t| &**t)).map(Some)
+    }
+}
+
+/// Runs `exe` on `args`, on `device`; a program compiled for the
+/// interpreter reads its arguments back to the host and puts its results on
+/// `device`.
+fn execute_on(
+    exe: &Executable,
+    device: &Device,
+    args: &[&DeviceBuffer],
+) -> Result<Vec<DeviceBuffer>> {
+    if exe.is_interpreted() && !device.is_interpreter() {
+        let hosts = args
+            .iter()
+            .map(|a| a.to_host())
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&HostTensor> = hosts.iter().collect();
+        exe.run(&refs)?
+            .iter()
+            .map(|h| device.to_device(h))
+            .collect()
+    } else {
+        exe.execute(args)
     }
 }

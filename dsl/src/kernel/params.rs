@@ -8,7 +8,7 @@ use super::static_key::{StaticArg, StaticKey};
 use super::trees::{bind_tree, collect_tree, ArgLeaf};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
-use crate::ir::tree::{assemble_all, Leaf, Tree, TreeDef, TreePath};
+use crate::ir::tree::{assemble_counted, Leaf, Tree, TreeDef, TreePath};
 use crate::runtime::DeviceBuffer;
 use crate::shape::TensorSpec;
 use crate::shard::ShardedBuffer;
@@ -86,13 +86,36 @@ pub struct ArgCollector<'a> {
     pub sharded: Vec<&'a ShardedBuffer>,
     /// The static arguments (with their parameter names), by value, for the cache key.
     pub statics: StaticKey,
+    /// Whether names are left out (a call's first try, which needs only
+    /// the cache key: the names are used when the program is traced).
+    pub unnamed: bool,
 }
 
 impl ArgCollector<'_> {
+    /// A collector that leaves the parameters' names out: what a call
+    /// collects to look its program up in the cache (on a miss it collects
+    /// again, with the names, to trace).
+    pub fn unnamed() -> Self {
+        ArgCollector {
+            unnamed: true,
+            ..ArgCollector::default()
+        }
+    }
+
+    /// Adds the next parameter's name (nothing when [`unnamed`](Self::unnamed)).
+    #[inline]
+    pub fn name(&mut self, name: &str) {
+        if !self.unnamed {
+            self.names.push(name);
+        }
+    }
+
     /// Makes room for the names and specs of `n` more tensor parameters.
     pub fn reserve(&mut self, n: usize) {
-        self.names.ends.reserve(n);
-        self.names.text.reserve(16 * n);
+        if !self.unnamed {
+            self.names.ends.reserve(n);
+            self.names.text.reserve(16 * n);
+        }
         self.specs.reserve(n);
     }
 }
@@ -340,7 +363,7 @@ fn rebuild<T: Tree, L: Leaf>(outs: Vec<L>, tree: Option<&TreeDef>) -> Result<T::
         }
         .into());
     }
-    Ok(assemble_all::<T, L>(tree, outs)?)
+    Ok(assemble_counted::<T, L>(tree, outs)?)
 }
 
 /// A `Vec<Tensor>` parameter: any number of traced tensors, one program

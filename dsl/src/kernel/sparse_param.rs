@@ -165,7 +165,7 @@ fn collect<'a, T>(
         Coords::Static(_) => None,
     };
     for t in std::iter::once(&arg.values).chain(dynamic) {
-        c.names.push(name);
+        c.name(name);
         let spec = push(c, t);
         c.specs.push(spec);
     }

@@ -134,7 +134,12 @@ where
         X::Leaf: ArgLeaf,
     {
         let args = args.as_form();
-        collect_leaves::<A, X::Leaf>(args, TreePath::default(), c);
+        let root = if c.unnamed {
+            TreePath::silent()
+        } else {
+            TreePath::default()
+        };
+        collect_leaves::<A, X::Leaf>(args, root, c);
         let mut statics = self.statics.clone();
         statics.extend(&std::mem::take(&mut c.statics));
         let body =
@@ -154,6 +159,10 @@ where
     where
         X: TreeValue<Tree = A, Leaf = HostTensor>,
     {
+        let mut c = ArgCollector::unnamed();
+        if let Some(out) = self.flat(args, &mut c).run_cached(device, &mut c)? {
+            return Ok(out);
+        }
         let mut c = ArgCollector::default();
         let k = self.flat(args, &mut c);
         k.run_collected(device, &mut c)
@@ -165,6 +174,10 @@ where
     where
         X: TreeValue<Tree = A, Leaf = DeviceBuffer>,
     {
+        let mut c = ArgCollector::unnamed();
+        if let Some(out) = self.flat(args, &mut c).call_cached(device, &mut c)? {
+            return Ok(out);
+        }
         let mut c = ArgCollector::default();
         let k = self.flat(args, &mut c);
         k.call_collected(device, &mut c)

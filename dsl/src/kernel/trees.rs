@@ -43,7 +43,7 @@ pub trait ArgLeaf: Leaf {
 
 impl ArgLeaf for HostTensor {
     fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.name(name);
         c.hosts.push(self);
         c.specs.push(self.spec().clone());
     }
@@ -58,7 +58,7 @@ impl ArgLeaf for HostTensor {
 
 impl ArgLeaf for TensorSpec {
     fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.name(name);
         c.specs.push(self.clone());
     }
     fn spec(&self) -> &TensorSpec {
@@ -68,7 +68,7 @@ impl ArgLeaf for TensorSpec {
 
 impl ArgLeaf for DeviceBuffer {
     fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.name(name);
         c.buffers.push(self);
         c.specs.push(DeviceBuffer::spec(self).clone());
     }
@@ -83,7 +83,7 @@ impl ArgLeaf for DeviceBuffer {
 
 impl ArgLeaf for ShardedBuffer {
     fn collect<'a>(&'a self, name: &str, c: &mut ArgCollector<'a>) {
-        c.names.push(name);
+        c.name(name);
         c.sharded.push(self);
         c.specs.push(ShardedBuffer::spec(self).clone());
     }
@@ -105,7 +105,12 @@ pub fn collect_tree<'a, T: Tree, L: ArgLeaf>(
     c: &mut ArgCollector<'a>,
 ) {
     c.statics.push(&name);
-    collect_leaves::<T, L>(x, TreePath::field(name), c);
+    let root = if c.unnamed {
+        TreePath::silent()
+    } else {
+        TreePath::field(name)
+    };
+    collect_leaves::<T, L>(x, root, c);
 }
 
 /// Records the leaves of `x` under `root` (a leaf at an unnamed root is
@@ -118,10 +123,14 @@ pub(crate) fn collect_leaves<'a, T: Tree, L: ArgLeaf>(
     let mut key = Vec::with_capacity(64);
     let leaves = T::write_key::<L>(x, &mut key);
     L::reserve(c, leaves);
-    T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
-        "" => l.collect("arg", c),
-        name => l.collect(name, c),
-    });
+    if c.unnamed {
+        T::visit::<L>(x, &mut root, &mut |_, l| l.collect("", c));
+    } else {
+        T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
+            "" => l.collect("arg", c),
+            name => l.collect(name, c),
+        });
+    }
     c.statics.push_bytes(&key);
 }
 

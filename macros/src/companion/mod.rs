@@ -134,7 +134,7 @@ impl Parts {
         let kp = quote!(#dsl::KernelParam);
         let body = |bind: TokenStream| {
             quote! {
-                move |__t: &[#dsl::Tensor]| {
+                |__t: &[#dsl::Tensor]| {
                     let mut __it = __t.iter().copied();
                     #( let #ps = <#tys as #kp>::#bind(&#ps, &mut __it); )*
                     #callee(#(#ps),*)

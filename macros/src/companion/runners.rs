@@ -8,6 +8,8 @@ use quote::quote;
 use super::Parts;
 
 /// `__kernel`, `__run_host`, `__call_buffers`, `__tune_host`, `__tune_buffers`.
+/// A run or call first collects its arguments without their names and
+/// tries the cache; only on a miss are they collected again, named, to trace.
 pub(super) fn runners(p: &Parts) -> TokenStream {
     let Parts {
         dsl,
@@ -45,6 +47,13 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
         fn __run_host(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Host<'_>),*)
             -> #dsl::Result<<#ret as #ko>::Host>
         {
+            let mut __c = #dsl::ArgCollector::unnamed();
+            #collect_host
+            if let ::core::option::Option::Some(out) =
+                Self::__kernel(config, &mut __c, #body_host).run_cached(device, &mut __c)?
+            {
+                return ::core::result::Result::Ok(out);
+            }
             let mut __c = #dsl::ArgCollector::default();
             #collect_host
             Self::__kernel(config, &mut __c, #body_host).run_collected(device, &mut __c)
@@ -56,6 +65,13 @@ pub(super) fn runners(p: &Parts) -> TokenStream {
         fn __call_buffers(config: &#cfg_ty, device: &#dev_ty, #(#ps: <#tys as #kp>::Buffer<'_>),*)
             -> #dsl::Result<<#ret as #ko>::Buffer>
         {
+            let mut __c = #dsl::ArgCollector::unnamed();
+            #collect_buffer
+            if let ::core::option::Option::Some(out) =
+                Self::__kernel(config, &mut __c, #body_buf).call_cached(device, &mut __c)?
+            {
+                return ::core::result::Result::Ok(out);
+            }
             let mut __c = #dsl::ArgCollector::default();
             #collect_buffer
             Self::__kernel(config, &mut __c, #body_buf).call_collected(device, &mut __c)

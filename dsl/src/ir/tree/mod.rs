@@ -15,7 +15,9 @@ mod impls;
 
 pub use tessel_ir::ir::tree::*;
 
+use crate::dtype::DType;
 use crate::error::HostError;
+use crate::shape::TensorSpec;
 
 /// A structure of tensors, implemented on its traced form (`Params<Tensor>`,
 /// `Vec<Tensor>`, `(Tensor, Tensor)`, ...) by `#[derive(Tree)]` or by the
@@ -153,5 +155,22 @@ pub fn assemble_all<T: Tree, L: Leaf>(
     if n != want {
         return Err(TreePath::default().error(format!("the structure has {want} leaves, got {n}")));
     }
-    T::assemble(def, &mut TreePath::unnamed(), &mut leaves.into_iter())
+    assemble_counted::<T, L>(def, leaves)
+}
+
+/// [`assemble_all`] for `leaves` already counted against `def`. The walk
+/// keeps no path (a kernel call rebuilds its results this way); when `def`
+/// does not fit `T`, a second walk over placeholder leaves names where.
+pub(crate) fn assemble_counted<T: Tree, L: Leaf>(
+    def: &TreeDef,
+    leaves: Vec<L>,
+) -> Result<T::Form<L>, HostError> {
+    T::assemble(def, &mut TreePath::silent(), &mut leaves.into_iter()).map_err(|unplaced| {
+        let placeholder = || TensorSpec::new(Vec::<usize>::new(), DType::F32);
+        let mut holes = std::iter::repeat_with(placeholder);
+        match T::assemble::<TensorSpec>(def, &mut TreePath::unnamed(), &mut holes) {
+            Err(named) => named,
+            Ok(_) => unplaced,
+        }
+    })
 }

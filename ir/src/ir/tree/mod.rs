@@ -58,6 +58,8 @@ pub struct TreePath {
     ends: Vec<usize>,
     /// Whether only the segments are kept (the text is made when shown).
     unnamed: bool,
+    /// Whether nothing is kept ([`silent`](TreePath::silent)).
+    silent: bool,
 }
 
 impl PartialEq for TreePath {
@@ -93,8 +95,36 @@ impl TreePath {
         }
     }
 
+    /// A root path that keeps nothing: `push` and `pop` do no work, and it
+    /// shows as `<root>` wherever it is. For the walks of a kernel call
+    /// that either cannot fail (collecting its arguments) or, when they do,
+    /// walk again with an [`unnamed`](Self::unnamed) path to say where.
+    ///
+    /// ```
+    /// use tessel_ir::ir::tree::{PathSegment, TreePath};
+    /// let mut p = TreePath::silent();
+    /// p.push(PathSegment::Field("layers"));
+    /// assert!(p.segments().is_empty());
+    /// assert_eq!(p.to_string(), "<root>");
+    /// ```
+    pub fn silent() -> Self {
+        TreePath {
+            silent: true,
+            ..TreePath::default()
+        }
+    }
+
     /// Descends one step.
+    #[inline]
     pub fn push(&mut self, segment: PathSegment) {
+        if self.silent {
+            return;
+        }
+        self.push_segment(segment);
+    }
+
+    /// [`push`](Self::push) on a path that keeps its segments.
+    fn push_segment(&mut self, segment: PathSegment) {
         if self.unnamed {
             self.segments.push(segment);
             return;
@@ -126,7 +156,11 @@ impl TreePath {
     }
 
     /// Goes back up one step.
+    #[inline]
     pub fn pop(&mut self) {
+        if self.silent {
+            return;
+        }
         if let Some(end) = self.ends.pop() {
             self.text.truncate(end);
         }
