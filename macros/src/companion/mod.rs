@@ -203,6 +203,14 @@ pub fn companion(
          `call` (device buffers), `lower` (StableHLO text), `compile`, `profile` and `CONFIG`; the `*_with` \
          forms take a [`KernelConfig`](#dsl::KernelConfig) that overrides the attribute's."
     );
+    // The result's bound, checked once here at the user's return type: a
+    // type that is not a kernel result is one error at its span, not one
+    // per generated method. (The parameters' bounds stay on the methods:
+    // the methods rely on their types' forms being known.)
+    let ret = &sig.ret;
+    let ret_span = syn::spanned::Spanned::span(ret);
+    let ko = respan(p.ko.clone(), ret_span);
+    let ret_bound = quote::quote_spanned!(ret_span=> #ret: #ko);
     let groups = [
         runners::runners(&p),
         runs::runs(&p),
@@ -216,11 +224,29 @@ pub fn companion(
         #vis struct #name {}
 
         #[allow(clippy::too_many_arguments, dead_code)]
-        impl #name {
+        impl #name where #ret_bound {
             /// The configuration given by the kernel's attribute.
             pub const CONFIG: #cfg_ty = #config;
 
             #(#groups)*
         }
     }
+}
+
+/// `tokens` with every span set to `span` (so that an error about them
+/// points at the user's code).
+fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut t| {
+            if let proc_macro2::TokenTree::Group(g) = &t {
+                let mut inner = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                inner.set_span(span);
+                t = proc_macro2::TokenTree::Group(inner);
+            } else {
+                t.set_span(span);
+            }
+            t
+        })
+        .collect()
 }
