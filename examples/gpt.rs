@@ -52,12 +52,6 @@ struct Gpt<T = Tensor> {
     final_norm: T,
 }
 
-#[derive(Tree, Clone)]
-struct TrainState<T = Tensor> {
-    params: Gpt<T>,
-    opt: OptState<Gpt<T>, T>,
-}
-
 /// Queries, keys and values `[T, HEADS, HEAD_DIM]` of the normed `h: [T, DIM]`.
 fn qkv(b: &Block, h: Tensor, pos: Tensor) -> (Tensor, Tensor, Tensor) {
     let split = |y: Tensor| y.reshape(&[-1, HEADS as isize, HEAD_DIM as isize]);
@@ -93,10 +87,9 @@ fn loss(p: &Gpt, tokens: Tensor) -> Tensor {
 }
 
 #[cpu_kernel(donate(state))]
-fn train_step(state: TrainState, tokens: Tensor, opt: Optimizer) -> (TrainState, Tensor) {
+fn train_step(state: TrainState<Gpt>, tokens: Tensor, opt: Optimizer) -> (TrainState<Gpt>, Tensor) {
     let (l, grads) = value_and_grad(|p: Gpt| loss(&p, tokens), state.params.clone());
-    let (params, opt) = opt.update(grads, state.opt, state.params);
-    (TrainState { params, opt }, l)
+    (state.apply_gradients(&opt, grads), l)
 }
 
 /// One serving step over the paged cache: the prompts packed in one ragged
@@ -177,8 +170,10 @@ fn corpus(len: usize) -> Vec<u8> {
     text.into_bytes()[..len].to_vec()
 }
 
+type DeviceState = TrainState<Gpt<DeviceBuffer>, DeviceBuffer>;
+
 /// Trains on `data` from `state`; returns the losses.
-fn train(dev: &Device, state: &mut TrainState<DeviceBuffer>, data: &[HostTensor], opt: &Optimizer) -> Result<Vec<f32>> {
+fn train(dev: &Device, state: &mut DeviceState, data: &[HostTensor], opt: &Optimizer) -> Result<Vec<f32>> {
     let mut losses = Vec::new();
     for tokens in data {
         let (next, l) = train_step::call(dev, state, &dev.to_device(tokens)?, opt.clone())?;
@@ -223,7 +218,7 @@ fn main() -> Result<()> {
     // Train, saving a checkpoint `RESUMED` steps before the end.
     let dev = Device::from_env()?;
     let params = init(&mut Rng(42));
-    let mut state = tree::to_device(&dev, &TrainState { opt: opt.init(&params)?, params })?;
+    let mut state = tree::to_device(&dev, &TrainState::create(params, &opt)?)?;
     let (first, rest) = batches.split_at(steps - RESUMED);
     let start = Instant::now();
     let losses = train(&dev, &mut state, first, &opt)?;

@@ -26,7 +26,7 @@ use tessel::autodiff::value_and_grad;
 use tessel::kernels::activation::swiglu;
 use tessel::kernels::attention::{flash_attention, FlashOptions};
 use tessel::kernels::norm::rms_norm;
-use tessel::kernels::optim::{OptState, Optimizer, PathMask, Schedule};
+use tessel::kernels::optim::{Optimizer, PathMask, Schedule, TrainState};
 use tessel::kernels::rope::{rope, RopeLayout, RopeTable};
 use tessel::kernels::train::cross_entropy;
 use tessel::prelude::*;
@@ -104,13 +104,6 @@ struct Model<T = Tensor> {
     final_norm: T,
 }
 
-/// Everything a step updates: the parameters and the optimizer's state.
-#[derive(Tree)]
-struct TrainState<T = Tensor> {
-    params: Model<T>,
-    opt: OptState<Model<T>, T>,
-}
-
 /// The RoPE table's two halves.
 #[derive(Tree)]
 struct Rope<T = Tensor> {
@@ -177,10 +170,9 @@ fn loss(p: &Model, tokens: Tensor, rope_table: &Rope) -> Tensor {
 /// One training step: loss and gradients of every parameter, clipping and
 /// the optimizer's update, the whole state donated and updated in place.
 #[cpu_kernel(donate(state))]
-fn train_step(state: TrainState, tokens: Tensor, rope_table: Rope, opt: Optimizer) -> (TrainState, Tensor) {
-    let (l, grads) = value_and_grad(|p: Model| loss(&p, tokens, &rope_table), state.params.clone());
-    let (params, opt) = opt.update(grads, state.opt, state.params);
-    (TrainState { params, opt }, l)
+fn train_step(state: TrainState<Model>, tokens: Tensor, table: Rope, opt: Optimizer) -> (TrainState<Model>, Tensor) {
+    let (l, grads) = value_and_grad(|p: Model| loss(&p, tokens, &table), state.params.clone());
+    (state.apply_gradients(&opt, grads), l)
 }
 
 fn main() -> tessel::Result<()> {
@@ -217,7 +209,7 @@ fn main() -> tessel::Result<()> {
     // warmed up linearly to 3e-3 over 20 steps.
     let opt = Optimizer::adamw(Schedule::warmup_constant(3e-3, 20), 0.0, PathMask::All).clip_by_global_norm(1.0);
     let params = init_model(&mut Rng(42));
-    let host_state = TrainState { opt: opt.init(&params)?, params };
+    let host_state = TrainState::create(params, &opt)?;
     let mut state = host_state.try_map_leaves(|_, h| place(h))?;
     let table = RopeTable::new(SEQ, DIM / HEADS, 10_000.0)?;
     let rope_table = Rope { cos: place(table.cos())?, sin: place(table.sin())? };

@@ -16,7 +16,9 @@ extern crate tessel_dsl as tessel;
 use tessel::autodiff::value_and_grad;
 use tessel::prelude::*;
 use tessel::{tree, Carry, Tree, TreeValue};
-use tessel_kernels::optim::{After, OptState, Optimizer, PathMask, Schedule, Transform};
+use tessel_kernels::optim::{
+    After, OptState, Optimizer, PathMask, Schedule, TrainState, Transform,
+};
 use tessel_testing::{dev, Rng};
 
 #[derive(Tree, Clone, Debug)]
@@ -550,4 +552,70 @@ fn tree_checkpoints_round_trip_and_name_what_does_not_fit() {
         .to_string();
     assert!(e.contains("0.norm: expected bf16[8], got bf16[7]"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `step` written over one `TrainState`.
+#[cpu_kernel(donate(state))]
+fn train_state_step(
+    state: TrainState<Model>,
+    c: Model,
+    d: Model,
+    opt: Optimizer,
+) -> (TrainState<Model>, Tensor) {
+    let loss_of = |p: Model| {
+        let mut total = Tensor::scalar(0.0, F32);
+        for ((p, c), d) in flat(&p).into_iter().zip(flat(&c)).zip(flat(&d)) {
+            let axes: Vec<isize> = (0..p.rank() as isize).collect();
+            total = total + (c * p * p * 0.5 + d * p).sum(&axes);
+        }
+        total
+    };
+    let (loss, grads) = value_and_grad(loss_of, state.params.clone());
+    (state.apply_gradients(&opt, grads), loss)
+}
+
+/// `TrainState::create` is the parameters and `opt.init` of them, named
+/// `params.…` and `opt.…`; `apply_gradients` is `opt.update`, bit for bit.
+#[test]
+fn train_state_is_params_and_optimizer_state() {
+    let dev = dev();
+    let opt = Optimizer::adamw(
+        Schedule::warmup_cosine(1e-2, 2, 6, 1e-3),
+        0.01,
+        PathMask::except(["*norm*"]),
+    )
+    .clip_by_global_norm(1.0);
+    let mut rng = Rng::new(11);
+    let host = model(&mut rng, 2, F32, 1.0, 0.0);
+    let (c, d) = (
+        model(&mut rng, 2, F32, 0.5, 1.0),
+        model(&mut rng, 2, F32, 1.0, 0.0),
+    );
+    let created = TrainState::create(host.clone(), &opt).unwrap();
+    let paths = created.leaf_paths();
+    assert_eq!(paths[0], "params.layers.0.w");
+    assert!(paths.contains(&"opt.count".to_string()), "{paths:?}");
+    assert!(paths.contains(&"opt.slots.1.norm".to_string()), "{paths:?}");
+    assert_eq!(paths.len(), 5 + 1 + 5 * opt.num_slots());
+    let (cd, dd) = (
+        tree::to_device(&dev, &c).unwrap(),
+        tree::to_device(&dev, &d).unwrap(),
+    );
+    let mut state = tree::to_device(&dev, &created).unwrap();
+    let mut params = tree::to_device(&dev, &host).unwrap();
+    let mut opt_state = tree::to_device(&dev, &opt.init(&host).unwrap()).unwrap();
+    for _ in 0..4 {
+        let (next, l1) = train_state_step::call(&dev, &state, &cd, &dd, opt.clone()).unwrap();
+        let (p, s, l2) = step::call(&dev, &params, &opt_state, &cd, &dd, opt.clone()).unwrap();
+        assert_eq!(l1.to_host().unwrap(), l2.to_host().unwrap());
+        (state, params, opt_state) = (next, p, s);
+    }
+    let (a, b) = (
+        tree::to_host(&state).unwrap(),
+        tree::to_host(&params).unwrap(),
+    );
+    for (x, y) in a.params.leaves().into_iter().zip(b.leaves()) {
+        assert_eq!(x, y);
+    }
+    assert_eq!(a.opt.count, tree::to_host(&opt_state).unwrap().count);
 }

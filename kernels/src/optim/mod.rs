@@ -48,11 +48,13 @@
 mod mask;
 mod schedule;
 mod state;
+mod train_state;
 mod update;
 
 pub use mask::PathMask;
 pub use schedule::{After, Schedule};
 pub use state::OptState;
+pub use train_state::TrainState;
 
 use tessel::prelude::*;
 use tessel::tree::TreeValue;
