@@ -13,6 +13,7 @@ pub use crate::kernel::autotune::{
     call_buffers as autotune_call, choose as autotune_choose, run_host as autotune_run_host,
     TuneRequest, Uploads as AutotuneUploads,
 };
+pub use crate::kernel::kernel_grad::{kernel_value_and_grad, ParamList};
 pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
 pub use crate::kernel::trees::{
     bind_tree as tree_bind, collect_tree as tree_collect, static_field as tree_static_field,

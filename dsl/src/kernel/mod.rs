@@ -5,6 +5,7 @@
 pub mod autotune;
 mod cache;
 mod call_log;
+pub(crate) mod kernel_grad;
 mod key_hasher;
 pub mod moe;
 mod params;
