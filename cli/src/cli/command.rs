@@ -173,7 +173,7 @@ pub enum PluginAction {
         #[arg(value_name = "WHEEL")]
         wheel: Option<String>,
     },
-    /// Where the CPU plugin is looked for and whether it is installed.
+    /// Where the CPU plugin is looked for, whether it is installed, and what it is: file, SHA-256, build, PJRT API and platform versions, attributes, extensions and the workarounds that apply.
     #[command(help_template = TEMPLATE)]
     Info,
 }

@@ -1,5 +1,7 @@
 //! Device choice for the commands that run something (`--device`,
-//! `--plugin`), and `tessel plugin install [WHEEL]` / `tessel plugin info`.
+//! `--plugin`), and `tessel plugin install [WHEEL]` / `tessel plugin info`
+//! (where plugins are looked for, and what the CPU plugin is: its identity
+//! and the workarounds that apply to it).
 
 use super::command::{DeviceArgs, PluginAction};
 use tessel::runtime::{
@@ -30,7 +32,26 @@ pub fn plugin(action: PluginAction) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
             Ok(format!("installed: {}", path.display()))
         }
-        PluginAction::Info => Ok(info()),
+        PluginAction::Info => Ok(format!("{}\n\n{}", info(), identity())),
+    }
+}
+
+/// What the CPU plugin tessel would load is (`TESSEL_PJRT_PLUGIN`, else
+/// the cached one): loaded, never fetched.
+fn identity() -> String {
+    let path = match std::env::var_os("TESSEL_PJRT_PLUGIN").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => match cached_cpu_plugin() {
+            Ok(p) if p.is_file() => p,
+            _ => return "CPU plugin identity: not installed (tessel plugin install)".into(),
+        },
+    };
+    match Device::from_plugin(&path) {
+        Ok(dev) => match dev.plugin_identity() {
+            Some(id) => format!("CPU plugin identity:\n{}", id.to_string().trim_end()),
+            None => "CPU plugin identity: none (not a PJRT plugin)".into(),
+        },
+        Err(e) => format!("CPU plugin identity: {} does not load: {e}", path.display()),
     }
 }
 

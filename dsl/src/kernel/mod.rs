@@ -302,7 +302,7 @@ where
 
     /// The StableHLO text for arguments of `specs`, as traced (a CPU device
     /// compiles it with its long row reductions split, see
-    /// [`Program::for_platform`]).
+    /// [`Program::for_device`]).
     #[track_caller]
     pub fn lower(&self, specs: &[TensorSpec]) -> Result<String> {
         Ok(lower(&self.trace(specs)?))
@@ -374,7 +374,7 @@ where
         let device = &self.target(device);
         let key = self.cache_key_owned(specs, None);
         let (exe, lookup) = device.cache().get_or_compile(key, |key| {
-            let program = Program::for_platform(self.trace_at(&key.specs, loc)?, device.platform());
+            let program = Program::for_device(self.trace_at(&key.specs, loc)?, device);
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         self.note_outputs(&exe);

@@ -87,7 +87,7 @@ where
         let axes = mesh.mesh_axes().clone();
         let (exe, _) = device.cache().get_or_compile(cache_key, |_| {
             let graph = self.trace_on(&local, Some(axes), loc.clone())?;
-            let program = Program::for_platform(graph, device.platform());
+            let program = Program::for_device(graph, device);
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;
         self.note_outputs(&exe);

@@ -188,7 +188,7 @@ where
             });
             let program = Program {
                 num_partitions: mesh.size(),
-                ..Program::for_platform(graph, device.platform())
+                ..Program::for_device(graph, device)
             };
             Ok((program.mlir.clone(), move || device.compile(&program)))
         })?;

@@ -348,7 +348,7 @@ pub fn profile_graph(
 ) -> Result<Profile> {
     let t0 = Instant::now();
     let graph = std::sync::Arc::new(trace()?);
-    let program = Program::for_platform(graph.clone(), device.platform());
+    let program = Program::for_device(graph.clone(), device);
     let trace_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let exe = device.compile(&program)?;

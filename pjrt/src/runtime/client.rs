@@ -111,6 +111,9 @@ pub(crate) struct Client {
     raw: *mut ffi::PJRT_Client,
     devices: Vec<*mut ffi::PJRT_Device>,
     platform_name: String,
+    /// What the plugin is, read on first use (hashing an unknown plugin
+    /// file takes a moment, once per file).
+    identity: std::sync::OnceLock<super::PluginIdentity>,
     /// What higher layers attached to the `Device`s over this client (weak:
     /// attachments such as compile caches hold executables, which hold the client).
     pub(crate) attachments:
@@ -213,6 +216,7 @@ impl Client {
             raw: args.client,
             devices: Vec::new(),
             platform_name: String::new(),
+            identity: std::sync::OnceLock::new(),
             attachments: std::sync::Mutex::new(std::sync::Weak::new()),
             _store: store,
         };
@@ -229,6 +233,50 @@ impl Client {
         // SAFETY: the name is owned by the client and valid for `platform_name_size` bytes.
         Ok(unsafe {
             super::pjrt::api::bytes_to_string(args.platform_name.cast(), args.platform_name_size)
+        })
+    }
+
+    fn query_platform_version(&self) -> Result<String> {
+        let mut args = ffi::PJRT_Client_PlatformVersion_Args::new();
+        args.client = self.raw;
+        // SAFETY: `self.raw` is a live client of this plugin.
+        unsafe { pjrt_call!(self.api, PJRT_Client_PlatformVersion, &mut args) }?;
+        // SAFETY: the string is owned by the client and valid for
+        // `platform_version_size` bytes.
+        Ok(unsafe {
+            super::pjrt::api::bytes_to_string(
+                args.platform_version.cast(),
+                args.platform_version_size,
+            )
+        })
+    }
+
+    /// What the plugin is: its file, hash, versions, attributes and
+    /// extensions (read once per client).
+    pub(crate) fn identity(&self) -> &super::PluginIdentity {
+        self.identity.get_or_init(|| {
+            let path = self.api.path().to_path_buf();
+            let sha256 = super::plugin::identity::plugin_sha256(&path);
+            super::PluginIdentity {
+                known: sha256.as_deref().and_then(super::KnownPlugin::from_sha256),
+                sha256,
+                path,
+                api_version: self.api.version(),
+                platform_name: self.platform_name.clone(),
+                platform_version: self.query_platform_version().unwrap_or_default(),
+                attributes: self
+                    .api
+                    .attributes()
+                    .iter()
+                    .map(|(n, v)| (n.clone(), v.to_string()))
+                    .collect(),
+                extensions: self
+                    .api
+                    .extensions()
+                    .iter()
+                    .map(|t| super::plugin::identity::extension_name(*t))
+                    .collect(),
+            }
         })
     }
 

@@ -280,6 +280,25 @@ impl Device {
         }
     }
 
+    /// What this device's plugin is: its file and SHA-256, the PJRT API
+    /// version, platform version, attributes and extensions, the build when
+    /// tessel pins its hash, and so which [`Workaround`](super::Workaround)s
+    /// apply to its programs. `None` for the interpreter. The first call
+    /// for a plugin file tessel has not seen hashes it (about half a second
+    /// for the CPU plugin's 250 MB); the hash is then recorded in the cache.
+    ///
+    /// ```no_run
+    /// # use tessel_dsl::runtime::{Device, KnownPlugin};
+    /// let dev = Device::cpu()?;
+    /// let id = dev.plugin_identity().expect("a PJRT device");
+    /// println!("{id}");
+    /// assert_eq!(id.known, Some(KnownPlugin::XlaCpuPjrt001));
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    pub fn plugin_identity(&self) -> Option<&super::PluginIdentity> {
+        Some(self.client()?.identity())
+    }
+
     /// Number of addressable devices (1 for the interpreter).
     pub fn device_count(&self) -> usize {
         self.client().map_or(1, |c| c.devices().len())

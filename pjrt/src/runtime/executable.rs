@@ -132,10 +132,30 @@ impl Program {
     }
 
     /// [`from_graph`](Self::from_graph), with the text prepared for
-    /// `platform`'s compiler: on CPU, long row reductions are split so that
-    /// XLA fuses them with what feeds them
+    /// `device`'s plugin: where
+    /// [`Workaround::SplitRowReductions`](super::Workaround::SplitRowReductions)
+    /// applies (the pinned CPU plugin), long row reductions are split so
+    /// that XLA fuses them with what feeds them
     /// ([`split_row_reductions`](crate::lower::split_row_reductions)). The
     /// graph kept for the interpreter is the traced one.
+    pub fn for_device(graph: impl Into<Arc<Graph>>, device: &super::Device) -> Program {
+        let split = device.platform() == Some(Platform::Cpu)
+            && device
+                .plugin_identity()
+                .is_some_and(|id| id.applies(super::Workaround::SplitRowReductions));
+        let graph: Arc<Graph> = graph.into();
+        let mlir = if split {
+            lower(&split_row_reductions(&graph))
+        } else {
+            lower(&graph)
+        };
+        Program::with_text(mlir, graph)
+    }
+
+    /// [`from_graph`](Self::from_graph), with the text prepared for
+    /// `platform`'s compiler as for the pinned plugin of that platform: on
+    /// CPU, long row reductions are split (see [`for_device`](Self::for_device),
+    /// which asks the plugin instead).
     pub fn for_platform(graph: impl Into<Arc<Graph>>, platform: Option<Platform>) -> Program {
         let graph: Arc<Graph> = graph.into();
         let mlir = if platform == Some(Platform::Cpu) {
@@ -257,7 +277,9 @@ pub(crate) fn compile(client: &Arc<Client>, program: &Program) -> Result<Executa
     let options = compile_options(
         program.num_replicas,
         program.num_partitions,
-        &platform_overrides(client.platform(), &program.hints, HostCpu::detect()),
+        &platform_overrides(client.platform(), &program.hints, HostCpu::detect(), |w| {
+            client.identity().applies(w)
+        }),
     );
     let key = disk::key(client, &program.mlir, &options);
     let (loaded, from_disk) = match disk::load(client, &key) {

@@ -7,6 +7,7 @@
 //! by name (a string sets an enum by its value name).
 //! The bytes are never empty: XLA aborts the process on empty compile options.
 
+use super::Workaround;
 use crate::config::Platform;
 use crate::lower::CompileHints;
 
@@ -111,18 +112,21 @@ impl HostCpu {
 }
 
 /// The `DebugOptions` tessel sets for a program with `hints` on `platform`,
-/// run by a host processor with `cpu`.
+/// run by a host processor with `cpu`, on a plugin to which the
+/// workarounds `applies` accepts apply (see
+/// [`PluginIdentity::applies`](super::PluginIdentity::applies): on a plugin
+/// build they were not measured on, only the first below is set).
 ///
 /// On CPU:
 /// - min/max keep NaN (XLA's CPU default drops NaN in max/min reductions);
-/// - reductions go to YNNPACK (`LIBRARY_FUSION_TYPE_REDUCE`), as JAX's
+/// - ([`Workaround::YnnpackReductions`]) reductions go to YNNPACK (`LIBRARY_FUSION_TYPE_REDUCE`), as JAX's
 ///   newer XLA does by default. XLA's own emitter splits a long row
 ///   reduction into a reduce-window and a reduce and cannot fuse what feeds
 ///   the window; YNNPACK's row reductions made flash attention 1.3–1.5×
 ///   faster on the 2-core machine (S = 2048 and 8192), with NaN and ±inf
 ///   kept as before. (YNNPACK's elementwise fusions are left off: with them
 ///   the plugin crashed.)
-/// - a program whose bf16 × bf16 dots all keep f32 results
+/// - ([`Workaround::LibraryDots`]) a program whose bf16 × bf16 dots all keep f32 results
 ///   ([`CompileHints::bf16_dots_keep_f32`]) also hands its dots to a
 ///   library, whose bf16 GEMMs use the processor's bf16 instructions (XLA's
 ///   own emitter converts bf16 to f32 first, so bf16 operands would gain
@@ -139,10 +143,10 @@ impl HostCpu {
 ///
 ///   f32 programs keep XLA's dot emitter, which neither library beats on
 ///   f32 here.
-/// - a program with 8-bit integer dots ([`CompileHints::int8_dots`]) hands
+/// - ([`Workaround::LibraryDots`]) a program with 8-bit integer dots ([`CompileHints::int8_dots`]) hands
 ///   its dots to YNNPACK: a 2048³ s8 × s8 → s32 product took 558 ms with
 ///   XLA's emitter and 10 ms there (on the Intel machine, with AMX).
-/// - where 512-bit vectors cost no clock speed ([`HostCpu::wide_vectors`]),
+/// - ([`Workaround::WideVectors`]) where 512-bit vectors cost no clock speed ([`HostCpu::wide_vectors`]),
 ///   XLA's own loops use them (`xla_cpu_prefer_vector_width = 512`; XLA's
 ///   default is 256). On the Intel machine a 4096 × 1024 `log_softmax`
 ///   went from 3.3 to 2.2 ms, a `softmax` from 2.6 to 2.4 ms and flash
@@ -152,31 +156,35 @@ pub(crate) fn platform_overrides(
     platform: Option<Platform>,
     hints: &CompileHints,
     cpu: HostCpu,
+    applies: impl Fn(Workaround) -> bool,
 ) -> Vec<(&'static str, OptionValue)> {
     match platform {
         Some(Platform::Cpu) => {
             let mut options = vec![("xla_cpu_enable_fast_min_max", OptionValue::Bool(false))];
-            if cpu.wide_vectors() {
+            if cpu.wide_vectors() && applies(Workaround::WideVectors) {
                 options.push(("xla_cpu_prefer_vector_width", OptionValue::Int(512)));
             }
+            let library_dots = applies(Workaround::LibraryDots);
             let amx_bf16 = cpu.amx_bf16 && hints.bf16_dots;
-            if hints.bf16_dots_keep_f32 || hints.int8_dots || amx_bf16 {
-                if hints.bf16_dots_keep_f32 && !cpu.amx_bf16 {
-                    options.push((
-                        "xla_cpu_experimental_xnn_fusion_type",
-                        OptionValue::Str("LIBRARY_FUSION_TYPE_DOT"),
-                    ));
-                }
+            let dots = library_dots && (hints.bf16_dots_keep_f32 || hints.int8_dots || amx_bf16);
+            if dots && hints.bf16_dots_keep_f32 && !cpu.amx_bf16 {
                 options.push((
-                    "xla_cpu_experimental_ynn_fusion_type",
-                    OptionValue::Str(
-                        "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
-                    ),
+                    "xla_cpu_experimental_xnn_fusion_type",
+                    OptionValue::Str("LIBRARY_FUSION_TYPE_DOT"),
                 ));
-            } else {
+            }
+            let ynn = match (dots, applies(Workaround::YnnpackReductions)) {
+                (true, true) => {
+                    Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE")
+                }
+                (true, false) => Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"),
+                (false, true) => Some("LIBRARY_FUSION_TYPE_REDUCE"),
+                (false, false) => None,
+            };
+            if let Some(kinds) = ynn {
                 options.push((
                     "xla_cpu_experimental_ynn_fusion_type",
-                    OptionValue::Str("LIBRARY_FUSION_TYPE_REDUCE"),
+                    OptionValue::Str(kinds),
                 ));
             }
             options
@@ -241,17 +249,22 @@ mod tests {
             ..CompileHints::default()
         };
         let avx512 = HostCpu::default();
-        let cpu = platform_overrides(Some(Platform::Cpu), &bf16, avx512);
+        let cpu = platform_overrides(Some(Platform::Cpu), &bf16, avx512, |_| true);
         assert!(sets(&cpu, XNN));
         assert!(cpu.contains(&YNN_DOTS));
-        let plain = platform_overrides(Some(Platform::Cpu), &CompileHints::default(), avx512);
+        let plain = platform_overrides(
+            Some(Platform::Cpu),
+            &CompileHints::default(),
+            avx512,
+            |_| true,
+        );
         assert!(!sets(&plain, XNN));
         assert!(plain.contains(&(
             "xla_cpu_experimental_ynn_fusion_type",
             OptionValue::Str("LIBRARY_FUSION_TYPE_REDUCE")
         )));
-        assert!(platform_overrides(Some(Platform::Gpu), &bf16, avx512).is_empty());
-        assert!(platform_overrides(None, &bf16, avx512).is_empty());
+        assert!(platform_overrides(Some(Platform::Gpu), &bf16, avx512, |_| true).is_empty());
+        assert!(platform_overrides(None, &bf16, avx512, |_| true).is_empty());
     }
 
     #[test]
@@ -260,7 +273,7 @@ mod tests {
             bf16_dots_keep_f32: true,
             ..CompileHints::default()
         };
-        let amx = platform_overrides(Some(Platform::Cpu), &bf16, SAPPHIRE);
+        let amx = platform_overrides(Some(Platform::Cpu), &bf16, SAPPHIRE, |_| true);
         assert!(!sets(&amx, XNN));
         assert!(amx.contains(&YNN_DOTS));
         let int8 = CompileHints {
@@ -268,7 +281,7 @@ mod tests {
             ..CompileHints::default()
         };
         for cpu in [HostCpu::default(), SAPPHIRE] {
-            let int8 = platform_overrides(Some(Platform::Cpu), &int8, cpu);
+            let int8 = platform_overrides(Some(Platform::Cpu), &int8, cpu, |_| true);
             assert!(int8.contains(&YNN_DOTS));
             assert!(!sets(&int8, XNN));
         }
@@ -277,18 +290,60 @@ mod tests {
             bf16_dots: true,
             ..CompileHints::default()
         };
-        let on = |cpu| platform_overrides(Some(Platform::Cpu), &narrowed, cpu);
+        let on = |cpu| platform_overrides(Some(Platform::Cpu), &narrowed, cpu, |_| true);
         assert!(on(SAPPHIRE).contains(&YNN_DOTS));
         assert!(!on(HostCpu::default()).contains(&YNN_DOTS));
         // A plain program differs only by the vector width.
         let plain = CompileHints::default();
-        let mut wide = platform_overrides(Some(Platform::Cpu), &plain, SAPPHIRE);
+        let mut wide = platform_overrides(Some(Platform::Cpu), &plain, SAPPHIRE, |_| true);
         assert!(wide.contains(&WIDE));
         wide.retain(|o| *o != WIDE);
         assert_eq!(
             wide,
-            platform_overrides(Some(Platform::Cpu), &plain, HostCpu::default())
+            platform_overrides(Some(Platform::Cpu), &plain, HostCpu::default(), |_| true)
         );
+    }
+
+    /// On a plugin build the workarounds were not measured on, only the
+    /// semantic option (NaN-keeping min/max) is set; each workaround
+    /// alone sets only its own options.
+    #[test]
+    fn workarounds_off_leave_only_the_semantics() {
+        let hints = CompileHints {
+            bf16_dots: true,
+            bf16_dots_keep_f32: true,
+            int8_dots: true,
+        };
+        let amx = HostCpu { amx_bf16: true };
+        let none = platform_overrides(Some(Platform::Cpu), &hints, amx, |_| false);
+        assert_eq!(
+            none,
+            vec![("xla_cpu_enable_fast_min_max", OptionValue::Bool(false))]
+        );
+        let only =
+            |w: Workaround| platform_overrides(Some(Platform::Cpu), &hints, amx, move |x| x == w);
+        assert!(sets(
+            &only(Workaround::WideVectors),
+            "xla_cpu_prefer_vector_width"
+        ));
+        assert!(!sets(
+            &only(Workaround::WideVectors),
+            "xla_cpu_experimental_ynn_fusion_type"
+        ));
+        let reduce = only(Workaround::YnnpackReductions);
+        assert!(reduce.contains(&(
+            "xla_cpu_experimental_ynn_fusion_type",
+            OptionValue::Str("LIBRARY_FUSION_TYPE_REDUCE")
+        )));
+        let dots = only(Workaround::LibraryDots);
+        assert!(dots.contains(&(
+            "xla_cpu_experimental_ynn_fusion_type",
+            OptionValue::Str("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT")
+        )));
+        assert!(!sets(
+            &only(Workaround::SplitRowReductions),
+            "xla_cpu_experimental_ynn_fusion_type"
+        ));
     }
 
     #[test]

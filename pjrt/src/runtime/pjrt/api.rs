@@ -93,6 +93,8 @@ pub(crate) struct Api {
     path: PathBuf,
     version: (i32, i32),
     attributes: Vec<(String, AttributeValue)>,
+    /// The types of the extensions in the plugin's `extension_start` chain.
+    extensions: Vec<ffi::PJRT_Extension_Type>,
     error_fns: ErrorFns,
 }
 
@@ -145,6 +147,12 @@ impl Api {
     /// `PJRT_Plugin_Attributes`, copied at load.
     pub(crate) fn attributes(&self) -> &[(String, AttributeValue)] {
         &self.attributes
+    }
+
+    /// The types of the plugin's extensions (`PJRT_Extension_Type_*`), in
+    /// the order of its chain.
+    pub(crate) fn extensions(&self) -> &[ffi::PJRT_Extension_Type] {
+        &self.extensions
     }
 
     /// The attribute named `name`.
@@ -336,6 +344,7 @@ fn open(path: &Path) -> Result<Api> {
         path: path.to_path_buf(),
         version,
         attributes: Vec::new(),
+        extensions: Vec::new(),
         // Replaced just below; the placeholder is never called.
         error_fns: placeholder_error_fns(),
     };
@@ -354,7 +363,32 @@ fn open(path: &Path) -> Result<Api> {
     })?;
 
     api.attributes = read_attributes(&api)?;
+    // SAFETY: `raw` is the plugin's initialized function table, whose first
+    // `struct_size` bytes (checked to cover the version, which follows
+    // `extension_start`) are readable for the process's life.
+    api.extensions = unsafe { extension_types(raw) };
     Ok(api)
+}
+
+/// The types in the extension chain of `raw` (at most 64 links, so a
+/// malformed chain that loops cannot hang the load).
+///
+/// # Safety
+///
+/// `raw` must be a loaded plugin's `PJRT_Api` whose `extension_start` is
+/// null or the head of a chain of valid `PJRT_Extension_Base`s.
+unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<ffi::PJRT_Extension_Type> {
+    // SAFETY: caller contract: the field is inside the table.
+    let mut next = unsafe { std::ptr::addr_of!((*raw).extension_start).read() };
+    let mut types = Vec::new();
+    while !next.is_null() && types.len() < 64 {
+        // SAFETY: caller contract: each link is a valid extension base,
+        // owned by the plugin for the process's life.
+        let base = unsafe { next.read() };
+        types.push(base.type_);
+        next = base.next;
+    }
+    types
 }
 
 fn placeholder_error_fns() -> ErrorFns {

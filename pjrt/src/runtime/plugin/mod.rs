@@ -15,6 +15,7 @@
 //! The interpreter is `$TESSEL_PYTHON` if set, else `python3`.
 
 pub(super) mod elf;
+pub(super) mod identity;
 pub(super) mod nvidia;
 pub(super) mod python;
 pub(super) mod stamp;

@@ -31,7 +31,7 @@ fn stamp_path(file: &Path) -> PathBuf {
 /// status-change time: writing the file changes its ctime even when the
 /// writer restores the size and mtime (which zeroing 200 MiB of the
 /// plugin and `touch -d` did, and the process then crashed loading it).
-fn fingerprint(file: &Path) -> Option<String> {
+pub(crate) fn fingerprint(file: &Path) -> Option<String> {
     let meta = fs::metadata(file).ok()?;
     if !meta.is_file() {
         return None;

@@ -1,0 +1,309 @@
+//! What a loaded plugin is, as a value: its file and SHA-256, the PJRT API
+//! version it implements, its platform and version string, its attributes
+//! and extensions, and — when its hash is one tessel pins — which build it
+//! is. Compile options and program rewrites that were measured on one build
+//! name it ([`Workaround::measured_on`]) and apply only to it
+//! ([`PluginIdentity::applies`]): what speeds one XLA up can slow another
+//! down (the split row reductions made a newer CPU build's norms 1.4–7.6×
+//! slower), and the plugin's identity decides, not a guess.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::stamp::{self, sha256_file};
+use crate::runtime::pjrt::ffi;
+
+/// A plugin build tessel pins by SHA-256 and has measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KnownPlugin {
+    /// `xla-cpu-pjrt` 0.0.1 from PyPI, the official XLA CPU plugin and
+    /// tessel's default (`xla_cpu_pjrt.so` of its only wheel).
+    XlaCpuPjrt001,
+}
+
+impl KnownPlugin {
+    /// Every build tessel knows.
+    pub const ALL: [KnownPlugin; 1] = [KnownPlugin::XlaCpuPjrt001];
+
+    /// The plugin file's SHA-256, lowercase hex.
+    pub fn sha256(self) -> &'static str {
+        match self {
+            KnownPlugin::XlaCpuPjrt001 => super::PLUGIN.sha256,
+        }
+    }
+
+    /// The build with this file hash, if tessel knows it.
+    pub fn from_sha256(sha256: &str) -> Option<KnownPlugin> {
+        KnownPlugin::ALL.into_iter().find(|k| k.sha256() == sha256)
+    }
+}
+
+impl fmt::Display for KnownPlugin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KnownPlugin::XlaCpuPjrt001 => "xla-cpu-pjrt 0.0.1 (the official XLA CPU plugin)",
+        })
+    }
+}
+
+/// A program rewrite or compile option tessel uses on the builds it was
+/// measured to help, and nowhere else (PERFORMANCE.md has the figures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Workaround {
+    /// Long row reductions split in two, with an optimization barrier
+    /// between the halves (the build's own emitter split them worse).
+    SplitRowReductions,
+    /// Row reductions handed to YNNPACK
+    /// (`xla_cpu_experimental_ynn_fusion_type`): flash attention 1.3–1.5×
+    /// faster.
+    YnnpackReductions,
+    /// bf16 dots with f32 results and 8-bit integer dots handed to
+    /// XNNPACK/YNNPACK (to YNNPACK's AMX kernels where the processor has
+    /// AMX-BF16), which the build's XLA does not do by itself.
+    LibraryDots,
+    /// 512-bit vectors for XLA's own loops on processors with AMX
+    /// (`xla_cpu_prefer_vector_width`).
+    WideVectors,
+}
+
+impl Workaround {
+    /// Every workaround.
+    pub const ALL: [Workaround; 4] = [
+        Workaround::SplitRowReductions,
+        Workaround::YnnpackReductions,
+        Workaround::LibraryDots,
+        Workaround::WideVectors,
+    ];
+
+    /// The builds it was measured to help.
+    pub fn measured_on(self) -> &'static [KnownPlugin] {
+        match self {
+            Workaround::SplitRowReductions
+            | Workaround::YnnpackReductions
+            | Workaround::LibraryDots
+            | Workaround::WideVectors => &[KnownPlugin::XlaCpuPjrt001],
+        }
+    }
+
+    /// A short name, for `tessel plugin info`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workaround::SplitRowReductions => "split row reductions",
+            Workaround::YnnpackReductions => "YNNPACK row reductions",
+            Workaround::LibraryDots => "bf16 and int8 dots to XNNPACK/YNNPACK",
+            Workaround::WideVectors => "512-bit vectors on AMX processors",
+        }
+    }
+}
+
+/// What a loaded plugin is (see the module's documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginIdentity {
+    /// The plugin file (canonical path).
+    pub path: PathBuf,
+    /// Its SHA-256, lowercase hex (`None` when the file could not be read).
+    pub sha256: Option<String>,
+    /// The build, when the hash is one tessel pins.
+    pub known: Option<KnownPlugin>,
+    /// The PJRT C API (major, minor) it implements.
+    pub api_version: (i32, i32),
+    /// Its platform (`cpu`, `cuda`, `tpu`).
+    pub platform_name: String,
+    /// Its platform version string (`PJRT_Client_PlatformVersion`).
+    pub platform_version: String,
+    /// `PJRT_Plugin_Attributes`, shown (`xla_version`,
+    /// `stablehlo_current_version`, ...).
+    pub attributes: Vec<(String, String)>,
+    /// The extensions in its chain, by name (`FFI`, `Layouts`, ...).
+    pub extensions: Vec<String>,
+}
+
+impl PluginIdentity {
+    /// Whether `workaround` applies: the plugin is a build it was
+    /// measured on.
+    pub fn applies(&self, workaround: Workaround) -> bool {
+        self.known
+            .is_some_and(|k| workaround.measured_on().contains(&k))
+    }
+
+    /// The workarounds that apply.
+    pub fn workarounds(&self) -> Vec<Workaround> {
+        Workaround::ALL
+            .into_iter()
+            .filter(|w| self.applies(*w))
+            .collect()
+    }
+}
+
+impl fmt::Display for PluginIdentity {
+    /// One `name: value` line each.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "file:             {}", self.path.display())?;
+        writeln!(
+            f,
+            "sha256:           {}",
+            self.sha256.as_deref().unwrap_or("(unreadable)")
+        )?;
+        let build = self
+            .known
+            .map_or_else(|| "not one tessel pins".to_string(), |k| k.to_string());
+        writeln!(f, "build:            {build}")?;
+        writeln!(
+            f,
+            "PJRT API:         {}.{}",
+            self.api_version.0, self.api_version.1
+        )?;
+        writeln!(
+            f,
+            "platform:         {} {}",
+            self.platform_name, self.platform_version
+        )?;
+        for (name, value) in &self.attributes {
+            writeln!(f, "attribute:        {name} = {value}")?;
+        }
+        let extensions = if self.extensions.is_empty() {
+            "none".to_string()
+        } else {
+            self.extensions.join(", ")
+        };
+        writeln!(f, "extensions:       {extensions}")?;
+        for w in Workaround::ALL {
+            let on = if self.applies(w) { "on " } else { "off" };
+            let builds: Vec<String> = w.measured_on().iter().map(|k| k.to_string()).collect();
+            writeln!(
+                f,
+                "workaround:       {on} {} (measured on {})",
+                w.name(),
+                builds.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The name of a `PJRT_Extension_Type`.
+pub(crate) fn extension_name(t: ffi::PJRT_Extension_Type) -> String {
+    let name = match t {
+        ffi::PJRT_Extension_Type_Gpu_Custom_Call => "GPU custom call",
+        ffi::PJRT_Extension_Type_Profiler => "Profiler",
+        ffi::PJRT_Extension_Type_Custom_Partitioner => "Custom partitioner",
+        ffi::PJRT_Extension_Type_Stream => "Stream",
+        ffi::PJRT_Extension_Type_Layouts => "Layouts",
+        ffi::PJRT_Extension_Type_FFI => "FFI",
+        ffi::PJRT_Extension_Type_MemoryDescriptions => "Memory descriptions",
+        ffi::PJRT_Extension_Type_Triton => "Triton",
+        ffi::PJRT_Extension_Type_RawBuffer => "Raw buffer",
+        ffi::PJRT_Extension_Type_PhaseCompile => "Phase compile",
+        ffi::PJRT_Extension_Type_Example => "Example",
+        ffi::PJRT_Extension_Type_CrossHostTransfers => "Cross-host transfers",
+        ffi::PJRT_Extension_Type_ExecutableMetadata => "Executable metadata",
+        ffi::PJRT_Extension_Type_Callback => "Callback",
+        ffi::PJRT_Extension_Type_HostAllocator => "Host allocator",
+        other => return format!("type {other}"),
+    };
+    name.to_string()
+}
+
+/// The SHA-256 of the plugin file `path`: the pinned plugin's when the file
+/// is it (its stamp spares the hash), else from the hash stamps in tessel's
+/// cache (`plugin-sha256/`, keyed by the file's path, size, times and
+/// inode), else hashed now and stamped there.
+pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
+    if stamp::verify(path, super::PLUGIN) {
+        return Some(super::PLUGIN.sha256.to_string());
+    }
+    let print = stamp::fingerprint(path)?;
+    let record = super::cache_dir().ok().map(|dir| {
+        dir.join("plugin-sha256")
+            .join(format!("{:016x}", path_key(path)))
+    });
+    if let Some(record) = &record {
+        if let Ok(text) = fs::read_to_string(record) {
+            if let Some((seen, hash)) = text.trim().rsplit_once('\n') {
+                if seen == format!("{}\n{print}", path.display()).as_str() {
+                    return Some(hash.to_string());
+                }
+            }
+        }
+    }
+    let hash = sha256_file(path).ok()?;
+    if let Some(record) = record {
+        // Best effort: without the record the next process hashes again.
+        let _ = record.parent().map(fs::create_dir_all);
+        let _ = fs::write(&record, format!("{}\n{print}\n{hash}\n", path.display()));
+    }
+    Some(hash)
+}
+
+/// FNV-1a of the path's bytes: the record's file name.
+fn path_key(path: &Path) -> u64 {
+    path.to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(known: Option<KnownPlugin>) -> PluginIdentity {
+        PluginIdentity {
+            path: PathBuf::from("/plugins/pjrt.so"),
+            sha256: known.map(|k| k.sha256().to_string()),
+            known,
+            api_version: (0, 81),
+            platform_name: "cpu".into(),
+            platform_version: "cpu".into(),
+            attributes: vec![("xla_version".into(), "2".into())],
+            extensions: vec!["FFI".into()],
+        }
+    }
+
+    /// Every workaround applies to the build it was measured on and to
+    /// nothing else.
+    #[test]
+    fn workarounds_follow_the_build() {
+        let official = identity(Some(KnownPlugin::XlaCpuPjrt001));
+        assert_eq!(official.workarounds(), Workaround::ALL.to_vec());
+        let other = identity(None);
+        assert!(other.workarounds().is_empty());
+        let shown = other.to_string();
+        assert!(
+            shown.contains("build:            not one tessel pins"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("workaround:       off split row reductions"),
+            "{shown}"
+        );
+        assert!(official
+            .to_string()
+            .contains("workaround:       on  YNNPACK row reductions"));
+        assert_eq!(
+            KnownPlugin::from_sha256(super::super::PLUGIN.sha256),
+            Some(KnownPlugin::XlaCpuPjrt001)
+        );
+        assert_eq!(KnownPlugin::from_sha256("00"), None);
+    }
+
+    /// A file's hash is recorded once and read back while the file is
+    /// unchanged; a changed file is hashed again.
+    #[test]
+    fn hashes_are_recorded_and_renewed() {
+        let dir = std::env::temp_dir().join(format!("tessel-identity-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("plugin.so");
+        fs::write(&file, b"abc").unwrap();
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(plugin_sha256(&file).as_deref(), Some(abc));
+        assert_eq!(plugin_sha256(&file).as_deref(), Some(abc));
+        fs::write(&file, b"abd").unwrap();
+        assert_ne!(plugin_sha256(&file).as_deref(), Some(abc));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
