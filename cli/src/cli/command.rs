@@ -166,12 +166,12 @@ pub enum CacheAction {
 /// `tessel plugin` actions.
 #[derive(Subcommand, Debug)]
 pub enum PluginAction {
-    /// Fetch the pinned XLA CPU PJRT plugin with pip, or install it from a wheel you downloaded (offline, after a SHA-256 check).
+    /// Fetch a pinned PJRT CPU plugin build with pip (the official xla-cpu-pjrt when none is named; `tessel plugin info` lists them), or install one from a wheel you downloaded (offline, after a SHA-256 check).
     #[command(help_template = TEMPLATE)]
     Install {
-        /// A downloaded xla-cpu-pjrt wheel.
-        #[arg(value_name = "WHEEL")]
-        wheel: Option<String>,
+        /// A pinned build's name (xla-cpu-pjrt, lammps-jax-pjrt-cpu), or a downloaded wheel of one.
+        #[arg(value_name = "NAME|WHEEL")]
+        target: Option<String>,
     },
     /// Where the CPU plugin is looked for, whether it is installed, and what it is: file, SHA-256, build, PJRT API and platform versions, attributes, extensions and the workarounds that apply.
     #[command(help_template = TEMPLATE)]

@@ -6,7 +6,8 @@
 use super::command::{DeviceArgs, PluginAction};
 use tessel::runtime::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
-    nvidia_libraries, offline, Device,
+    install_plugin, install_plugin_wheel, installed_plugin_path, nvidia_libraries, offline,
+    pinned_plugin, Device, PINNED_PLUGINS, WORKAROUNDS_VAR,
 };
 
 /// The device a command runs on: `--plugin PATH` (a PJRT plugin file),
@@ -24,16 +25,67 @@ pub fn device(a: &DeviceArgs) -> Result<Device, String> {
 /// `tessel plugin install [WHEEL]` and `tessel plugin info`.
 pub fn plugin(action: PluginAction) -> Result<String, String> {
     match action {
-        PluginAction::Install { wheel } => {
-            let path = match wheel {
-                Some(wheel) => install_cpu_plugin_wheel(wheel),
-                None => cpu_plugin_path(),
-            }
-            .map_err(|e| e.to_string())?;
-            Ok(format!("installed: {}", path.display()))
-        }
+        PluginAction::Install { target } => install(target.as_deref()),
         PluginAction::Info => Ok(format!("{}\n\n{}", info(), identity())),
     }
+}
+
+/// The pinned builds, whether each is installed, and what
+/// `TESSEL_WORKAROUNDS` is.
+fn pinned() -> String {
+    let mut out = String::from("pinned builds (tessel plugin install NAME):");
+    for p in PINNED_PLUGINS {
+        let state = match installed_plugin_path(&p) {
+            Ok(path) if path.is_file() => format!("installed at {}", path.display()),
+            _ => "not installed".to_string(),
+        };
+        out.push_str(&format!(
+            "\n  {} {}: {state}\n    {}",
+            p.name, p.version, p.provenance
+        ));
+    }
+    let forced = std::env::var(WORKAROUNDS_VAR).unwrap_or_else(|_| "(not set)".into());
+    out.push_str(&format!("\n{WORKAROUNDS_VAR}: {forced}"));
+    out
+}
+
+/// `tessel plugin install [NAME|WHEEL]`: the official build by default, a
+/// pinned build by name, or a wheel file of one (matched by its file name;
+/// any other wheel is checked against the official build's hash).
+fn install(target: Option<&str>) -> Result<String, String> {
+    let names: Vec<&str> = PINNED_PLUGINS.iter().map(|p| p.name).collect();
+    let (path, build) = match target {
+        None => (cpu_plugin_path(), None),
+        Some(name) if !name.ends_with(".whl") => {
+            let p = pinned_plugin(name).ok_or_else(|| {
+                format!(
+                    "no pinned plugin build is named `{name}` (pinned: {})",
+                    names.join(", ")
+                )
+            })?;
+            (install_plugin(&p), Some(p))
+        }
+        Some(wheel) => {
+            let file = std::path::Path::new(wheel)
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or("");
+            match PINNED_PLUGINS.iter().find(|p| p.wheel_file() == file) {
+                Some(p) => (install_plugin_wheel(p, wheel), Some(*p)),
+                None => (install_cpu_plugin_wheel(wheel), None),
+            }
+        }
+    };
+    let path = path.map_err(|e| e.to_string())?;
+    let usage = match build {
+        Some(p) if p.name != PINNED_PLUGINS[0].name => format!(
+            "\nuse it with --plugin {0} or TESSEL_PJRT_PLUGIN={0} ({1})",
+            path.display(),
+            p.provenance
+        ),
+        _ => String::new(),
+    };
+    Ok(format!("installed: {}{usage}", path.display()))
 }
 
 /// What the CPU plugin tessel would load is (`TESSEL_PJRT_PLUGIN`, else
@@ -48,7 +100,11 @@ fn identity() -> String {
     };
     match Device::from_plugin(&path) {
         Ok(dev) => match dev.plugin_identity() {
-            Some(id) => format!("CPU plugin identity:\n{}", id.to_string().trim_end()),
+            Some(id) => format!(
+                "CPU plugin identity:\n{}\n{}",
+                id.to_string().trim_end(),
+                pinned()
+            ),
             None => "CPU plugin identity: none (not a PJRT plugin)".into(),
         },
         Err(e) => format!("CPU plugin identity: {} does not load: {e}", path.display()),

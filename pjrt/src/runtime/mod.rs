@@ -60,11 +60,12 @@ pub use distributed::DistributedOptions;
 pub use executable::{Executable, Program};
 pub use interpreter_backend::{InterpreterOptions, OnFinding};
 pub use pjrt::api::{AttributeValue, PLUGIN_LOGS_VAR};
-pub use plugin::identity::{KnownPlugin, PluginIdentity, Workaround};
+pub use plugin::identity::{KnownPlugin, PluginIdentity, Workaround, WORKAROUNDS_VAR};
 pub use plugin::nvidia::{nvidia_libraries, preload_nvidia_libraries};
 pub use plugin::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
-    offline, tpu_plugin_path,
+    install_plugin, install_plugin_wheel, installed_plugin_path, offline, pinned_plugin,
+    tpu_plugin_path, PinnedPlugin, PINNED_PLUGINS,
 };
 
 #[cfg(test)]

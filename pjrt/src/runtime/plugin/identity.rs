@@ -11,6 +11,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::pinned::{PinnedPlugin, LAMMPS_0_11_2, OFFICIAL};
 use super::stamp::{self, sha256_file};
 use crate::runtime::pjrt::ffi;
 
@@ -21,17 +22,29 @@ pub enum KnownPlugin {
     /// `xla-cpu-pjrt` 0.0.1 from PyPI, the official XLA CPU plugin and
     /// tessel's default (`xla_cpu_pjrt.so` of its only wheel).
     XlaCpuPjrt001,
+    /// `lammps-jax-pjrt-cpu` 0.11.2 from PyPI: XLA's CPU plugin built from
+    /// the XLA of jaxlib 0.11.2.
+    LammpsJaxPjrtCpu0112,
 }
 
 impl KnownPlugin {
     /// Every build tessel knows.
-    pub const ALL: [KnownPlugin; 1] = [KnownPlugin::XlaCpuPjrt001];
+    pub const ALL: [KnownPlugin; 2] = [
+        KnownPlugin::XlaCpuPjrt001,
+        KnownPlugin::LammpsJaxPjrtCpu0112,
+    ];
+
+    /// How it is installed (`tessel plugin install NAME`) and pinned.
+    pub fn pinned(self) -> PinnedPlugin {
+        match self {
+            KnownPlugin::XlaCpuPjrt001 => OFFICIAL,
+            KnownPlugin::LammpsJaxPjrtCpu0112 => LAMMPS_0_11_2,
+        }
+    }
 
     /// The plugin file's SHA-256, lowercase hex.
     pub fn sha256(self) -> &'static str {
-        match self {
-            KnownPlugin::XlaCpuPjrt001 => super::PLUGIN.sha256,
-        }
+        self.pinned().sha256()
     }
 
     /// The build with this file hash, if tessel knows it.
@@ -42,9 +55,8 @@ impl KnownPlugin {
 
 impl fmt::Display for KnownPlugin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KnownPlugin::XlaCpuPjrt001 => "xla-cpu-pjrt 0.0.1 (the official XLA CPU plugin)",
-        })
+        let p = self.pinned();
+        write!(f, "{} {}", p.name, p.version)
     }
 }
 
@@ -88,6 +100,41 @@ impl Workaround {
         }
     }
 
+    /// Its key in `TESSEL_WORKAROUNDS`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Workaround::SplitRowReductions => "split-row-reductions",
+            Workaround::YnnpackReductions => "ynnpack-reductions",
+            Workaround::LibraryDots => "library-dots",
+            Workaround::WideVectors => "wide-vectors",
+        }
+    }
+
+    /// What `TESSEL_WORKAROUNDS` forces: a comma-separated list of keys,
+    /// each forcing a workaround on (`ynnpack-reductions`) or off
+    /// (`-split-row-reductions`) whatever the plugin, for trying them on a
+    /// build tessel has not measured. Unknown keys are ignored (`tessel
+    /// plugin info` shows what is in force).
+    pub fn forced() -> Vec<(Workaround, bool)> {
+        let Some(text) = std::env::var_os(WORKAROUNDS_VAR) else {
+            return Vec::new();
+        };
+        let text = text.to_string_lossy().into_owned();
+        text.split(',')
+            .map(str::trim)
+            .filter_map(|item| {
+                let (on, key) = match item.strip_prefix('-') {
+                    Some(k) => (false, k),
+                    None => (true, item.strip_prefix('+').unwrap_or(item)),
+                };
+                Workaround::ALL
+                    .into_iter()
+                    .find(|w| w.key() == key)
+                    .map(|w| (w, on))
+            })
+            .collect()
+    }
+
     /// A short name, for `tessel plugin info`.
     pub fn name(self) -> &'static str {
         match self {
@@ -98,6 +145,10 @@ impl Workaround {
         }
     }
 }
+
+/// The environment variable that forces workarounds on or off (see
+/// [`Workaround::forced`]).
+pub const WORKAROUNDS_VAR: &str = "TESSEL_WORKAROUNDS";
 
 /// What a loaded plugin is (see the module's documentation).
 #[derive(Clone, Debug, PartialEq)]
@@ -122,9 +173,18 @@ pub struct PluginIdentity {
 }
 
 impl PluginIdentity {
-    /// Whether `workaround` applies: the plugin is a build it was
-    /// measured on.
+    /// Whether `workaround` applies: `TESSEL_WORKAROUNDS` forces it, or
+    /// else the plugin is a build it was measured on.
     pub fn applies(&self, workaround: Workaround) -> bool {
+        let forced = Workaround::forced();
+        match forced.iter().rev().find(|(w, _)| *w == workaround) {
+            Some((_, on)) => *on,
+            None => self.measured(workaround),
+        }
+    }
+
+    /// Whether the plugin is a build `workaround` was measured on.
+    pub fn measured(&self, workaround: Workaround) -> bool {
         self.known
             .is_some_and(|k| workaround.measured_on().contains(&k))
     }
@@ -172,11 +232,17 @@ impl fmt::Display for PluginIdentity {
         writeln!(f, "extensions:       {extensions}")?;
         for w in Workaround::ALL {
             let on = if self.applies(w) { "on " } else { "off" };
+            let forced = if self.applies(w) != self.measured(w) {
+                format!(", forced by {WORKAROUNDS_VAR}")
+            } else {
+                String::new()
+            };
             let builds: Vec<String> = w.measured_on().iter().map(|k| k.to_string()).collect();
             writeln!(
                 f,
-                "workaround:       {on} {} (measured on {})",
+                "workaround:       {on} {} [{}] (measured on {}{forced})",
                 w.name(),
+                w.key(),
                 builds.join(", ")
             )?;
         }
@@ -212,8 +278,12 @@ pub(crate) fn extension_name(t: ffi::PJRT_Extension_Type) -> String {
 /// cache (`plugin-sha256/`, keyed by the file's path, size, times and
 /// inode), else hashed now and stamped there.
 pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
-    if stamp::verify(path, super::PLUGIN) {
-        return Some(super::PLUGIN.sha256.to_string());
+    for k in KnownPlugin::ALL {
+        // The size decides first: only the build's own file is hashed (or
+        // trusted by its stamp) here.
+        if stamp::verify(path, k.pinned().plugin) {
+            return Some(k.sha256().to_string());
+        }
     }
     let print = stamp::fingerprint(path)?;
     let record = super::cache_dir().ok().map(|dir| {
@@ -285,9 +355,26 @@ mod tests {
             .to_string()
             .contains("workaround:       on  YNNPACK row reductions"));
         assert_eq!(
-            KnownPlugin::from_sha256(super::super::PLUGIN.sha256),
+            KnownPlugin::from_sha256(OFFICIAL.sha256()),
             Some(KnownPlugin::XlaCpuPjrt001)
         );
+        assert_eq!(
+            KnownPlugin::LammpsJaxPjrtCpu0112.pinned().name,
+            "lammps-jax-pjrt-cpu"
+        );
+        assert!(official
+            .to_string()
+            .contains("build:            xla-cpu-pjrt 0.0.1"));
+        // Forced on and off, whatever the build.
+        std::env::set_var(
+            WORKAROUNDS_VAR,
+            "ynnpack-reductions, -split-row-reductions, bogus",
+        );
+        assert!(other.applies(Workaround::YnnpackReductions));
+        assert!(!official.applies(Workaround::SplitRowReductions));
+        assert!(official.applies(Workaround::WideVectors));
+        assert!(other.to_string().contains("forced by TESSEL_WORKAROUNDS"));
+        std::env::remove_var(WORKAROUNDS_VAR);
         assert_eq!(KnownPlugin::from_sha256("00"), None);
     }
 

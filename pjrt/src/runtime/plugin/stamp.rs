@@ -13,7 +13,7 @@ use std::time::UNIX_EPOCH;
 use sha2::{Digest, Sha256};
 
 /// What the pinned plugin file is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Expected {
     /// Its size in bytes.
     pub(crate) size: u64,
