@@ -273,16 +273,23 @@ pub(crate) fn extension_name(t: ffi::PJRT_Extension_Type) -> String {
     name.to_string()
 }
 
-/// The SHA-256 of the plugin file `path`: the pinned plugin's when the file
-/// is it (its stamp spares the hash), else from the hash stamps in tessel's
-/// cache (`plugin-sha256/`, keyed by the file's path, size, times and
-/// inode), else hashed now and stamped there.
+/// The SHA-256 of the plugin file `path` (canonical): a pinned build's when
+/// the file is one tessel installed (its stamp spares the hash), else from
+/// the records in tessel's cache (`plugin-sha256/`, keyed by the file's
+/// path, size, times and inode), else hashed now and recorded there.
 pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
-    for k in KnownPlugin::ALL {
-        // The size decides first: only the build's own file is hashed (or
-        // trusted by its stamp) here.
-        if stamp::verify(path, k.pinned().plugin) {
-            return Some(k.sha256().to_string());
+    // A build tessel installed is stamped beside it (in tessel's cache);
+    // its stamp spares the hash. Files elsewhere (a Python package's) get
+    // no file written beside them: their hash is recorded in the cache.
+    let cache = super::cache_dir()
+        .ok()
+        .and_then(|c| fs::canonicalize(c).ok());
+    if cache.is_some_and(|c| path.starts_with(c)) {
+        for k in KnownPlugin::ALL {
+            // The size decides first: only the build's own file is hashed.
+            if stamp::verify(path, k.pinned().plugin) {
+                return Some(k.sha256().to_string());
+            }
         }
     }
     let print = stamp::fingerprint(path)?;
