@@ -169,7 +169,7 @@ pub enum PluginAction {
     /// Fetch a pinned PJRT CPU plugin build with pip (the official xla-cpu-pjrt when none is named; `tessel plugin info` lists them), or install one from a wheel you downloaded (offline, after a SHA-256 check).
     #[command(help_template = TEMPLATE)]
     Install {
-        /// A pinned build's name (xla-cpu-pjrt, lammps-jax-pjrt-cpu), or a downloaded wheel of one.
+        /// A pinned build's name (xla-cpu-pjrt, lammps-jax-pjrt-cpu, fastatomstruct-xla-cpu), or a downloaded wheel of one.
         #[arg(value_name = "NAME|WHEEL")]
         target: Option<String>,
     },

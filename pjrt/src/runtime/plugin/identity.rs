@@ -11,7 +11,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::pinned::{PinnedPlugin, LAMMPS_0_11_2, OFFICIAL};
+use super::pinned::{PinnedPlugin, LAMMPS_0_11_2, OFFICIAL, ZML_2026_06_23};
 use super::stamp::{self, sha256_file};
 use crate::runtime::pjrt::ffi;
 
@@ -25,13 +25,17 @@ pub enum KnownPlugin {
     /// `lammps-jax-pjrt-cpu` 0.11.2 from PyPI: XLA's CPU plugin built from
     /// the XLA of jaxlib 0.11.2.
     LammpsJaxPjrtCpu0112,
+    /// `fastatomstruct-xla-cpu` 2026.6.23 from PyPI: the ZML project's
+    /// `pjrt-cpu_linux-amd64` build of 2026-06-23, unmodified.
+    ZmlPjrtCpu20260623,
 }
 
 impl KnownPlugin {
     /// Every build tessel knows.
-    pub const ALL: [KnownPlugin; 2] = [
+    pub const ALL: [KnownPlugin; 3] = [
         KnownPlugin::XlaCpuPjrt001,
         KnownPlugin::LammpsJaxPjrtCpu0112,
+        KnownPlugin::ZmlPjrtCpu20260623,
     ];
 
     /// How it is installed (`tessel plugin install NAME`) and pinned.
@@ -39,6 +43,7 @@ impl KnownPlugin {
         match self {
             KnownPlugin::XlaCpuPjrt001 => OFFICIAL,
             KnownPlugin::LammpsJaxPjrtCpu0112 => LAMMPS_0_11_2,
+            KnownPlugin::ZmlPjrtCpu20260623 => ZML_2026_06_23,
         }
     }
 

@@ -74,8 +74,25 @@ pub(crate) const LAMMPS_0_11_2: PinnedPlugin = PinnedPlugin {
     download_mb: 63,
 };
 
+/// The ZML project's XLA CPU PJRT plugin of 2026-06-23, republished on PyPI
+/// by fastatomstruct.
+pub(crate) const ZML_2026_06_23: PinnedPlugin = PinnedPlugin {
+    name: "fastatomstruct-xla-cpu",
+    version: "2026.6.23",
+    provenance: "the unmodified pjrt-cpu_linux-amd64 build manual-2026-06-23T00-20-00Z of the ZML \
+                 project's PJRT artifacts (XLA, Apache-2.0), republished on PyPI by fastatomstruct",
+    wheel_file: "fastatomstruct_xla_cpu-2026.6.23-py3-none-manylinux_2_27_x86_64.whl",
+    wheel_sha256: "88b1c430b341b4bea40a37420311c9c75db6e22b46d2ff95b6986577bee6afe9",
+    member: "fastatomstruct_xla_cpu/libpjrt_cpu.so",
+    plugin: Expected {
+        size: 273_768_800,
+        sha256: "0a0fe56ca17be9efc7b942e89e534e5e0ad4a0f1e369b66d27b62184509015b9",
+    },
+    download_mb: 64,
+};
+
 /// Every build tessel installs by name.
-pub const PINNED_PLUGINS: [PinnedPlugin; 2] = [OFFICIAL, LAMMPS_0_11_2];
+pub const PINNED_PLUGINS: [PinnedPlugin; 3] = [OFFICIAL, LAMMPS_0_11_2, ZML_2026_06_23];
 
 /// The pinned build named `name` (its package name).
 pub fn pinned_plugin(name: &str) -> Option<PinnedPlugin> {
