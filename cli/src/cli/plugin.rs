@@ -26,7 +26,7 @@ pub fn device(a: &DeviceArgs) -> Result<Device, String> {
 pub fn plugin(action: PluginAction) -> Result<String, String> {
     match action {
         PluginAction::Install { target } => install(target.as_deref()),
-        PluginAction::Info => Ok(format!("{}\n\n{}", info(), identity())),
+        PluginAction::Info => Ok(format!("{}\n\n{}\n{}", info(), identity(), pinned())),
     }
 }
 
@@ -100,11 +100,7 @@ fn identity() -> String {
     };
     match Device::from_plugin(&path) {
         Ok(dev) => match dev.plugin_identity() {
-            Some(id) => format!(
-                "CPU plugin identity:\n{}\n{}",
-                id.to_string().trim_end(),
-                pinned()
-            ),
+            Some(id) => format!("CPU plugin identity:\n{}", id.to_string().trim_end()),
             None => "CPU plugin identity: none (not a PJRT plugin)".into(),
         },
         Err(e) => format!("CPU plugin identity: {} does not load: {e}", path.display()),

