@@ -106,7 +106,7 @@ fn serve_step(p: Gpt, mut kv: PagedKv, tables: Tensor, batch: RaggedBatch, prefi
         let tables = tables + (l * POOL) as i32;
         kv = kv_cache_update_with(&kv, k, v, tables, kv_lens, cu);
         let o = if prefill {
-            ragged_paged_attention_with(q, &kv, tables, kv_lens, cu, ServeOptions::new())
+            prefill_attention(q, k, v, &batch, ServeOptions::new())
         } else {
             paged_attention_with(q, &kv, tables, kv_lens, ServeOptions::new())
         };

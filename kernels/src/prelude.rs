@@ -22,8 +22,8 @@ pub use crate::norm::{layer_norm, rms_norm};
 pub use crate::optim::{OptState, Optimizer, PathMask, Schedule, TrainState};
 pub use crate::rope::{rope, rope_at, rope_positions, RopeLayout, RopeTable};
 pub use crate::serving::{
-    kv_cache_update_with, paged_attention_with, ragged_paged_attention_with, PagePool, PagedKv,
-    RaggedBatch, ServeOptions,
+    kv_cache_update_with, paged_attention_with, prefill_attention, ragged_paged_attention_with,
+    PagePool, PagedKv, RaggedBatch, ServeOptions,
 };
 pub use crate::softmax::{log_softmax, softmax};
 pub use crate::train::cross_entropy;

@@ -49,6 +49,7 @@ pub(crate) mod metadata;
 mod options;
 mod paged;
 mod pool;
+mod prefill;
 mod source;
 mod two_pass;
 mod update;
@@ -59,6 +60,7 @@ pub use self::decode::decode_attention_with;
 pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_LOGITS_BYTES};
 pub use self::paged::{paged_attention_with, ragged_paged_attention_with};
 pub use self::pool::{Buckets, PagePool};
+pub use self::prefill::prefill_attention;
 pub use self::update::{cache_update_with, kv_cache_update_with, quantize_tokens, token_slots};
 
 use tessel::prelude::*;
