@@ -173,14 +173,11 @@ pub(crate) fn platform_overrides(
                     OptionValue::Str("LIBRARY_FUSION_TYPE_DOT"),
                 ));
             }
-            let ynn = match (dots, applies(Workaround::YnnpackReductions)) {
-                (true, true) => {
-                    Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE")
-                }
-                (true, false) => Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"),
-                (false, true) => Some("LIBRARY_FUSION_TYPE_REDUCE"),
-                (false, false) => None,
-            };
+            let ynn = ynn_kinds(
+                dots,
+                applies(Workaround::YnnpackReductions),
+                applies(Workaround::YnnpackElementwise),
+            );
             if let Some(kinds) = ynn {
                 options.push((
                     "xla_cpu_experimental_ynn_fusion_type",
@@ -193,9 +190,34 @@ pub(crate) fn platform_overrides(
     }
 }
 
+/// The `xla_cpu_experimental_ynn_fusion_type` value asking YNNPACK for
+/// individual dots, reductions and elementwise fusions as flagged (`None`
+/// when none is).
+fn ynn_kinds(dots: bool, reduce: bool, eltwise: bool) -> Option<&'static str> {
+    const DOT: &str = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT";
+    match (dots, reduce, eltwise) {
+        (false, false, false) => None,
+        (true, false, false) => Some(DOT),
+        (false, true, false) => Some("LIBRARY_FUSION_TYPE_REDUCE"),
+        (false, false, true) => Some("LIBRARY_FUSION_TYPE_ELTWISE"),
+        (true, true, false) => Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"),
+        (true, false, true) => Some("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_ELTWISE"),
+        (false, true, true) => Some("LIBRARY_FUSION_TYPE_REDUCE,LIBRARY_FUSION_TYPE_ELTWISE"),
+        (true, true, true) => Some(
+            "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE,LIBRARY_FUSION_TYPE_ELTWISE",
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::KnownPlugin;
+
+    /// What applies on the official build.
+    fn official(w: Workaround) -> bool {
+        w.measured_on().contains(&KnownPlugin::XlaCpuPjrt001)
+    }
 
     #[test]
     fn minimal_options_match_the_measured_bytes() {
@@ -249,22 +271,22 @@ mod tests {
             ..CompileHints::default()
         };
         let avx512 = HostCpu::default();
-        let cpu = platform_overrides(Some(Platform::Cpu), &bf16, avx512, |_| true);
+        let cpu = platform_overrides(Some(Platform::Cpu), &bf16, avx512, official);
         assert!(sets(&cpu, XNN));
         assert!(cpu.contains(&YNN_DOTS));
         let plain = platform_overrides(
             Some(Platform::Cpu),
             &CompileHints::default(),
             avx512,
-            |_| true,
+            official,
         );
         assert!(!sets(&plain, XNN));
         assert!(plain.contains(&(
             "xla_cpu_experimental_ynn_fusion_type",
             OptionValue::Str("LIBRARY_FUSION_TYPE_REDUCE")
         )));
-        assert!(platform_overrides(Some(Platform::Gpu), &bf16, avx512, |_| true).is_empty());
-        assert!(platform_overrides(None, &bf16, avx512, |_| true).is_empty());
+        assert!(platform_overrides(Some(Platform::Gpu), &bf16, avx512, official).is_empty());
+        assert!(platform_overrides(None, &bf16, avx512, official).is_empty());
     }
 
     #[test]
@@ -273,7 +295,7 @@ mod tests {
             bf16_dots_keep_f32: true,
             ..CompileHints::default()
         };
-        let amx = platform_overrides(Some(Platform::Cpu), &bf16, SAPPHIRE, |_| true);
+        let amx = platform_overrides(Some(Platform::Cpu), &bf16, SAPPHIRE, official);
         assert!(!sets(&amx, XNN));
         assert!(amx.contains(&YNN_DOTS));
         let int8 = CompileHints {
@@ -281,7 +303,7 @@ mod tests {
             ..CompileHints::default()
         };
         for cpu in [HostCpu::default(), SAPPHIRE] {
-            let int8 = platform_overrides(Some(Platform::Cpu), &int8, cpu, |_| true);
+            let int8 = platform_overrides(Some(Platform::Cpu), &int8, cpu, official);
             assert!(int8.contains(&YNN_DOTS));
             assert!(!sets(&int8, XNN));
         }
@@ -290,17 +312,17 @@ mod tests {
             bf16_dots: true,
             ..CompileHints::default()
         };
-        let on = |cpu| platform_overrides(Some(Platform::Cpu), &narrowed, cpu, |_| true);
+        let on = |cpu| platform_overrides(Some(Platform::Cpu), &narrowed, cpu, official);
         assert!(on(SAPPHIRE).contains(&YNN_DOTS));
         assert!(!on(HostCpu::default()).contains(&YNN_DOTS));
         // A plain program differs only by the vector width.
         let plain = CompileHints::default();
-        let mut wide = platform_overrides(Some(Platform::Cpu), &plain, SAPPHIRE, |_| true);
+        let mut wide = platform_overrides(Some(Platform::Cpu), &plain, SAPPHIRE, official);
         assert!(wide.contains(&WIDE));
         wide.retain(|o| *o != WIDE);
         assert_eq!(
             wide,
-            platform_overrides(Some(Platform::Cpu), &plain, HostCpu::default(), |_| true)
+            platform_overrides(Some(Platform::Cpu), &plain, HostCpu::default(), official)
         );
     }
 
