@@ -308,11 +308,15 @@ pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
             }
         }
     }
+    let records = super::cache_dir().ok().map(|dir| dir.join("plugin-sha256"));
+    recorded_sha256(path, records.as_deref())
+}
+
+/// The SHA-256 of `path` from its record in the directory `records`, else
+/// hashed now and recorded there (nothing recorded without a directory).
+fn recorded_sha256(path: &Path, records: Option<&Path>) -> Option<String> {
     let print = stamp::fingerprint(path)?;
-    let record = super::cache_dir().ok().map(|dir| {
-        dir.join("plugin-sha256")
-            .join(format!("{:016x}", path_key(path)))
-    });
+    let record = records.map(|dir| dir.join(format!("{:016x}", path_key(path))));
     if let Some(record) = &record {
         if let Ok(text) = fs::read_to_string(record) {
             if let Some((seen, hash)) = text.trim().rsplit_once('\n') {
@@ -416,11 +420,29 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let file = dir.join("plugin.so");
         fs::write(&file, b"abc").unwrap();
+        let records = dir.join("records");
         let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
-        assert_eq!(plugin_sha256(&file).as_deref(), Some(abc));
-        assert_eq!(plugin_sha256(&file).as_deref(), Some(abc));
+        let hash = || recorded_sha256(&file, Some(&records));
+        assert_eq!(hash().as_deref(), Some(abc));
+        assert_eq!(fs::read_dir(&records).unwrap().count(), 1);
+        // Read back from the record: a record naming another hash is
+        // believed while the file is unchanged...
+        let record = fs::read_dir(&records)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let text = fs::read_to_string(&record)
+            .unwrap()
+            .replace(abc, "recorded");
+        fs::write(&record, text).unwrap();
+        assert_eq!(hash().as_deref(), Some("recorded"));
+        // ...and a changed file is hashed again.
         fs::write(&file, b"abd").unwrap();
-        assert_ne!(plugin_sha256(&file).as_deref(), Some(abc));
+        let abd = hash().unwrap();
+        assert!(abd != abc && abd != "recorded", "{abd}");
+        assert_eq!(recorded_sha256(&file, None), Some(abd));
         fs::remove_dir_all(&dir).unwrap();
     }
 }
