@@ -7,7 +7,7 @@ use super::command::{DeviceArgs, PluginAction};
 use tessel::runtime::{
     cache_dir, cached_cpu_plugin, cpu_plugin_path, gpu_plugin_path, install_cpu_plugin_wheel,
     install_plugin, install_plugin_wheel, installed_plugin_path, nvidia_libraries, offline,
-    pinned_plugin, Device, PINNED_PLUGINS, WORKAROUNDS_VAR,
+    pinned_plugin, Device, KnownPlugin, PINNED_PLUGINS, WORKAROUNDS_VAR,
 };
 
 /// The device a command runs on: `--plugin PATH` (a PJRT plugin file),
@@ -78,7 +78,7 @@ fn install(target: Option<&str>) -> Result<String, String> {
     };
     let path = path.map_err(|e| e.to_string())?;
     let usage = match build {
-        Some(p) if p.name != PINNED_PLUGINS[0].name => format!(
+        Some(p) if p != KnownPlugin::XlaCpuPjrt001.pinned() => format!(
             "\nuse it with --plugin {0} or TESSEL_PJRT_PLUGIN={0} ({1})",
             path.display(),
             p.provenance

@@ -120,14 +120,19 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Whether a slot holds an executable, without waiting for a compile in
-/// progress (such a slot is not filled yet).
-fn is_filled(slot: &Slot) -> bool {
+/// The executable a slot holds, without waiting for a compile in progress
+/// (such a slot is not filled yet).
+fn filled(slot: &Slot) -> Option<Arc<Executable>> {
     match slot.exe.try_lock() {
-        Ok(exe) => exe.is_some(),
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().is_some(),
-        Err(std::sync::TryLockError::WouldBlock) => false,
+        Ok(exe) => exe.clone(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().clone(),
+        Err(std::sync::TryLockError::WouldBlock) => None,
     }
+}
+
+/// Whether a slot holds an executable (see [`filled`]).
+fn is_filled(slot: &Slot) -> bool {
+    filled(slot).is_some()
 }
 
 impl CompileCache {
@@ -303,11 +308,7 @@ impl CompileCache {
     /// [`get_or_compile`](Self::get_or_compile).
     pub fn find(&self, key: &CacheKey) -> Option<Arc<Executable>> {
         let slot = locked(&self.by_key).get(key).cloned()?;
-        let exe = match slot.exe.try_lock() {
-            Ok(exe) => exe.clone(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().clone(),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }?;
+        let exe = filled(&slot)?;
         self.touch(&slot);
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(exe)

@@ -13,7 +13,7 @@ use super::Kernel;
 use crate::config::KernelConfig;
 use crate::error::{Location, Result};
 use crate::host::HostTensor;
-use crate::ir::tree::{TreePath, TreeValue};
+use crate::ir::tree::TreeValue;
 use crate::lower::lower;
 use crate::ops::carry::Carry;
 use crate::runtime::{Device, DeviceBuffer, Executable};
@@ -134,12 +134,7 @@ where
         X::Leaf: ArgLeaf,
     {
         let args = args.as_form();
-        let root = if c.unnamed {
-            TreePath::silent()
-        } else {
-            TreePath::default()
-        };
-        collect_leaves::<A, X::Leaf>(args, root, c);
+        collect_leaves::<A, X::Leaf>(args, None, c);
         let mut statics = self.statics.clone();
         statics.extend(&std::mem::take(&mut c.statics));
         let body =

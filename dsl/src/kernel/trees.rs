@@ -105,32 +105,31 @@ pub fn collect_tree<'a, T: Tree, L: ArgLeaf>(
     c: &mut ArgCollector<'a>,
 ) {
     c.statics.push(&name);
-    let root = if c.unnamed {
-        TreePath::silent()
-    } else {
-        TreePath::field(name)
-    };
-    collect_leaves::<T, L>(x, root, c);
+    collect_leaves::<T, L>(x, Some(name), c);
 }
 
-/// Records the leaves of `x` under `root` (a leaf at an unnamed root is
-/// `arg`), then its structure in the static key.
+/// Records the leaves of `x`, named by their paths under the parameter
+/// `root` (a leaf at an unnamed root is `arg`; no names, and no paths built,
+/// when the collector is [`unnamed`](ArgCollector::unnamed)), then its
+/// structure in the static key.
 pub(crate) fn collect_leaves<'a, T: Tree, L: ArgLeaf>(
     x: &'a T::Form<L>,
-    mut root: TreePath,
+    root: Option<&'static str>,
     c: &mut ArgCollector<'a>,
 ) {
+    let mut root = match (c.unnamed, root) {
+        (true, _) => TreePath::silent(),
+        (false, Some(name)) => TreePath::field(name),
+        (false, None) => TreePath::default(),
+    };
     let mut key = Vec::with_capacity(64);
     let leaves = T::write_key::<L>(x, &mut key);
     L::reserve(c, leaves);
-    if c.unnamed {
-        T::visit::<L>(x, &mut root, &mut |_, l| l.collect("", c));
-    } else {
-        T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
-            "" => l.collect("arg", c),
-            name => l.collect(name, c),
-        });
-    }
+    // A silent path shows as "": `collect` then records no name anyway.
+    T::visit::<L>(x, &mut root, &mut |p, l| match p.as_str() {
+        "" => l.collect("arg", c),
+        name => l.collect(name, c),
+    });
     c.statics.push_bytes(&key);
 }
 

@@ -143,13 +143,7 @@ impl Program {
             && device
                 .plugin_identity()
                 .is_some_and(|id| id.applies(super::Workaround::SplitRowReductions));
-        let graph: Arc<Graph> = graph.into();
-        let mlir = if split {
-            lower(&split_row_reductions(&graph))
-        } else {
-            lower(&graph)
-        };
-        Program::with_text(mlir, graph)
+        Program::lowered(graph.into(), split)
     }
 
     /// [`from_graph`](Self::from_graph), with the text prepared for
@@ -157,8 +151,12 @@ impl Program {
     /// CPU, long row reductions are split (see [`for_device`](Self::for_device),
     /// which asks the plugin instead).
     pub fn for_platform(graph: impl Into<Arc<Graph>>, platform: Option<Platform>) -> Program {
-        let graph: Arc<Graph> = graph.into();
-        let mlir = if platform == Some(Platform::Cpu) {
+        Program::lowered(graph.into(), platform == Some(Platform::Cpu))
+    }
+
+    /// `graph` lowered, its long row reductions split first when `split`.
+    fn lowered(graph: Arc<Graph>, split: bool) -> Program {
+        let mlir = if split {
             lower(&split_row_reductions(&graph))
         } else {
             lower(&graph)

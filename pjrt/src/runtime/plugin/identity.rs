@@ -244,8 +244,9 @@ impl fmt::Display for PluginIdentity {
         };
         writeln!(f, "extensions:       {extensions}")?;
         for w in Workaround::ALL {
-            let on = if self.applies(w) { "on " } else { "off" };
-            let forced = if self.applies(w) != self.measured(w) {
+            let applies = self.applies(w);
+            let on = if applies { "on " } else { "off" };
+            let forced = if applies != self.measured(w) {
                 format!(", forced by {WORKAROUNDS_VAR}")
             } else {
                 String::new()
@@ -297,10 +298,9 @@ pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
     // A build tessel installed is stamped beside it (in tessel's cache);
     // its stamp spares the hash. Files elsewhere (a Python package's) get
     // no file written beside them: their hash is recorded in the cache.
-    let cache = super::cache_dir()
-        .ok()
-        .and_then(|c| fs::canonicalize(c).ok());
-    if cache.is_some_and(|c| path.starts_with(c)) {
+    let cache = super::cache_dir().ok();
+    let canonical = cache.as_ref().and_then(|c| fs::canonicalize(c).ok());
+    if canonical.is_some_and(|c| path.starts_with(c)) {
         for k in KnownPlugin::ALL {
             // The size decides first: only the build's own file is hashed.
             if stamp::verify(path, k.pinned().plugin) {
@@ -308,7 +308,7 @@ pub(crate) fn plugin_sha256(path: &Path) -> Option<String> {
             }
         }
     }
-    let records = super::cache_dir().ok().map(|dir| dir.join("plugin-sha256"));
+    let records = cache.map(|dir| dir.join("plugin-sha256"));
     recorded_sha256(path, records.as_deref())
 }
 
