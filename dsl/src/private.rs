@@ -10,7 +10,7 @@ pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;
 pub use crate::ir::tree::{Leaf, PathSegment, Tree, TreeDef, TreePath, TreeValue};
 pub use crate::kernel::autotune::{
-    call_buffers as autotune_call, choose as autotune_choose, run_host as autotune_run_host,
+    call_buffers as autotune_call, run_host as autotune_run_host, tune_arg as autotune_arg,
     TuneRequest, Uploads as AutotuneUploads,
 };
 pub use crate::kernel::kernel_grad::{kernel_value_and_grad, ParamList};

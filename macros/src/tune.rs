@@ -51,38 +51,28 @@ pub fn rebind_tuned(form: Form, name: &str, ps: &[syn::Ident], tys: &[syn::Type]
         let p_str = p.to_string();
         let args = ps.iter().enumerate().map(|(k, q)| {
             if k == i {
-                quote!(::core::clone::Clone::clone(&__cands[__j]))
+                quote!(::core::clone::Clone::clone(__v))
             } else {
                 quote!(::core::clone::Clone::clone(&#q))
             }
         });
         quote! {
-            let #p = {
-                let mut __cands = if #enabled {
-                    <#ty as #kp>::#candidates(&#p, &__c.specs)
-                } else {
-                    ::std::vec::Vec::new()
-                };
-                let __labels: ::std::vec::Vec<::std::string::String> =
-                    __cands.iter().map(|__v| <#ty as #kp>::#label(__v)).collect();
-                let __req = #dsl::TuneRequest {
+            let #p = #dsl::autotune_arg(
+                &#dsl::TuneRequest {
                     kernel: ::core::concat!(::core::module_path!(), "::", #name),
                     param: #p_str,
                     config,
                     device,
                     inputs: &__c.specs,
                     statics: &__c.statics,
-                };
-                match #dsl::autotune_choose(&__req, &__labels, |__j| {
-                    Self::#runner(config, device, #uploads #(#args),*)
-                })? {
-                    ::core::option::Option::Some(__j) => {
-                        __tuned.push(::std::format!("{}: {}", #p_str, __labels[__j]));
-                        __cands.swap_remove(__j)
-                    }
-                    ::core::option::Option::None => #p,
-                }
-            };
+                },
+                #p,
+                #enabled,
+                |__v| <#ty as #kp>::#candidates(__v, &__c.specs),
+                |__v| <#ty as #kp>::#label(__v),
+                &mut __tuned,
+                |__v| Self::#runner(config, device, #uploads #(#args),*),
+            )?;
         }
     });
     let upload_slot = uploads.is_some().then(|| {

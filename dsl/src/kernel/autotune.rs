@@ -106,6 +106,39 @@ fn remember(req: &TuneRequest<'_>, key: &str, label: &str, timings: &[(String, O
     write_tuning(key, &text);
 }
 
+/// One argument of an autotuned entry point (what a companion's `run_with`,
+/// `call_with` and `profile_with` do for each parameter): when `enabled`,
+/// the `candidates` of `current` are labelled, timed through `run` (given
+/// each by reference) and the fastest (or the one remembered) is returned,
+/// its `param: label` line pushed on `tuned`; otherwise `current` as given.
+///
+/// # Errors
+///
+/// The first candidate's error when every candidate fails.
+#[doc(hidden)]
+pub fn tune_arg<V, R>(
+    req: &TuneRequest<'_>,
+    current: V,
+    enabled: bool,
+    candidates: impl FnOnce(&V) -> Vec<V>,
+    label: impl Fn(&V) -> String,
+    tuned: &mut Vec<String>,
+    mut run: impl FnMut(&V) -> Result<R>,
+) -> Result<V> {
+    if !enabled {
+        return Ok(current);
+    }
+    let mut cands = candidates(&current);
+    let labels: Vec<String> = cands.iter().map(label).collect();
+    match choose(req, &labels, |j| run(&cands[j]))? {
+        Some(j) => {
+            tuned.push(format!("{}: {}", req.param, labels[j]));
+            Ok(cands.swap_remove(j))
+        }
+        None => Ok(current),
+    }
+}
+
 /// Picks the fastest of the candidates labelled `labels` by running each
 /// through `run(i)`, or the one remembered for this request. `None` when
 /// nothing is tuned (no candidates, or the kernel runs on the interpreter).
