@@ -124,13 +124,14 @@ fn the_companion_differentiates_a_loss_kernel() {
     assert!(close(&v, &v2, 2.0));
     assert_eq!(g.len(), 2);
     assert!(close(&g[0], &db, 2.0) && close(&g[1], &dw, 2.0));
-    // A name that is not a tensor parameter is a kernel error naming it.
+    // A name that is not a tensor or tree parameter is a kernel error naming it.
     for bad in ["scale", "nope"] {
         let e = mse::value_and_grad(&dev, &[bad], &w, &b, &x, &y, 2.0).unwrap_err();
         let k = e.as_kernel_error().expect("a kernel error");
         assert!(
-            k.message
-                .contains(&format!("`{bad}` is not a tensor parameter of `mse`")),
+            k.message.contains(&format!(
+                "`{bad}` is not a tensor or tree parameter of `mse`"
+            )),
             "{k}"
         );
     }

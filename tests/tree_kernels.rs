@@ -298,3 +298,59 @@ fn shard_map_takes_and_returns_trees() {
     let gs = data_parallel::call_shard_map(&mesh, &[rep(), rep()], &ls, &xs).unwrap();
     assert_eq!(vals(&gs.b.to_host().unwrap()), vals(&g.b));
 }
+
+/// A loss over a tree parameter and a `Vec` of tensors, for the companion's
+/// `value_and_grad`.
+#[cpu_kernel]
+fn tree_loss(p: Net, extra: Vec<Tensor>, x: Tensor, scale: f64) -> Tensor {
+    let mut h = x;
+    for l in &p.layers {
+        h = (h * l.w + l.b).tanh();
+    }
+    let e = extra.iter().fold(h.zeros_like(), |acc, t| acc + *t * h);
+    ((h * p.head).sum(&[0]) + e.square().sum(&[0])) * scale
+}
+
+/// The same loss's gradients taken inside a kernel: the tree's type back.
+#[cpu_kernel]
+fn tree_loss_grads(p: Net, extra: Vec<Tensor>, x: Tensor) -> (Tensor, Net, Vec<Tensor>) {
+    let (l, (dp, de)) = value_and_grad(
+        |(p, e): (Net, Vec<Tensor>)| tree_loss(p, e, x, 3.0),
+        (p, extra),
+    );
+    (l, dp, de)
+}
+
+#[test]
+fn the_companion_differentiates_tree_and_vec_parameters() {
+    let dev = dev();
+    let (p, extra, x) = (
+        net(2),
+        vec![host(&[0.25, -0.5]), host(&[1.5, 0.75])],
+        host(&[0.3, -0.7]),
+    );
+    let (l, grads) = tree_loss::value_and_grad(&dev, &["extra", "p"], &p, &extra, &x, 3.0).unwrap();
+    let (l2, dp, de) = tree_loss_grads::run(&dev, &p, &extra, &x).unwrap();
+    assert_eq!(vals(&l), vals(&l2));
+    // `extra`'s two gradients, then one per leaf of `p` in path order.
+    assert_eq!(grads.len(), 2 + p.leaf_paths().len());
+    let want: Vec<&HostTensor> = de.iter().chain(dp.leaves()).collect();
+    for (i, (g, w)) in grads.iter().zip(want).enumerate() {
+        let (g, w) = (vals(g), vals(w));
+        assert!(
+            g.iter()
+                .zip(&w)
+                .all(|(a, b)| (a - b).abs() <= 1e-6 * (1.0 + b.abs())),
+            "gradient {i}: {g:?} vs {w:?}"
+        );
+    }
+    // Not every gradient is zero: the check can fail.
+    assert!(grads.iter().any(|g| vals(g).iter().any(|v| v.abs() > 1e-3)));
+    let e = tree_loss::value_and_grad(&dev, &["scale"], &p, &extra, &x, 3.0).unwrap_err();
+    let k = e.as_kernel_error().expect("a kernel error");
+    assert!(
+        k.message
+            .contains("`scale` is not a tensor or tree parameter of `tree_loss`"),
+        "{k}"
+    );
+}

@@ -17,7 +17,8 @@ pub use crate::kernel::kernel_grad::{kernel_value_and_grad, ParamList};
 pub use crate::kernel::moe::{dense_dispatch_layer, grouped_layer, MoeOptions};
 pub use crate::kernel::trees::{
     bind_tree as tree_bind, collect_tree as tree_collect, static_field as tree_static_field,
-    static_field_key as tree_static_key, static_from_def as tree_static_from_def,
+    static_field_key as tree_static_key, static_from_def as tree_static_from_def, tree_primals,
+    tree_substitute,
 };
 pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, KernelParam};
 pub use crate::lang::{

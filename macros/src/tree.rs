@@ -357,6 +357,16 @@ fn expand(item: &DeriveInput) -> syn::Result<TokenStream> {
         impl #carry_bounds #kp for #traced {
             #(#form_types)*
             #(#form_fns)*
+            fn primals(&self, __out: &mut ::std::vec::Vec<#tensor>) -> bool {
+                #dsl::tree_primals(self, __out)
+            }
+            fn substitute(
+                self,
+                __replace: bool,
+                __next: &mut dyn ::core::iter::Iterator<Item = #tensor>,
+            ) -> Self {
+                #dsl::tree_substitute(self, __replace, __next)
+            }
         }
     })
 }

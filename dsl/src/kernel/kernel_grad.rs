@@ -1,6 +1,6 @@
 //! An attribute kernel's `value_and_grad` companion: the kernel's scalar
-//! loss and its gradients with respect to the tensor parameters named at
-//! the call. Generic over the kernel's parameters, which the expansion
+//! loss and its gradients with respect to the tensor and tree parameters
+//! named at the call. Generic over the kernel's parameters, which the expansion
 //! passes as a nested list (`(x, (w, (b, ())))`), so that what does not
 //! depend on the kernel's signature is compiled once, here, and not once
 //! per kernel.
@@ -18,8 +18,9 @@ use crate::trace::Outputs;
 /// A kernel's parameters as a nested list `(first, (second, ()))`: what
 /// [`kernel_value_and_grad`] needs of each.
 pub trait ParamList: Sized {
-    /// Each parameter's tensor, if it is one, in order.
-    fn primals(&self, out: &mut Vec<Option<Tensor>>);
+    /// Each parameter's tensors (a tree's leaves in path order; `None` for
+    /// a static argument), in order.
+    fn primals(&self, out: &mut Vec<Option<Vec<Tensor>>>);
     /// The parameters with each tensor whose flag is set replaced by the
     /// next of `next`.
     fn substitute(
@@ -30,7 +31,7 @@ pub trait ParamList: Sized {
 }
 
 impl ParamList for () {
-    fn primals(&self, _: &mut Vec<Option<Tensor>>) {}
+    fn primals(&self, _: &mut Vec<Option<Vec<Tensor>>>) {}
     fn substitute(
         self,
         _: &mut dyn Iterator<Item = bool>,
@@ -40,8 +41,9 @@ impl ParamList for () {
 }
 
 impl<H: KernelParam, T: ParamList> ParamList for (H, T) {
-    fn primals(&self, out: &mut Vec<Option<Tensor>>) {
-        out.push(self.0.primal());
+    fn primals(&self, out: &mut Vec<Option<Vec<Tensor>>>) {
+        let mut ts = Vec::new();
+        out.push(self.0.primals(&mut ts).then_some(ts));
         self.1.primals(out);
     }
     fn substitute(
@@ -57,10 +59,11 @@ impl<H: KernelParam, T: ParamList> ParamList for (H, T) {
 /// What an attribute kernel's `value_and_grad_with` runs: the kernel
 /// `name` (of module `module`, parameters `params`), traced with the
 /// arguments `c` collected, its parameters bound by `bind` and the kernel
-/// called by `call`; returns the loss and one gradient per name of `wrt`,
-/// in order. A name that is not a tensor parameter is a kernel error
-/// naming the parameters. Compiled once per `wrt`, specs, statics and
-/// config.
+/// called by `call`; returns the loss and the gradients for each name of
+/// `wrt`, in order: one for a tensor parameter, one per leaf, in path
+/// order, for a tree parameter. A name that is not a tensor or tree
+/// parameter is a kernel error naming the parameters. Compiled once per
+/// `wrt`, specs, statics and config.
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
@@ -84,22 +87,25 @@ where
         let args = bind(t);
         let mut each = Vec::with_capacity(params.len());
         args.primals(&mut each);
+        // The chosen parameters, each with the range of its tensors in `primals`.
         let (mut chosen, mut primals) = (Vec::new(), Vec::new());
-        for (p, t) in params.iter().zip(each) {
-            if let (true, Some(t)) = (wrt.contains(p), t) {
-                chosen.push(*p);
-                primals.push(t);
+        for (p, ts) in params.iter().zip(each) {
+            if let (true, Some(ts)) = (wrt.contains(p), ts) {
+                chosen.push((*p, primals.len()..primals.len() + ts.len()));
+                primals.extend(ts);
             }
         }
-        if let Some(w) = wrt.iter().find(|w| !chosen.contains(w)) {
+        if let Some(w) = wrt.iter().find(|w| !chosen.iter().any(|(n, _)| n == *w)) {
             let message = format!(
-                "`{w}` is not a tensor parameter of `{name}` (parameters: {}); a tree parameter is \
-                 differentiated inside a kernel with `value_and_grad`, whose gradients have its type",
+                "`{w}` is not a tensor or tree parameter of `{name}` (parameters: {})",
                 params.join(", ")
             );
             return vec![trace_error("value_and_grad", &primals, message)];
         }
-        let flags: Vec<bool> = params.iter().map(|p| chosen.contains(p)).collect();
+        let flags: Vec<bool> = params
+            .iter()
+            .map(|p| chosen.iter().any(|(n, _)| n == p))
+            .collect();
         let (v, g) = value_and_grad(
             |x: Vec<Tensor>| {
                 let args = args.substitute(&mut flags.iter().copied(), &mut x.into_iter());
@@ -108,11 +114,11 @@ where
             primals,
         );
         let mut out = vec![v];
-        out.extend(
-            wrt.iter()
-                .filter_map(|w| chosen.iter().position(|n| n == w))
-                .map(|i| g[i]),
-        );
+        for w in wrt {
+            if let Some((_, range)) = chosen.iter().find(|(n, _)| n == w) {
+                out.extend_from_slice(&g[range.clone()]);
+            }
+        }
         out
     };
     let mut outs = Kernel::new(format!("{name}_value_and_grad"), body)

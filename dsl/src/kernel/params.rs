@@ -5,7 +5,7 @@
 //! compile-cache key).
 
 use super::static_key::{StaticArg, StaticKey};
-use super::trees::{bind_tree, collect_tree, ArgLeaf};
+use super::trees::{bind_tree, collect_tree, tree_primals, tree_substitute, ArgLeaf};
 use crate::error::{DeviceError, Result};
 use crate::host::HostTensor;
 use crate::ir::tree::{assemble_counted, Leaf, Tree, TreeDef, TreePath};
@@ -154,13 +154,17 @@ pub trait KernelParam: Sized {
     fn bind_buffer(arg: &Self::Buffer<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
     /// The in-trace value of a `call_sharded` argument.
     fn bind_sharded(arg: &Self::Sharded<'_>, next: &mut dyn Iterator<Item = Tensor>) -> Self;
-    /// The parameter's tensor, if it is one (what the companion's
-    /// `value_and_grad` can differentiate with respect to).
-    fn primal(&self) -> Option<Tensor> {
-        None
+    /// Appends the parameter's tensors (a tensor's one, a tree's leaves in
+    /// path order) and returns `true`; a static argument appends nothing and
+    /// returns `false`. What the companion's `value_and_grad` can
+    /// differentiate with respect to.
+    fn primals(&self, out: &mut Vec<Tensor>) -> bool {
+        let _ = out;
+        false
     }
-    /// The parameter with its tensor replaced by the next of `next` when
-    /// `replace` holds (the differentiated copy of a tensor parameter).
+    /// The parameter with its tensors replaced by the next ones of `next`
+    /// when `replace` holds (the differentiated copy of a tensor or tree
+    /// parameter).
     fn substitute(self, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         let _ = (replace, next);
         self
@@ -243,8 +247,9 @@ impl KernelParam for Tensor {
     fn bind_sharded(_: &&ShardedBuffer, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         next.next().unwrap_or(Tensor::INERT)
     }
-    fn primal(&self) -> Option<Tensor> {
-        Some(*self)
+    fn primals(&self, out: &mut Vec<Tensor>) -> bool {
+        out.push(*self);
+        true
     }
     fn substitute(self, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         if replace {
@@ -406,5 +411,11 @@ impl KernelParam for Vec<Tensor> {
     }
     fn bind_sharded(arg: &&Vec<ShardedBuffer>, next: &mut dyn Iterator<Item = Tensor>) -> Self {
         bind_tree::<Self, ShardedBuffer>(*arg, next)
+    }
+    fn primals(&self, out: &mut Vec<Tensor>) -> bool {
+        tree_primals(self, out)
+    }
+    fn substitute(self, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> Self {
+        tree_substitute(self, replace, next)
     }
 }

@@ -147,6 +147,22 @@ pub fn bind_tree<T: Carry, L: Leaf>(x: &T::Form<L>, next: &mut dyn Iterator<Item
     }
 }
 
+/// A tree parameter's [`KernelParam::primals`](super::KernelParam::primals):
+/// its leaves, in path order.
+pub fn tree_primals<T: Carry>(x: &T, out: &mut Vec<Tensor>) -> bool {
+    x.flatten(out);
+    true
+}
+
+/// A tree parameter's [`KernelParam::substitute`](super::KernelParam::substitute):
+/// every leaf replaced by the next of `next` when `replace` holds.
+pub fn tree_substitute<T: Carry>(x: T, replace: bool, next: &mut dyn Iterator<Item = Tensor>) -> T {
+    match replace {
+        true => x.rebuild(next),
+        false => x,
+    }
+}
+
 /// The structure of a static field of a tree (what `#[derive(Tree)]`
 /// writes for a field whose type does not mention the leaf type): its value
 /// and its compile-cache key.

@@ -1,5 +1,6 @@
 //! The companion's `value_and_grad`: the kernel's scalar loss and its
-//! gradients with respect to the tensor parameters named at the call.
+//! gradients with respect to the tensor and tree parameters named at the
+//! call.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -34,10 +35,12 @@ pub(super) fn autodiff(p: &Parts) -> TokenStream {
         .fold(quote!(()), |rest, p| quote!((#p, #rest)));
     quote! {
         /// Runs the kernel (which must return one scalar loss) and its
-        /// gradient with respect to the tensor parameters named in `wrt`,
-        /// under `config`: returns the loss and one gradient per name, in
-        /// the order of `wrt`. A name that is not a tensor parameter is a
-        /// kernel error. Compiled once per `wrt`, specs, statics and config.
+        /// gradient with respect to the tensor and tree parameters named in
+        /// `wrt`, under `config`: returns the loss and the gradients in the
+        /// order of `wrt` (one for a tensor, one per leaf in path order for
+        /// a tree, as its `leaf_paths()` lists them). A name that is not
+        /// a tensor or tree parameter is a kernel error. Compiled once per
+        /// `wrt`, specs, statics and config.
         #[inline]
         #[track_caller]
         pub fn value_and_grad_with(config: &#cfg_ty, device: &#dev_ty, wrt: &[&str], #(#ps: <#tys as #kp>::Host<'_>),*)
