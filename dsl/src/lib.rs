@@ -36,6 +36,7 @@ pub use tessel_pjrt::runtime;
 pub mod shard;
 pub mod tile;
 pub mod trace;
+pub mod vmap;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// `crate::dtype`, `crate::ir`, `crate::lower`, `crate::runtime` and so on:
 /// crate boundaries keep them from importing any of these.
 const LAYERS: &[&str] = &[
-    "host", "ir", "trace", "report", "ops", "autodiff", "lang", "tile", "shard", "kernel",
+    "host", "ir", "trace", "report", "ops", "autodiff", "vmap", "lang", "tile", "shard", "kernel",
     "profile", "private",
 ];
 

@@ -62,6 +62,9 @@ pub use custom::{checkpoint, custom_vjp, stop_gradient, Remat};
 use backprop::{accumulate, backprop, differentiable, fail_at, Cotangents};
 use tape::Tape;
 
+/// Values used inside some regions but defined outside them.
+pub(crate) use tape::free_values as free_values_of;
+
 /// The backward half of [`vjp`]: maps cotangents of the outputs (shaped
 /// like the outputs, `O`) to cotangents of the inputs (shaped like the
 /// primals, `C`). It can be called more than once, and in another region

@@ -1,0 +1,494 @@
+//! `vmap`: every op's batching rule against a Rust loop over the examples
+//! (the loop slices each example, calls the same function and stacks the
+//! results), in one kernel, run on the CPU plugin and the interpreter;
+//! values and gradients, both orders of `vmap` and `grad`, nested `vmap`,
+//! loops and conditionals with batched predicates, and the errors.
+
+mod common;
+mod interp_common;
+
+use common::*;
+use interp_common::both_n;
+use tessel_dsl::autodiff::grad;
+use tessel_dsl::ops::{GatherDims, ScatterCombine, ScatterDims};
+use tessel_dsl::vmap::{vmap, vmap_with, Axes};
+use tessel_dsl::{
+    concat, cond, fori_loop, scan, while_loop, HostTensor, Tensor, TensorSpec, F32, S32,
+};
+
+/// Example `i` of `t` along `axis` (or `t` itself, shared by all).
+fn example(t: Tensor, axis: Option<isize>, i: usize) -> Tensor {
+    match axis {
+        None => t,
+        Some(a) => {
+            let a = if a < 0 { a + t.rank() as isize } else { a };
+            t.slice_axis(a, i, i + 1).squeeze(a)
+        }
+    }
+}
+
+/// Runs `f` vmapped over `args` (batch axes `axes`, results at axis 0)
+/// and as a loop over the examples, on the plugin and the interpreter
+/// (compared with each other), and compares the two within `tol` of the
+/// largest magnitude (0 for exact).
+#[track_caller]
+fn matches_loop(
+    f: impl Fn(&[Tensor]) -> Vec<Tensor> + Copy,
+    args: &[HostTensor],
+    axes: &[Option<isize>],
+    tol: f64,
+) {
+    let size = args
+        .iter()
+        .zip(axes)
+        .find_map(|(h, a)| {
+            a.map(|a| {
+                h.shape()[if a < 0 {
+                    (a + h.shape().len() as isize) as usize
+                } else {
+                    a as usize
+                }]
+            })
+        })
+        .expect("a batched argument");
+    let axes_v = axes.to_vec();
+    let e = both_n(
+        move |a: &[Tensor]| {
+            let batched = vmap_with(
+                |xs: Vec<Tensor>| f(&xs),
+                a.to_vec(),
+                &Axes::new().inputs(axes_v.clone()),
+            );
+            let mut per: Vec<Vec<Tensor>> = vec![Vec::new(); batched.len()];
+            for i in 0..size {
+                let xs: Vec<Tensor> = a
+                    .iter()
+                    .zip(&axes_v)
+                    .map(|(t, ax)| example(*t, *ax, i))
+                    .collect();
+                for (k, y) in f(&xs).into_iter().enumerate() {
+                    per[k].push(y.expand_dims(0));
+                }
+            }
+            let looped: Vec<Tensor> = per.iter().map(|ys| concat(ys, 0)).collect();
+            batched.into_iter().chain(looped).collect::<Vec<Tensor>>()
+        },
+        args,
+        64,
+    );
+    let n = e.outputs.len() / 2;
+    for k in 0..n {
+        let (got, want) = (&e.outputs[k], &e.outputs[n + k]);
+        assert_eq!(got.spec(), want.spec(), "result {k}: type");
+        let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+        let scale = w.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (j, (x, y)) in g.iter().zip(&w).enumerate() {
+            let same = x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * scale;
+            assert!(same, "result {k}[{j}]: vmap {x} vs loop {y}");
+        }
+    }
+}
+
+fn rand(seed: u64, shape: &[usize]) -> HostTensor {
+    random(&mut Rng::new(seed), shape, F32, -2.0, 2.0)
+}
+
+fn ints(values: &[i32], shape: &[usize]) -> HostTensor {
+    HostTensor::from_vec(values.to_vec(), shape.to_vec()).unwrap()
+}
+
+#[test]
+fn elementwise_ops_with_shared_and_scalar_operands() {
+    let (x, y, w) = (rand(1, &[5, 3]), rand(2, &[5, 3]), rand(3, &[3]));
+    let f = |a: &[Tensor]| {
+        let (x, y, w) = (a[0], a[1], a[2]);
+        vec![
+            (x * y + w).tanh(),
+            x.gt(y).select(x, w),
+            x.clamp(-1.0, 1.0) - w.exp(),
+            x.max(&[0]) * 2.0,
+            (x.sum(&[0]) + 1.0).select_zero_guard(),
+        ]
+    };
+    matches_loop(f, &[x, y, w], &[Some(0), Some(0), None], 0.0);
+}
+
+trait Guard {
+    fn select_zero_guard(self) -> Tensor;
+}
+impl Guard for Tensor {
+    /// A scalar select on a scalar predicate.
+    fn select_zero_guard(self) -> Tensor {
+        self.gt(0.0).select(self, 0.0)
+    }
+}
+
+#[test]
+fn shape_ops_and_batch_axes_other_than_zero() {
+    let (x, y) = (rand(4, &[2, 3, 4]), rand(5, &[4, 3]));
+    let f = |a: &[Tensor]| {
+        let (x, y) = (a[0], a[1]);
+        vec![
+            x.reshape(&[4, 2]).transpose(&[1, 0]),
+            x.broadcast_in_dim([5, 2, 4], &[1, 2]),
+            x.slice_axis(1, 1, 4),
+            concat(&[x, x * 2.0], 0),
+            x.pad(0.5, &[1, 0], &[0, 2], &[0, 1]),
+            x.expand_dims(0).squeeze(0) + y.broadcast_in_dim([2, 4], &[1]),
+        ]
+    };
+    // x batched along its axis 1, y along its last.
+    matches_loop(f, &[x, y], &[Some(1), Some(-1)], 0.0);
+}
+
+#[test]
+fn pad_with_a_batched_padding_value() {
+    let (x, v) = (rand(6, &[3, 4]), rand(7, &[3]));
+    let f = |a: &[Tensor]| vec![a[0].pad(a[1], &[2], &[-1], &[1])];
+    matches_loop(f, &[x, v], &[Some(0), Some(0)], 0.0);
+}
+
+#[test]
+fn reductions_argmax_softmax() {
+    let x = rand(8, &[4, 5, 6]);
+    let f = |a: &[Tensor]| {
+        let x = a[0];
+        vec![
+            x.sum(&[1]),
+            x.max(&[0, 1]),
+            x.argmax(1).cast(F32),
+            x.softmax(-1),
+            x.mean(&[0]),
+        ]
+    };
+    matches_loop(f, &[x], &[Some(2)], 1e-6);
+}
+
+#[test]
+fn contractions_with_either_or_both_operands_batched() {
+    let (a, b, c) = (rand(9, &[3, 4, 5]), rand(10, &[3, 5, 2]), rand(11, &[5, 2]));
+    let f = |t: &[Tensor]| {
+        vec![
+            t[0].matmul(t[1]),
+            t[0].matmul(t[2]),
+            t[2].t().matmul(t[0].t()),
+        ]
+    };
+    matches_loop(
+        f,
+        &[a.clone(), b, c.clone()],
+        &[Some(0), Some(0), None],
+        1e-6,
+    );
+    // Only the right operand batched.
+    let f = |t: &[Tensor]| vec![t[0].matmul(t[1])];
+    matches_loop(
+        f,
+        &[rand(12, &[4, 5]), rand(13, &[3, 5, 2])],
+        &[None, Some(0)],
+        1e-6,
+    );
+    // Operands with batch axes of their own.
+    let f = |t: &[Tensor]| vec![t[0].matmul(t[1])];
+    matches_loop(
+        f,
+        &[rand(14, &[6, 2, 3, 4]), rand(15, &[2, 4, 3])],
+        &[Some(0), None],
+        1e-6,
+    );
+}
+
+#[test]
+fn dynamic_slices_at_shared_and_batched_starts() {
+    let (x, i, u) = (
+        rand(16, &[4, 6, 5]),
+        ints(&[0, 3, 9, -2], &[4]),
+        rand(17, &[4, 2, 5]),
+    );
+    let f = |a: &[Tensor]| {
+        let (x, i, u) = (a[0], a[1], a[2]);
+        let zero = Tensor::scalar(0.0, S32);
+        let one = Tensor::scalar(1.0, S32);
+        vec![
+            x.dynamic_slice(&[i, zero], &[2, 3]),
+            x.dynamic_slice(&[one, one], &[3, 2]),
+            x.dynamic_update_slice(u, &[i, zero]),
+            x.dynamic_update_slice(u, &[one, zero]),
+        ]
+    };
+    matches_loop(f, &[x, i, u], &[Some(0), Some(0), Some(0)], 0.0);
+    // Starts batched, operand shared.
+    let f = |a: &[Tensor]| vec![a[0].dynamic_slice(&[a[1], Tensor::scalar(1.0, S32)], &[2, 2])];
+    matches_loop(
+        f,
+        &[rand(18, &[5, 4]), ints(&[0, 1, 2, 7], &[4])],
+        &[None, Some(0)],
+        0.0,
+    );
+}
+
+#[test]
+fn gathers_and_scatters_with_any_operand_batched() {
+    let (x, idx) = (
+        rand(19, &[3, 7, 4]),
+        ints(&[0, 6, 2, 2, 5, 1, 3, 3, 0], &[3, 3]),
+    );
+    let f = |a: &[Tensor]| vec![a[0].take(a[1], 0)];
+    for axes in [[Some(0), Some(0)], [Some(0), None], [None, Some(0)]] {
+        let xs = if axes[0].is_some() {
+            x.clone()
+        } else {
+            rand(20, &[7, 4])
+        };
+        let is = if axes[1].is_some() {
+            idx.clone()
+        } else {
+            ints(&[4, 0, 6], &[3])
+        };
+        matches_loop(f, &[xs, is], &axes, 0.0);
+    }
+    // A scatter-add of rows, every operand batched or not.
+    let scatter = |a: &[Tensor]| {
+        let dims = ScatterDims {
+            update_window_dims: vec![1],
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+        };
+        vec![a[0].scatter(a[1].reshape(&[-1, 1]), a[2], dims, ScatterCombine::Add)]
+    };
+    let (op, ix, up) = (
+        rand(21, &[3, 5, 2]),
+        ints(&[0, 4, 4, 1, 1, 1, 3, 2, 0], &[3, 3]),
+        rand(22, &[3, 3, 2]),
+    );
+    for axes in [
+        [Some(0), Some(0), Some(0)],
+        [None, Some(0), Some(0)],
+        [Some(0), None, Some(0)],
+        [Some(0), Some(0), None],
+    ] {
+        let pick = |t: &HostTensor, b: bool, seed: u64| match b {
+            true => t.clone(),
+            false => match t.dtype() {
+                S32 => ints(&[2, 2, 0], &[3]),
+                _ => rand(seed, &t.shape()[1..]),
+            },
+        };
+        let args = [
+            pick(&op, axes[0].is_some(), 23),
+            pick(&ix, axes[1].is_some(), 0),
+            pick(&up, axes[2].is_some(), 24),
+        ];
+        matches_loop(scatter, &args, &axes, 1e-6);
+    }
+    // A gather whose index vectors are explicit.
+    let g = |a: &[Tensor]| {
+        let dims = GatherDims {
+            offset_dims: vec![1],
+            collapsed_slice_dims: vec![0],
+            start_index_map: vec![0, 1],
+            index_vector_dim: 1,
+        };
+        vec![a[0].gather(a[1], dims, &[1, 2])]
+    };
+    matches_loop(
+        g,
+        &[
+            rand(25, &[2, 4, 5]),
+            ints(&[0, 1, 3, 2, 1, 3, 0, 0], &[2, 2, 2]),
+        ],
+        &[Some(0), Some(0)],
+        0.0,
+    );
+}
+
+#[test]
+fn sorts_and_top_k() {
+    let x = rand(26, &[3, 4, 6]);
+    let f = |a: &[Tensor]| {
+        let (v, i) = a[0].top_k(2);
+        vec![
+            a[0].sort(-1, true),
+            a[0].argsort(0, false).cast(F32),
+            v,
+            i.cast(F32),
+        ]
+    };
+    matches_loop(f, &[x], &[Some(0)], 0.0);
+}
+
+#[test]
+fn loops_with_shared_and_batched_conditions() {
+    let (x, n) = (rand(27, &[4, 3]), ints(&[0, 2, 5, 1], &[4]));
+    let f = |a: &[Tensor]| {
+        let (x, n) = (a[0], a[1]);
+        // A trip count that differs between examples.
+        let (_, y) = while_loop(
+            (Tensor::scalar(0.0, S32), x),
+            |(i, _)| i.lt(n),
+            |(i, y)| (i + 1, y * 1.5 + 0.25),
+        );
+        // A counted loop over a shared bound, carrying a batched value.
+        let z = fori_loop(0, 3, x, |i, c| c * 0.5 + i.cast(F32));
+        // A loop that only reads a batched value.
+        let w = fori_loop(0, 2, Tensor::zeros([3], F32), |_, c| c + x);
+        vec![y, z, w]
+    };
+    matches_loop(f, &[x, n], &[Some(0), Some(0)], 1e-6);
+}
+
+#[test]
+fn conditionals_on_shared_and_batched_predicates() {
+    let (x, p) = (rand(28, &[5, 3]), rand(29, &[5]));
+    let f = |a: &[Tensor]| {
+        let (x, p) = (a[0], a[1]);
+        let per_example = cond(p.gt(0.0), || x * 2.0, || x - 1.0);
+        let shared = cond(Tensor::scalar(1.0, F32).gt(0.0), || x.exp(), || x);
+        vec![per_example, shared]
+    };
+    matches_loop(f, &[x, p], &[Some(0), Some(0)], 0.0);
+}
+
+#[test]
+fn scan_over_each_example() {
+    let xs = rand(30, &[3, 6, 2]);
+    let f = |a: &[Tensor]| {
+        let (h, ys) = scan(Tensor::zeros([2], F32), a[0], |h: Tensor, x: Tensor| {
+            let h = (h * 0.9 + x).tanh();
+            (h, h * 2.0)
+        });
+        vec![h, ys]
+    };
+    matches_loop(f, &[xs], &[Some(0)], 1e-6);
+}
+
+#[test]
+fn per_example_gradients_and_gradients_of_a_batch() {
+    let (xs, w) = (rand(31, &[6, 3]), rand(32, &[3, 2]));
+    let loss = |w: Tensor, x: Tensor| x.reshape(&[1, 3]).matmul(w).tanh().square().sum(&[0, 1]);
+    // vmap(grad): one gradient per example.
+    let f = move |a: &[Tensor]| vec![grad(|w: Tensor| loss(w, a[1]), a[0])];
+    matches_loop(f, &[w.clone(), xs.clone()], &[None, Some(0)], 1e-6);
+    // grad(vmap): the gradient of the batch's summed loss, against the
+    // sum of per-example gradients.
+    let out = run(
+        move |a: &[Tensor]| {
+            let batch = grad(
+                |w: Tensor| vmap_with(|x: Tensor| loss(w, x), a[1], &Axes::new()).sum(&[0]),
+                a[0],
+            );
+            let each: Vec<Tensor> = (0..6)
+                .map(|i| grad(|w: Tensor| loss(w, example(a[1], Some(0), i)), a[0]))
+                .collect();
+            let summed = each.into_iter().reduce(|s, g| s + g).unwrap();
+            (batch, summed)
+        },
+        &[&w, &xs],
+    );
+    assert_close(&out[0], &out[1].to_f64_vec(), Class::Simple, "grad of vmap");
+}
+
+#[test]
+fn nested_vmap() {
+    let (x, y) = (rand(33, &[3, 4, 5]), rand(34, &[4, 5]));
+    let f = |a: &[Tensor]| {
+        let y = a[1];
+        vec![vmap(
+            |(r, s): (Tensor, Tensor)| (r * s).sum(&[0]),
+            (a[0], y),
+        )]
+    };
+    matches_loop(f, &[x, y], &[Some(0), None], 1e-6);
+}
+
+#[test]
+fn results_at_other_axes_and_shared_results() {
+    let x = rand(35, &[4, 3]);
+    let out = run(
+        |a: &[Tensor]| {
+            let axes = Axes::new().outputs([Some(-1), Some(0), None]);
+            let (y, z, c) = vmap_with(
+                |x: Tensor| (x * 2.0, Tensor::ones([2], F32), Tensor::scalar(7.0, F32)),
+                a[0],
+                &axes,
+            );
+            (y, z, c, a[0].t() * 2.0)
+        },
+        &[&x],
+    );
+    assert_eq!(out[0].shape(), &[3, 4]);
+    assert_eq!(out[0].to_f64_vec(), out[3].to_f64_vec());
+    assert_eq!(out[1].shape(), &[4, 2]);
+    assert_eq!(out[2].to_f64_vec(), vec![7.0]);
+}
+
+#[test]
+fn misuse_is_a_kernel_error_naming_vmap() {
+    let specs = [spec(&[4, 3], F32), spec(&[5, 3], F32)];
+    let e = trace_error(
+        |a| vmap(|(x, y): (Tensor, Tensor)| x + y, (a[0], a[1])),
+        &specs,
+    );
+    assert_eq!(e.op, "vmap");
+    assert!(e.message.contains("batch axes of different extents"), "{e}");
+    let e = trace_error(
+        |a| vmap_with(|x: Tensor| x, a[0], &Axes::new().inputs([Some(2)])),
+        &specs[..1],
+    );
+    assert!(
+        e.message
+            .contains("batch axis 2 is out of range for argument 0 (f32[4,3])"),
+        "{e}"
+    );
+    let e = trace_error(
+        |a| vmap_with(|x: Tensor| x * 2.0, a[0], &Axes::new().outputs([None])),
+        &specs[..1],
+    );
+    assert!(
+        e.message
+            .contains("result 0 differs between examples but its batch axis is None"),
+        "{e}"
+    );
+    let e = trace_error(
+        |a| vmap_with(|x: Tensor| x, a[0], &Axes::new().inputs([None])),
+        &specs[..1],
+    );
+    assert!(e.message.contains("no argument has a batch axis"), "{e}");
+    let e = trace_error(
+        |a| {
+            vmap_with(
+                |(x, _): (Tensor, Tensor)| x,
+                (a[0], a[1]),
+                &Axes::new().inputs([Some(0), None, None]),
+            )
+        },
+        &specs,
+    );
+    assert!(
+        e.message
+            .contains("3 argument axes given for 2 argument tensors"),
+        "{e}"
+    );
+    // An error inside the function names the op at its line, with one example's shapes.
+    let e = trace_error(|a| vmap(|x: Tensor| x.reshape(&[2, 2]), a[0]), &specs[..1]);
+    assert_eq!(e.op, "reshape");
+    assert!(e.operands.iter().all(|o| o == "f32[3]"), "{e}");
+}
+
+#[test]
+fn one_example_traces_one_program_without_copies_per_example() {
+    // The batched program holds one dot, not one per example.
+    let text = lower(
+        |a| {
+            vmap_with(
+                |x: Tensor| x.reshape(&[1, 8]).matmul(a[1]),
+                a[0],
+                &Axes::new(),
+            )
+        },
+        &[TensorSpec::new([64, 8], F32), TensorSpec::new([8, 8], F32)],
+    );
+    let dots = text.matches("stablehlo.dot_general").count();
+    assert!(dots <= 2, "{dots} dots in\n{text}");
+}
