@@ -492,3 +492,69 @@ fn one_example_traces_one_program_without_copies_per_example() {
     let dots = text.matches("stablehlo.dot_general").count();
     assert!(dots <= 2, "{dots} dots in\n{text}");
 }
+
+#[test]
+fn gradients_of_their_own_survive_vmap() {
+    use tessel_dsl::autodiff::{checkpoint, custom_vjp, stop_gradient, Remat};
+    let (xs, w) = (rand(36, &[4, 3]), rand(37, &[3]));
+    let out = run(
+        |a: &[Tensor]| {
+            let (xs, w) = (a[0], a[1]);
+            // stop_gradient: d/dx (stop(x) * x) = x, not 2x.
+            let stopped = grad(
+                |xs: Tensor| vmap(|x: Tensor| (stop_gradient(x) * x).sum(&[0]), xs).sum(&[0]),
+                xs,
+            );
+            // A custom backward that is not the true derivative (3 g w x
+            // for y = w x): kept per example, and the shared w's cotangent
+            // summed over the batch.
+            let custom = |w: Tensor, xs: Tensor| {
+                vmap_with(
+                    |(w, x): (Tensor, Tensor)| {
+                        let y = custom_vjp(
+                            (w, x),
+                            |(w, x)| (w * x, (w, x)),
+                            |(w, x): &(Tensor, Tensor), g: Tensor| (g * *x * 3.0, g * *w * 3.0),
+                        );
+                        y.sum(&[0])
+                    },
+                    (w, xs),
+                    &Axes::new().inputs([None, Some(0)]),
+                )
+                .sum(&[0])
+            };
+            let (dw, dx) = grad(|(w, xs): (Tensor, Tensor)| custom(w, xs), (w, xs));
+            // A checkpointed function: the same gradient as without.
+            let ck = grad(
+                |xs: Tensor| {
+                    vmap(
+                        |x: Tensor| checkpoint(x, |x| (x.sin() * x).sum(&[0]), Remat::Nothing),
+                        xs,
+                    )
+                    .sum(&[0])
+                },
+                xs,
+            );
+            let plain = grad(
+                |xs: Tensor| vmap(|x: Tensor| (x.sin() * x).sum(&[0]), xs).sum(&[0]),
+                xs,
+            );
+            (stopped, dw, dx, ck, plain)
+        },
+        &[&xs, &w],
+    );
+    let (x, wv) = (xs.to_f64_vec(), w.to_f64_vec());
+    assert_close(&out[0], &x, Class::Simple, "stop_gradient");
+    let dw: Vec<f64> = (0..3)
+        .map(|j| (0..4).map(|i| 3.0 * x[i * 3 + j]).sum())
+        .collect();
+    assert_close(&out[1], &dw, Class::Simple, "custom backward, shared input");
+    let dx: Vec<f64> = (0..12).map(|k| 3.0 * wv[k % 3]).collect();
+    assert_close(
+        &out[2],
+        &dx,
+        Class::Simple,
+        "custom backward, batched input",
+    );
+    assert_close(&out[3], &out[4].to_f64_vec(), Class::Simple, "checkpoint");
+}

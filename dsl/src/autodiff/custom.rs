@@ -34,7 +34,7 @@ pub enum Remat {
 }
 
 /// A user backward: (residuals, output cotangents) to input cotangents.
-type Backward = Rc<dyn Fn(&[Tensor], &[Tensor]) -> Vec<Tensor>>;
+pub(crate) type Backward = Rc<dyn Fn(&[Tensor], &[Tensor]) -> Vec<Tensor>>;
 
 #[derive(Clone)]
 pub(crate) enum Kind {
@@ -85,6 +85,25 @@ pub(crate) fn records_in(tape: &Tape) -> Vec<Rc<Record>> {
             .cloned()
             .collect()
     })
+}
+
+/// The records of trace `trace` whose span lies in `nodes` (recorded in
+/// one region): what a transform that re-emits those nodes elsewhere
+/// carries over to its own nodes with [`record_again`].
+pub(crate) fn records_among(trace: u32, nodes: &[NodeId]) -> Vec<Rc<Record>> {
+    RECORDS.with(|r| {
+        r.borrow()
+            .iter()
+            .filter(|x| x.trace == trace && nodes.contains(&x.first) && nodes.contains(&x.last))
+            .cloned()
+            .collect()
+    })
+}
+
+/// Records a span of the current trace with its own backward (a span a
+/// transform re-emitted, see [`records_among`]).
+pub(crate) fn record_again(rec: Record) {
+    push(rec);
 }
 
 /// Runs the backward of `rec` on the cotangents of its outputs; returns one

@@ -62,6 +62,10 @@ pub use custom::{checkpoint, custom_vjp, stop_gradient, Remat};
 use backprop::{accumulate, backprop, differentiable, fail_at, Cotangents};
 use tape::Tape;
 
+/// The spans with their own backward, for transforms that re-emit them.
+pub(crate) use custom::{
+    record_again, records_among, Backward, Kind as SpanKind, Record as SpanRecord,
+};
 /// Values used inside some regions but defined outside them.
 pub(crate) use tape::free_values as free_values_of;
 

@@ -113,13 +113,23 @@ impl Batcher {
         emit::broadcast(b.t, self.batched_shape(example), dims, loc)
     }
 
-    /// Re-emits `nodes` over the batch, in order.
+    /// Re-emits `nodes` over the batch, in order, keeping the gradients of
+    /// their own that spans of them have.
     pub(crate) fn run(&mut self, nodes: &[NodeId]) {
+        let appended = || with_state(|s| s.graph.regions[s.region].nodes.len()).unwrap_or(0);
+        let mut emitted = Vec::with_capacity(nodes.len());
         for &n in nodes {
+            let before = appended();
             if let Some(node) = node(n) {
                 self.node(&node);
             }
+            let span = with_state(|s| {
+                let new = &s.graph.regions[s.region].nodes[before..];
+                Some((*new.first()?, *new.last()?))
+            });
+            emitted.push(span.flatten());
         }
+        super::records::carry_over(self, nodes, &emitted);
     }
 
     fn node(&mut self, node: &Node) {

@@ -37,6 +37,7 @@ mod batcher;
 mod control;
 mod emit;
 mod indexing;
+mod records;
 mod rules;
 
 use crate::error::Location;
