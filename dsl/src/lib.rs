@@ -106,8 +106,8 @@ pub mod tree {
 
 /// Everything a kernel file usually needs: `use tessel::prelude::*;` — the
 /// kernel attributes, `Tensor` and the control-flow ops, dtypes, devices,
-/// and for models `#[derive(Tree)]`, the [`tree`] functions and
-/// `value_and_grad`.
+/// and for models `#[derive(Tree)]`, the [`tree`] functions,
+/// `value_and_grad` and `vmap`.
 pub mod prelude {
     pub use crate::autodiff::{grad, value_and_grad, vjp};
     pub use crate::config::{KernelConfig, Platform};
@@ -118,6 +118,7 @@ pub mod prelude {
     pub use crate::runtime::{Device, DeviceBuffer, Executable};
     pub use crate::tile::{blocks, blocks_of, grid, BlockSparse, HostBlockSparse, Mask};
     pub use crate::tree;
+    pub use crate::vmap::{vmap, vmap_with};
     pub use crate::{
         axis_index, check, concat, cond, fori_loop, optimization_barrier, scan, scan_with,
         while_loop, DType, Error, HostTensor, Precision, Result, ScanOptions, TakeMode, Tensor,
