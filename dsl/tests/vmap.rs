@@ -27,10 +27,26 @@ fn example(t: Tensor, axis: Option<isize>, i: usize) -> Tensor {
     }
 }
 
+/// Every float result weighted elementwise by `0.25, 0.5, .., 1.25`
+/// (cycling) and summed: a scalar whose gradient reaches every float
+/// result with a different, exactly representable weight per element.
+fn total(ys: Vec<Tensor>) -> Tensor {
+    ys.into_iter()
+        .filter(|y| y.dtype().is_float())
+        .map(|y| {
+            let flat = y.reshape(&[-1]);
+            let n = flat.shape()[0];
+            let w = (Tensor::iota([n], 0, S32) % 5 + 1).cast(y.dtype()) * 0.25;
+            (flat * w).sum(&[0]).cast(F32)
+        })
+        .fold(Tensor::scalar(0.0, F32), |a, b| a + b)
+}
+
 /// Runs `f` vmapped over `args` (batch axes `axes`, results at axis 0)
 /// and as a loop over the examples, on the plugin and the interpreter
 /// (compared with each other), and compares the two within `tol` of the
-/// largest magnitude (0 for exact).
+/// largest magnitude (0 for exact): the results, and the gradients of
+/// [`total`] of the results with respect to every float argument.
 #[track_caller]
 fn matches_loop(
     f: impl Fn(&[Tensor]) -> Vec<Tensor> + Copy,
@@ -52,39 +68,73 @@ fn matches_loop(
         })
         .expect("a batched argument");
     let axes_v = axes.to_vec();
+    let results = std::rc::Rc::new(std::cell::Cell::new(0));
+    let count = results.clone();
     let e = both_n(
         move |a: &[Tensor]| {
-            let batched = vmap_with(
-                |xs: Vec<Tensor>| f(&xs),
-                a.to_vec(),
-                &Axes::new().inputs(axes_v.clone()),
-            );
-            let mut per: Vec<Vec<Tensor>> = vec![Vec::new(); batched.len()];
-            for i in 0..size {
-                let xs: Vec<Tensor> = a
-                    .iter()
-                    .zip(&axes_v)
-                    .map(|(t, ax)| example(*t, *ax, i))
-                    .collect();
-                for (k, y) in f(&xs).into_iter().enumerate() {
-                    per[k].push(y.expand_dims(0));
+            let batched_f = |a: &[Tensor]| {
+                vmap_with(
+                    |xs: Vec<Tensor>| f(&xs),
+                    a.to_vec(),
+                    &Axes::new().inputs(axes_v.clone()),
+                )
+            };
+            let looped_f = |a: &[Tensor]| {
+                let mut per: Vec<Vec<Tensor>> = Vec::new();
+                for i in 0..size {
+                    let xs: Vec<Tensor> = a
+                        .iter()
+                        .zip(&axes_v)
+                        .map(|(t, ax)| example(*t, *ax, i))
+                        .collect();
+                    for (k, y) in f(&xs).into_iter().enumerate() {
+                        if per.len() <= k {
+                            per.push(Vec::new());
+                        }
+                        per[k].push(y.expand_dims(0));
+                    }
                 }
-            }
-            let looped: Vec<Tensor> = per.iter().map(|ys| concat(ys, 0)).collect();
-            batched.into_iter().chain(looped).collect::<Vec<Tensor>>()
+                per.iter().map(|ys| concat(ys, 0)).collect::<Vec<Tensor>>()
+            };
+            // The float arguments, differentiated; the others as they are.
+            let floats: Vec<usize> = (0..a.len()).filter(|&i| a[i].dtype().is_float()).collect();
+            let with = |fl: &[Tensor]| {
+                let mut args = a.to_vec();
+                for (j, &i) in floats.iter().enumerate() {
+                    args[i] = fl[j];
+                }
+                args
+            };
+            let primals: Vec<Tensor> = floats.iter().map(|&i| a[i]).collect();
+            let g_batched = grad(
+                |fl: Vec<Tensor>| total(batched_f(&with(&fl))),
+                primals.clone(),
+            );
+            let g_looped = grad(|fl: Vec<Tensor>| total(looped_f(&with(&fl))), primals);
+            let mut out = batched_f(a);
+            count.set(out.len());
+            out.extend(g_batched);
+            out.extend(looped_f(a));
+            out.extend(g_looped);
+            out
         },
         args,
         64,
     );
-    let n = e.outputs.len() / 2;
+    let (n, results) = (e.outputs.len() / 2, results.get());
     for k in 0..n {
         let (got, want) = (&e.outputs[k], &e.outputs[n + k]);
+        // Gradients sum terms in another order over the batch than the loop.
+        let tol = if k >= results { tol.max(1e-6) } else { tol };
         assert_eq!(got.spec(), want.spec(), "result {k}: type");
         let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
         let scale = w.iter().fold(1.0f64, |m, v| m.max(v.abs()));
         for (j, (x, y)) in g.iter().zip(&w).enumerate() {
             let same = x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * scale;
-            assert!(same, "result {k}[{j}]: vmap {x} vs loop {y}");
+            assert!(
+                same,
+                "result {k}[{j}] (results, then gradients): vmap {x} vs loop {y}"
+            );
         }
     }
 }
