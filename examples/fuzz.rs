@@ -14,6 +14,11 @@
 //! is `N programs checked, K skipped, M mismatches`, with the reasons for
 //! skipping above it.
 //!
+//! With `--vmap`, it fuzzes `vmap` instead: each seed's program runs over a
+//! small batch with `vmap` and as a loop over the examples
+//! (`tessel_testing::fuzz::check_vmap`); the last line is `N programs, M
+//! mismatches`.
+//!
 //! Exits with 1 when there is a mismatch, 2 on a bad argument.
 
 use std::process::ExitCode;
@@ -21,20 +26,22 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tessel_testing::fuzz::{self, grad, Config};
 
-const USAGE: &str = "usage: fuzz [--seconds N] [--seed S] [--grad]
+const USAGE: &str = "usage: fuzz [--seconds N] [--seed S] [--grad | --vmap]
   --seconds N  how long to run (default 10; batches already started finish)
   --seed S     the first graph's seed (default: from the clock); graphs S, S+1, ... run
-  --grad       check gradients against central differences instead";
+  --grad       check gradients against central differences instead
+  --vmap       check vmap against a loop over examples instead";
 
 /// What the command line asks for.
 struct Args {
     seconds: u64,
     seed: Option<u64>,
     grad: bool,
+    vmap: bool,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut args = Args { seconds: 10, seed: None, grad: false };
+    let mut args = Args { seconds: 10, seed: None, grad: false, vmap: false };
     while let Some(a) = it.next() {
         let mut number = |name: &str| -> Result<u64, String> {
             let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
@@ -44,6 +51,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
             "--seconds" => args.seconds = number("--seconds")?,
             "--seed" => args.seed = Some(number("--seed")?),
             "--grad" => args.grad = true,
+            "--vmap" => args.vmap = true,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument `{other}` (try --help)")),
         }
@@ -72,6 +80,9 @@ fn main() -> ExitCode {
     let seeds = (0u64..).map(move |i| seed.wrapping_add(i));
     if args.grad {
         return grads(seeds, &config, deadline);
+    }
+    if args.vmap {
+        return vmaps(seeds, deadline);
     }
     let report = fuzz::run(seeds, &config, Some(deadline), &|f| {
         println!("\n// seed {}: {}\n{}", f.seed, f.message, f.rust);
@@ -112,6 +123,31 @@ fn grads(seeds: impl Iterator<Item = u64> + Send, config: &Config, deadline: Ins
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// The `vmap` fuzzer's run, one program at a time.
+fn vmaps(seeds: impl Iterator<Item = u64>, deadline: Instant) -> ExitCode {
+    let (mut programs, mut failed) = (0, Vec::new());
+    for seed in seeds {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let c = fuzz::vmap_case(seed);
+        programs += 1;
+        match fuzz::check_vmap(&c) {
+            fuzz::Verdict::Agree => {}
+            fuzz::Verdict::Invalid(m) | fuzz::Verdict::Mismatch(m) => {
+                let note = format!("vmap over {} examples, batch axes {:?}", c.size, c.axes);
+                println!("\n// seed {seed}: {m}\n{}", fuzz::to_rust(&c.case, &format!("vmap_fuzz_{seed}"), &note));
+                failed.push(seed);
+            }
+        }
+    }
+    println!("{programs} programs, {} mismatches{}", failed.len(), seed_list(&failed));
+    match failed.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(1),
     }
 }
 

@@ -43,6 +43,7 @@ mod steps;
 mod tests;
 mod ties;
 mod types;
+mod vmap_check;
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -61,6 +62,7 @@ pub use program::{
 pub use rust::{float, tensor_literal, to_rust, to_rust_grad};
 pub use shrink::{renumber, shrink, shrink_with, Budget, Fails, Shrunk};
 pub use types::{infer, retype};
+pub use vmap_check::{check_vmap, vmap_case, VmapCase};
 
 use crate::{device, fresh_name};
 
