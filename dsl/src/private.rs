@@ -34,3 +34,4 @@ pub use crate::shard::ShardedBuffer;
 pub use crate::shard::{Mesh, PartitionSpec, Shardings};
 pub use crate::trace::tensor::{trace_error, Tensor};
 pub use crate::trace::Outputs;
+pub use crate::vmap::vmap;

@@ -17,7 +17,7 @@ use syn::ItemFn;
 use crate::analyze::{KernelSig, Param};
 use crate::options::{
     option_struct, read, take, validate_shared, Accepted, CapacityFactor, NumExperts, Options,
-    Parsed, Platform, Renormalize, SharedRaw, TopK,
+    Parsed, PerExpert, Platform, Renormalize, SharedRaw, TopK,
 };
 
 option_struct! {
@@ -33,6 +33,8 @@ option_struct! {
         capacity_factor: Option<Parsed<CapacityFactor>>,
         /// `renormalize = true`.
         renormalize: Option<Parsed<Renormalize>>,
+        /// `per_expert = true`.
+        per_expert: Option<Parsed<PerExpert>>,
     }
 }
 
@@ -46,13 +48,17 @@ pub struct ExpertOptions {
     capacity_factor: f64,
     /// Whether the top-k gates are renormalized (default true).
     renormalize: bool,
+    /// Whether the body is written for one expert (`[C, d]` and that
+    /// expert's weights) and batched over the experts with `vmap`; by
+    /// default it takes every expert at once (`[E, C, d]`, stacked weights).
+    per_expert: bool,
     /// The companion's options: CPU defaults with `precision` and `name`.
     common: Options,
 }
 
 /// Reads and validates `expert_kernel(num_experts = 8, top_k = 2,
-/// capacity_factor = 1.25, renormalize = true, precision = "high", name =
-/// "..")`. Every problem is pushed to `errors`; the options that had one
+/// capacity_factor = 1.25, renormalize = true, per_expert = true, precision =
+/// "high", name = "..")`. Every problem is pushed to `errors`; the options that had one
 /// are left at their defaults.
 pub fn parse(attr: TokenStream, errors: &mut Accumulator) -> ExpertOptions {
     let names = ExpertRaw::names();
@@ -100,11 +106,13 @@ pub fn parse(attr: TokenStream, errors: &mut Accumulator) -> ExpertOptions {
         }
     });
     let renormalize = take(raw.renormalize, errors).map(|r| r.0);
+    let per_expert = take(raw.per_expert, errors).is_some_and(|r| r.0);
     ExpertOptions {
         num_experts: num_experts.unwrap_or(1),
         top_k: top_k.unwrap_or(2),
         capacity_factor: capacity_factor.unwrap_or(1.25),
         renormalize: renormalize.unwrap_or(true),
+        per_expert,
         common: validate_shared(raw.shared, Platform::Cpu, errors),
     }
 }
@@ -162,6 +170,19 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
     );
     let doc_dense =
         format!("[`{routed}`] with dense (einsum) dispatch: the reference implementation.");
+    // The body over every expert at once: as written, or (per_expert) the
+    // one-expert body batched over the experts' inputs and stacked weights.
+    let body = if o.per_expert {
+        let nested = rest_ids
+            .iter()
+            .rev()
+            .fold(quote!(()), |acc, w| quote!((#w, #acc)));
+        quote! {
+            |__xe| #dsl::vmap(|(#x, #nested)| #name(#x, #(#rest_ids),*), (__xe, #nested))
+        }
+    } else {
+        quote!(|__xe| #name(__xe, #(#rest_ids),*))
+    };
     let layer = |f: &syn::Ident, which: TokenStream, doc: &str| {
         quote! {
             #[doc = #doc]
@@ -171,7 +192,7 @@ pub fn generate(func: &ItemFn, o: &ExpertOptions, sig: &KernelSig) -> TokenStrea
                 -> (#dsl::Tensor, #dsl::Tensor, #dsl::Tensor, #dsl::Tensor)
             {
                 let __o = #opts;
-                let __r = #dsl::#which(#x, router, &__o, |__xe| #name(__xe, #(#rest_ids),*));
+                let __r = #dsl::#which(#x, router, &__o, #body);
                 (__r.output, __r.aux_loss, __r.z_loss, __r.dropped)
             }
         }

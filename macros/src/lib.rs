@@ -84,7 +84,10 @@ pub fn sparse_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// companion `name::run(&dev, ..)` for the routed layer. Options:
 /// `num_experts = N` (required), `top_k = K` (default 2),
 /// `capacity_factor = F` (default 1.25), `renormalize = bool` (default
-/// true), `precision`, `name`.
+/// true), `per_expert = bool` (default false: the body takes every expert
+/// at once, `[E, C, d]` and the stacked weights; true: it is written for one
+/// expert, `[C, d]` and that expert's weights, and batched with `vmap`),
+/// `precision`, `name`.
 #[proc_macro_attribute]
 pub fn expert_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     pipeline(

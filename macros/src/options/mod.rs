@@ -18,7 +18,8 @@ use crate::suggest::did_you_mean;
 
 pub use values::{
     Accumulate, AutoPad, Autotune, BlockSize, CapacityFactor, CheckArgs, Checks, DType, Donate,
-    Interpret, KernelName, NumExperts, Platform, Precision, Renormalize, TopK, UseBfloat16,
+    Interpret, KernelName, NumExperts, PerExpert, Platform, Precision, Renormalize, TopK,
+    UseBfloat16,
 };
 
 /// One option as read: its typed value with the span of what was written,

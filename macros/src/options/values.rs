@@ -301,6 +301,8 @@ literal_value! {
     CapacityFactor(f64) = "capacity_factor", number, "a number", "1.25";
     /// `renormalize = true`: whether the top-k gates are renormalized.
     Renormalize(bool) = "renormalize", boolean, "a bool", "true";
+    /// `per_expert = true`: the expert body is written for one expert.
+    PerExpert(bool) = "per_expert", boolean, "a bool", "true";
 }
 
 /// `donate(x, y)`: the parameters whose buffers the kernel may reuse, as
