@@ -37,7 +37,7 @@ pub struct VmapCase {
 /// The program of `seed` with a batch of 1 to 3 examples.
 pub fn vmap_case(seed: u64) -> VmapCase {
     let case = generate(seed);
-    let mut rng = Rng::new(seed ^ 0x5eed_0f_0a11_ba7c);
+    let mut rng = Rng::new(seed ^ 0x005e_ed0f_0a11_ba7c);
     let size = rng.int(1, 3) as usize;
     let n = case.args.len();
     let forced = rng.int(0, n as i64 - 1) as usize;
