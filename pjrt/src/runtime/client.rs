@@ -274,7 +274,7 @@ impl Client {
                     .api
                     .extensions()
                     .iter()
-                    .map(|t| super::plugin::identity::extension_name(*t))
+                    .map(|&(t, size)| super::plugin::identity::extension_name(t, size))
                     .collect(),
             }
         })

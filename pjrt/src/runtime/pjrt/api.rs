@@ -93,8 +93,9 @@ pub(crate) struct Api {
     path: PathBuf,
     version: (i32, i32),
     attributes: Vec<(String, AttributeValue)>,
-    /// The types of the extensions in the plugin's `extension_start` chain.
-    extensions: Vec<ffi::PJRT_Extension_Type>,
+    /// The types and struct sizes of the extensions in the plugin's
+    /// `extension_start` chain.
+    extensions: Vec<(ffi::PJRT_Extension_Type, usize)>,
     error_fns: ErrorFns,
 }
 
@@ -149,9 +150,10 @@ impl Api {
         &self.attributes
     }
 
-    /// The types of the plugin's extensions (`PJRT_Extension_Type_*`), in
-    /// the order of its chain.
-    pub(crate) fn extensions(&self) -> &[ffi::PJRT_Extension_Type] {
+    /// The types of the plugin's extensions (`PJRT_Extension_Type_*`) with
+    /// the `struct_size` each declares (which says how many of its
+    /// functions the plugin has), in the order of its chain.
+    pub(crate) fn extensions(&self) -> &[(ffi::PJRT_Extension_Type, usize)] {
         &self.extensions
     }
 
@@ -370,14 +372,14 @@ fn open(path: &Path) -> Result<Api> {
     Ok(api)
 }
 
-/// The types in the extension chain of `raw` (at most 64 links, so a
-/// malformed chain that loops cannot hang the load).
+/// The types and struct sizes in the extension chain of `raw` (at most 64
+/// links, so a malformed chain that loops cannot hang the load).
 ///
 /// # Safety
 ///
 /// `raw` must be a loaded plugin's `PJRT_Api` whose `extension_start` is
 /// null or the head of a chain of valid `PJRT_Extension_Base`s.
-unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<ffi::PJRT_Extension_Type> {
+unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<(ffi::PJRT_Extension_Type, usize)> {
     // SAFETY: caller contract: the field is inside the table.
     let mut next = unsafe { std::ptr::addr_of!((*raw).extension_start).read() };
     let mut types = Vec::new();
@@ -385,7 +387,7 @@ unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<ffi::PJRT_Extension_
         // SAFETY: caller contract: each link is a valid extension base,
         // owned by the plugin for the process's life.
         let base = unsafe { next.read() };
-        types.push(base.type_);
+        types.push((base.type_, base.struct_size));
         next = base.next;
     }
     types

@@ -267,8 +267,20 @@ impl fmt::Display for PluginIdentity {
     }
 }
 
-/// The name of a `PJRT_Extension_Type`.
-pub(crate) fn extension_name(t: ffi::PJRT_Extension_Type) -> String {
+/// The name of a `PJRT_Extension_Type` whose struct declares `size` bytes.
+/// The FFI extension's size tells which of its functions the plugin has:
+/// after the 24-byte base, type-id registration and user data (extension
+/// version 1 and 2), then handler registration in newer XLA.
+pub(crate) fn extension_name(t: ffi::PJRT_Extension_Type, size: usize) -> String {
+    if t == ffi::PJRT_Extension_Type_FFI {
+        let functions = size.saturating_sub(std::mem::size_of::<ffi::PJRT_Extension_Base>()) / 8;
+        return match functions {
+            0..=2 => format!(
+                "FFI ({functions} functions: type ids and user data, no handler registration)"
+            ),
+            n => format!("FFI ({n} functions: with handler registration)"),
+        };
+    }
     let name = match t {
         ffi::PJRT_Extension_Type_Gpu_Custom_Call => "GPU custom call",
         ffi::PJRT_Extension_Type_Profiler => "Profiler",
