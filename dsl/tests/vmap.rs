@@ -608,3 +608,50 @@ fn gradients_of_their_own_survive_vmap() {
     );
     assert_close(&out[3], &out[4].to_f64_vec(), Class::Simple, "checkpoint");
 }
+
+#[test]
+fn checks_inside_vmap_check_every_example() {
+    use tessel_dsl::config::{CheckFamilies, KernelConfig};
+    use tessel_dsl::kernel::Kernel;
+    use tessel_dsl::{check, Error};
+    // A written check: example 2 has a negative value.
+    let k = Kernel::new(fresh_name("vmap_check"), |a: &[Tensor]| {
+        vmap(
+            |x: Tensor| {
+                check(x.ge(0.0).all(&[0]), "negative row {}", &[x]);
+                x.sqrt()
+            },
+            a[0],
+        )
+    });
+    let rows = |v: Vec<f32>| HostTensor::from_vec(v, [4, 2]).unwrap();
+    for dev in [device(), tessel_dsl::runtime::Device::interpreter()] {
+        assert!(k
+            .run(&dev, &[&rows(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])])
+            .is_ok());
+        match k.run(
+            &dev,
+            &[&rows(vec![1.0, 2.0, 3.0, 4.0, 5.0, -6.0, 7.0, -8.0])],
+        ) {
+            Err(Error::Check(c)) => assert_eq!(c.message, "negative row [5, -6]"),
+            other => panic!("expected a check error, got {other:?}"),
+        }
+    }
+    // An automatic index check on an op inside vmap: example 1's start is out of range.
+    let k = Kernel::new(fresh_name("vmap_auto_check"), |a: &[Tensor]| {
+        vmap(
+            |(x, i): (Tensor, Tensor)| x.dynamic_slice(&[i], &[2]),
+            (a[0], a[1]),
+        )
+    })
+    .config(KernelConfig::default().with_checks(CheckFamilies {
+        index: true,
+        ..CheckFamilies::NONE
+    }));
+    let x = rand(38, &[3, 5]);
+    assert!(k.run(&device(), &[&x, &ints(&[0, 3, 1], &[3])]).is_ok());
+    match k.run(&device(), &[&x, &ints(&[0, 4, 1], &[3])]) {
+        Err(Error::Check(c)) => assert!(c.message.contains("(4) out of range"), "{}", c.message),
+        other => panic!("expected a check error, got {other:?}"),
+    }
+}

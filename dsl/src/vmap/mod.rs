@@ -34,6 +34,7 @@
 //! ```
 
 mod batcher;
+mod checks;
 mod control;
 mod emit;
 mod indexing;
@@ -240,6 +241,7 @@ fn vmap_at<C: Carry, O: Carry>(f: impl FnOnce(C) -> O, args: C, axes: &Axes, loc
         }
     }
     b.run(&nodes);
+    checks::batch_checks(&b, region, &loc);
     let out_axes = match per_tensor(&axes.outputs, outs.len(), "result") {
         Ok(a) => a,
         Err(m) => {
