@@ -105,6 +105,10 @@ pub(crate) struct Blocks {
     pub(crate) whole_lo: Tensor,
     pub(crate) whole_hi: Tensor,
     pub(crate) hi: Tensor,
+    /// Whether `lo .. whole_lo` can hold blocks: only a window cuts keys
+    /// before the ones every row sees (without one, the program has no
+    /// loop for that range, which a decode step compiles faster without).
+    pub(crate) before: bool,
 }
 
 impl Blocks {
@@ -115,7 +119,10 @@ impl Blocks {
         init: C,
         step: impl Fn(Tensor, C, bool) -> C,
     ) -> C {
-        let c = fori_loop(self.lo, self.whole_lo, init, |j, c| step(j, c, true));
+        let c = match self.before {
+            true => fori_loop(self.lo, self.whole_lo, init, |j, c| step(j, c, true)),
+            false => init,
+        };
         let c = fori_loop(self.whole_lo, self.whole_hi, c, |j, c| step(j, c, false));
         fori_loop(self.whole_hi, self.hi, c, |j, c| step(j, c, true))
     }
@@ -128,6 +135,7 @@ impl Blocks {
             whole_lo: clamp(self.whole_lo),
             whole_hi: clamp(self.whole_hi),
             hi: clamp(self.hi),
+            before: self.before,
         }
     }
 }
@@ -215,6 +223,8 @@ impl Params {
             whole_lo,
             whole_hi,
             hi,
+            // Without a window, `lo` and `whole_lo` are both the first block.
+            before: self.window.is_some(),
         }
     }
 
