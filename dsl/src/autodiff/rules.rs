@@ -206,6 +206,22 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
             Ok(vec![Some(transpose_collective(&node.op, g(0), loc)?)])
         }
         Op::ReplicaId => Ok(Vec::new()),
+        Op::CustomCall { target, .. } => {
+            // No gradient flows: nothing to say. Otherwise the native code's
+            // derivative is unknown to the tracer.
+            let flows = outs.iter().any(Option::is_some) && want.iter().any(|&w| w);
+            let float_in = node
+                .operands
+                .iter()
+                .any(|&v| tape::spec(v).dtype.is_float());
+            if !flows || !float_in {
+                return Ok(vec![None; node.operands.len()]);
+            }
+            Err(format!(
+                "the native function `{target}` has no gradient: give the call one with \
+                 custom_vjp, or stop_gradient its inputs"
+            ))
+        }
     }
 }
 

@@ -46,6 +46,7 @@ pub(super) fn op_name(op: &Op) -> &'static str {
         Op::AllToAll { .. } => "all_to_all",
         Op::CollectivePermute { .. } => "ppermute",
         Op::ReplicaId => "replica_id",
+        Op::CustomCall { .. } => "ffi_call",
     }
 }
 
@@ -202,6 +203,7 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
             };
             one(b, op, &all_full(b))
         }
+        Op::CustomCall { .. } => native_call(b, node, ops, &ex, res),
         // Ops without operands are never batched, and the indexing and
         // control ops have rules of their own: reaching here is a bug,
         // reported as an error rather than a wrong answer.
@@ -215,6 +217,57 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
         | Op::While { .. }
         | Op::If => unsupported(b, node, name, "internal: no batching rule reached".into()),
     }
+}
+
+/// A native call over the batch: the function is called once per example
+/// (its results stacked), since what it computes for a batch is its own
+/// business.
+fn native_call(
+    b: &Batcher,
+    node: &Node,
+    ops: &[BVal],
+    ex: &[TensorSpec],
+    res: &[TensorSpec],
+) -> Vec<BVal> {
+    let loc = &node.location;
+    let mut per: Vec<Vec<Tensor>> = vec![Vec::with_capacity(b.size); res.len()];
+    for i in 0..b.size {
+        let args: Vec<Tensor> = ops
+            .iter()
+            .zip(ex)
+            .map(|(o, e)| match o.batched {
+                true => example_row(o.t, i, e, loc),
+                false => o.t,
+            })
+            .collect();
+        let outs = emit::op_at("ffi_call", &args, node.op.clone(), res.to_vec(), loc);
+        for (k, y) in outs.into_iter().enumerate() {
+            let mut shape = vec![1];
+            shape.extend_from_slice(&res[k].shape);
+            per[k].push(emit::reshape(y, shape, loc));
+        }
+    }
+    per.into_iter()
+        .map(|ys| BVal::batched(emit::concat(&ys, 0, loc)))
+        .collect()
+}
+
+/// Example `i` of a batched value whose example type is `e`.
+fn example_row(t: Tensor, i: usize, e: &TensorSpec, loc: &Location) -> Tensor {
+    let rank = e.rank() + 1;
+    let mut start = vec![0; rank];
+    start[0] = i;
+    let mut limit = vec![i + 1];
+    limit.extend_from_slice(&e.shape);
+    let op = Op::Slice {
+        start,
+        limit,
+        strides: vec![1; rank],
+    };
+    let mut shape = vec![1];
+    shape.extend_from_slice(&e.shape);
+    let one = emit::op1("vmap", &[t], op, TensorSpec::new(shape, e.dtype), loc);
+    emit::reshape(one, e.shape.clone(), loc)
 }
 
 /// A kernel error naming the op (its results are poisoned).

@@ -1,10 +1,16 @@
 //! Host tensors: a dense row-major buffer with a dtype and a shape.
 
+mod ffi_registry;
 #[cfg(feature = "ndarray")]
 mod ndarray_conv;
 mod npy;
 
 use std::fmt;
+
+pub use ffi_registry::{
+    call_ffi, ffi_function, register_ffi, valid_ffi_name, FfiAttr, FfiCall, FfiFn, FFI_NAME_ATTR,
+    FFI_TARGET,
+};
 
 use crate::dtype::{DType, Element};
 use crate::error::{HostError, Result};

@@ -241,6 +241,15 @@ pub enum Op {
     },
     /// This device's index (u32 scalar) among the program's replicas.
     ReplicaId,
+    /// A call of the native function registered under `target`
+    /// ([`register_ffi`](crate::host::register_ffi)) on the operands, with
+    /// static attributes (sorted by name); its results are the node's.
+    CustomCall {
+        /// The registered function's name.
+        target: String,
+        /// The call's attributes, sorted by name.
+        attrs: Vec<(String, crate::host::FfiAttr)>,
+    },
 }
 
 /// The combiner of a reduction.

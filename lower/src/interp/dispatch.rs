@@ -16,6 +16,24 @@ fn arity(ops: &[&Val], n: usize) -> R<()> {
     Ok(())
 }
 
+/// A native call: the registered function on the operands as host tensors
+/// (the plugin's handler calls the same function).
+fn native(
+    target: &str,
+    attrs: &[(String, crate::host::FfiAttr)],
+    ops: &[&Val],
+    specs: &[TensorSpec],
+) -> R<Vec<Val>> {
+    let args = ops
+        .iter()
+        .map(|v| v.to_host().map_err(|e| e.to_string()))
+        .collect::<R<Vec<_>>>()?;
+    let call = crate::host::FfiCall { args: &args, attrs };
+    let outs = crate::host::call_ffi(target, &call, specs)
+        .map_err(|m| format!("native function `{target}`: {m}"))?;
+    Ok(outs.iter().map(Val::from_host).collect())
+}
+
 fn first(specs: &[TensorSpec]) -> R<&TensorSpec> {
     specs.first().ok_or_else(|| "has no result".to_string())
 }
@@ -135,6 +153,7 @@ pub(crate) fn simple(
             reduce::top_k(ops[0], *k)
         }
         Op::OptimizationBarrier => Ok(ops.iter().map(|v| (*v).clone()).collect()),
+        Op::CustomCall { target, attrs } => native(target, attrs, ops, specs),
         Op::While { .. } | Op::If => Err("has regions; it is not a simple op".into()),
         Op::AllReduce { .. }
         | Op::AllGather { .. }

@@ -38,6 +38,7 @@ pub(crate) fn op_name(op: &Op) -> &'static str {
         Op::AllToAll { .. } => "all_to_all",
         Op::CollectivePermute { .. } => "collective_permute",
         Op::ReplicaId => "replica_id",
+        Op::CustomCall { .. } => "custom_call",
     }
 }
 

@@ -91,7 +91,7 @@ impl Device {
     }
 
     /// The PJRT client (`None` on the interpreter).
-    fn client(&self) -> Option<&Arc<Client>> {
+    pub(crate) fn client(&self) -> Option<&Arc<Client>> {
         match &self.backend {
             Backend::Pjrt(c) => Some(c),
             Backend::Interpreter(_) => None,
@@ -377,6 +377,16 @@ impl Device {
                 return executable::for_interpreter(interpreter, program)
             }
         };
+        // A program that calls native functions needs tessel's FFI
+        // handler registered with the plugin before XLA compiles it.
+        let native = program.graph.as_ref().is_some_and(|g| {
+            g.nodes
+                .iter()
+                .any(|n| matches!(n.op, tessel_ir::ir::Op::CustomCall { .. }))
+        });
+        if native {
+            super::ffi_calls::ensure_registered(client.api())?;
+        }
         // Past the mapping limit neither XLA nor a new thread can map
         // memory (see `mappings.rs`).
         if let Some(usage) = mappings::mapping_usage() {

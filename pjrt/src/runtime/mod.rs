@@ -36,6 +36,7 @@ mod device;
 mod distributed;
 mod executable;
 mod execute;
+pub(crate) mod ffi_calls;
 mod interpreter_backend;
 mod launch;
 mod options;

@@ -96,6 +96,8 @@ pub(crate) struct Api {
     /// The types and struct sizes of the extensions in the plugin's
     /// `extension_start` chain.
     extensions: Vec<(ffi::PJRT_Extension_Type, usize)>,
+    /// The FFI extension in that chain, if any (null otherwise).
+    ffi_extension: *const ffi::PJRT_Extension_Base,
     error_fns: ErrorFns,
 }
 
@@ -155,6 +157,18 @@ impl Api {
     /// functions the plugin has), in the order of its chain.
     pub(crate) fn extensions(&self) -> &[(ffi::PJRT_Extension_Type, usize)] {
         &self.extensions
+    }
+
+    /// The plugin's FFI extension, when its struct holds the three
+    /// functions up to handler registration.
+    pub(crate) fn ffi_extension(&self) -> Option<*const ffi::PJRT_Extension_Base> {
+        let full = std::mem::size_of::<crate::runtime::ffi_calls::xla::PjrtFfiExtension>();
+        let size = self
+            .extensions
+            .iter()
+            .find(|(t, _)| *t == ffi::PJRT_Extension_Type_FFI)
+            .map(|&(_, s)| s)?;
+        (size >= full && !self.ffi_extension.is_null()).then_some(self.ffi_extension)
     }
 
     /// The attribute named `name`.
@@ -347,6 +361,7 @@ fn open(path: &Path) -> Result<Api> {
         version,
         attributes: Vec::new(),
         extensions: Vec::new(),
+        ffi_extension: std::ptr::null(),
         // Replaced just below; the placeholder is never called.
         error_fns: placeholder_error_fns(),
     };
@@ -368,18 +383,30 @@ fn open(path: &Path) -> Result<Api> {
     // SAFETY: `raw` is the plugin's initialized function table, whose first
     // `struct_size` bytes (checked to cover the version, which follows
     // `extension_start`) are readable for the process's life.
-    api.extensions = unsafe { extension_types(raw) };
+    let chain = unsafe { extension_types(raw) };
+    api.extensions = chain.iter().map(|&(t, s, _)| (t, s)).collect();
+    api.ffi_extension = chain
+        .iter()
+        .find(|(t, _, _)| *t == ffi::PJRT_Extension_Type_FFI)
+        .map_or(std::ptr::null(), |&(_, _, p)| p);
     Ok(api)
 }
 
-/// The types and struct sizes in the extension chain of `raw` (at most 64
-/// links, so a malformed chain that loops cannot hang the load).
+/// The types, struct sizes and addresses in the extension chain of `raw`
+/// (at most 64 links, so a malformed chain that loops cannot hang the
+/// load).
 ///
 /// # Safety
 ///
 /// `raw` must be a loaded plugin's `PJRT_Api` whose `extension_start` is
 /// null or the head of a chain of valid `PJRT_Extension_Base`s.
-unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<(ffi::PJRT_Extension_Type, usize)> {
+unsafe fn extension_types(
+    raw: *const ffi::PJRT_Api,
+) -> Vec<(
+    ffi::PJRT_Extension_Type,
+    usize,
+    *const ffi::PJRT_Extension_Base,
+)> {
     // SAFETY: caller contract: the field is inside the table.
     let mut next = unsafe { std::ptr::addr_of!((*raw).extension_start).read() };
     let mut types = Vec::new();
@@ -387,7 +414,7 @@ unsafe fn extension_types(raw: *const ffi::PJRT_Api) -> Vec<(ffi::PJRT_Extension
         // SAFETY: caller contract: each link is a valid extension base,
         // owned by the plugin for the process's life.
         let base = unsafe { next.read() };
-        types.push((base.type_, base.struct_size));
+        types.push((base.type_, base.struct_size, next as *const _));
         next = base.next;
     }
     types
