@@ -55,6 +55,7 @@ pub use ir::tree::{Tree, TreeValue};
 pub use ir::Graph;
 pub use kernel::moe;
 pub use ops::check::check;
+pub use ops::ffi;
 pub use ops::shape::concat;
 pub use ops::{
     axis_index, cond, fori_loop, optimization_barrier, scan, scan_with, while_loop, Carry, DotDims,

@@ -10,6 +10,7 @@ pub mod collective;
 pub mod constant;
 pub mod control;
 pub mod elementwise;
+pub mod ffi;
 pub mod indexing;
 pub mod linalg;
 pub mod random;

@@ -106,8 +106,8 @@ pub fn ffi_function(name: &str) -> Option<FfiFn> {
 ///
 /// # Errors
 ///
-/// A message for an unknown name, the function's own error, or results of
-/// the wrong number or types.
+/// A message for an unknown name, the function's own error or panic, or
+/// results of the wrong number or types.
 pub fn call_ffi(
     name: &str,
     call: &FfiCall<'_>,
@@ -115,7 +115,16 @@ pub fn call_ffi(
 ) -> Result<Vec<HostTensor>, String> {
     let f =
         ffi_function(name).ok_or_else(|| format!("no native function `{name}` is registered"))?;
-    let outs = f(call)?;
+    // A panic in the function is its failure, not the process's.
+    let outs =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(call))).map_err(|e| {
+            let text = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("panicked: {text}")
+        })??;
     if outs.len() != results.len() {
         return Err(format!(
             "returned {} results, the call declares {}",
