@@ -135,8 +135,9 @@ unsafe fn handle(frame: &mut xla::CallFrame) -> Result<(), String> {
     let name =
         name.ok_or_else(|| format!("a native call without its `{FFI_NAME_ATTR}` attribute"))?;
     let fail = |m: String| format!("native function `{name}`: {m}");
-    // SAFETY: as above, for the arguments and the results.
+    // SAFETY: as above, for the arguments.
     let args = unsafe { buffers(&frame.args) }.map_err(fail)?;
+    // SAFETY: as above, for the results.
     let rets = unsafe { buffers(&frame.rets) }.map_err(fail)?;
     let mut inputs = Vec::with_capacity(args.len());
     for (b, spec) in &args {
@@ -213,14 +214,16 @@ unsafe fn buffers(list: &xla::List) -> Result<Vec<(&xla::Buffer, TensorSpec)>, S
     Ok(out)
 }
 
+/// A call's function name (its `tessel_fn` attribute) and its other
+/// attributes.
+type Decoded = (Option<String>, Vec<(String, FfiAttr)>);
+
 /// The call's function name and its other attributes, sorted by name.
 ///
 /// # Safety
 ///
 /// `attrs` is a call frame's attribute list.
-unsafe fn attributes(
-    attrs: &xla::Attrs,
-) -> Result<(Option<String>, Vec<(String, FfiAttr)>), String> {
+unsafe fn attributes(attrs: &xla::Attrs) -> Result<Decoded, String> {
     let n = usize::try_from(attrs.size).unwrap_or(0);
     let (mut name, mut out) = (None, Vec::with_capacity(n));
     for i in 0..n {
