@@ -62,6 +62,7 @@ pub use ops::{
     Precision, ScanOptions, TakeMode,
 };
 pub use shape::{Shape, TensorSpec};
+pub use tessel_macros::ffi_function;
 /// `#[derive(Tree)]`: see [`tree`].
 pub use tessel_macros::Tree;
 pub use tile::{blocks, blocks_of, grid};

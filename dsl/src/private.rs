@@ -8,6 +8,7 @@ pub use crate::dtype::DType;
 pub use crate::error::HostError;
 pub use crate::error::{DeviceError, Error, Result};
 pub use crate::host::HostTensor;
+pub use crate::host::{ffi_function, FfiCall};
 pub use crate::ir::tree::{Leaf, PathSegment, Tree, TreeDef, TreePath, TreeValue};
 pub use crate::kernel::autotune::{
     call_buffers as autotune_call, run_host as autotune_run_host, tune_arg as autotune_arg,
@@ -24,6 +25,9 @@ pub use crate::kernel::{single_output, ArgCollector, Kernel, KernelOutput, Kerne
 pub use crate::lang::{
     and, or, static_condition, AssignPlain, Cmp, ComparePlain, Condition, ForSource, IndexPlain,
     LoopCondition, RangeLoop, RustFor, RustForEarly, Target, TracedFor, TracedForEarly,
+};
+pub use crate::ops::ffi::{
+    ffi_arg, ffi_attr_of, ffi_call_with, register as ffi_register, FfiAttrValue, FfiResults,
 };
 pub use crate::ops::Carry;
 pub use crate::ops::Precision;

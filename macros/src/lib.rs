@@ -16,6 +16,7 @@
 mod analyze;
 mod companion;
 mod expert;
+mod ffi;
 mod options;
 mod paths;
 mod rewrite;
@@ -181,6 +182,18 @@ fn stub_body(func: &mut syn::ItemFn) {
     func.attrs
         .push(syn::parse_quote!(#[allow(unused_variables, unreachable_code)]));
     *func.block = syn::parse_quote!({ ::core::unreachable!("the kernel body did not compile") });
+}
+
+/// Makes a Rust function over typed buffers a native function kernels can
+/// call (`tessel::ffi`): parameters are `FfiBuffer<T>` arguments, or static
+/// attributes marked `#[attr]` (f64, f32, i64, i32, usize, bool, String);
+/// it returns `Result<FfiBuffer<T>, String>` or a tuple of buffers in the
+/// `Ok`. The function is kept; its companion `name::register()` registers
+/// it and `name::call(buffers.., attrs.., &result_specs)` calls it from
+/// traced code.
+#[proc_macro_attribute]
+pub fn ffi_function(attr: TokenStream, item: TokenStream) -> TokenStream {
+    ffi::expand(attr.into(), item.into()).into()
 }
 
 /// Makes a struct or enum generic over its leaf type a tree of tensors

@@ -28,6 +28,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::dtype::Element;
 use crate::error::Location;
 use crate::host::{ffi_function, register_ffi, valid_ffi_name, HostTensor};
 use crate::ir::Op;
@@ -38,7 +39,7 @@ use crate::trace::tensor::Tensor;
 pub use crate::host::{FfiAttr, FfiCall};
 
 /// Registers `f` as the native function `name` (ASCII letters, digits,
-/// `_`, `.`, `-`), replacing one registered under that name. `f` gets the
+/// `_`, `.`, `-`, `:`), replacing one registered under that name. `f` gets the
 /// call's arguments as host tensors and its attributes, and returns its
 /// results, whose types must be those the call declares, or a message:
 /// the run that called it fails with that message, naming the function.
@@ -53,7 +54,7 @@ pub fn register(
 ) {
     assert!(
         valid_ffi_name(name),
-        "`{name}` cannot name a native function: use ASCII letters, digits, `_`, `.` and `-`"
+        "`{name}` cannot name a native function: use ASCII letters, digits, `_`, `.`, `-` and `:`"
     );
     register_ffi(name, Arc::new(f));
 }
@@ -81,6 +82,16 @@ pub fn ffi_call_with(
     ffi_call_at(name, args, results, attrs, Location::caller())
 }
 
+/// Whether `name` can name an attribute: an identifier (ASCII letters,
+/// digits and `_`, not starting with a digit), as the program text needs.
+fn valid_attr_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 fn ffi_call_at(
     name: &str,
     args: &[Tensor],
@@ -100,7 +111,7 @@ fn ffi_call_at(
     } else {
         attrs
             .iter()
-            .find(|(a, _)| !valid_ffi_name(a) || *a == crate::host::FFI_NAME_ATTR)
+            .find(|(a, _)| !valid_attr_name(a) || *a == crate::host::FFI_NAME_ATTR)
             .map(|(a, _)| format!("`{a}` cannot name an attribute of a native call"))
     };
     let mut sorted: Vec<(String, FfiAttr)> = attrs
@@ -135,4 +146,180 @@ pub fn pure_callback(
     let name = format!("pure_callback.{}", NEXT.fetch_add(1, Ordering::Relaxed));
     register(&name, move |call| f(call.args));
     ffi_call_at(&name, args, results, &[], Location::caller())
+}
+
+/// One buffer of a native function written with
+/// [`#[ffi_function]`](crate::ffi_function): its shape and its elements, row
+/// major, of the host type `T` (`f32`, `i32`, `half::bf16`, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FfiBuffer<T> {
+    /// The extents, outermost first.
+    pub shape: Vec<usize>,
+    /// The elements, row major.
+    pub data: Vec<T>,
+}
+
+impl<T: Element> FfiBuffer<T> {
+    /// A buffer of `shape` holding `data`.
+    pub fn new(shape: impl Into<Vec<usize>>, data: Vec<T>) -> Self {
+        FfiBuffer {
+            shape: shape.into(),
+            data,
+        }
+    }
+}
+
+/// A parameter type of an `#[ffi_function]`: read from one argument.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an argument of a native function",
+    label = "not an `FfiBuffer<T>`",
+    note = "arguments are `FfiBuffer<T>` for an element type `T` (f32, f64, i32, u8, half::bf16, ...); \
+            static values are attributes: mark them `#[attr]`"
+)]
+pub trait FfiArg: Sized {
+    /// The argument as this type.
+    ///
+    /// # Errors
+    ///
+    /// A message when its element type is another.
+    fn from_arg(t: &HostTensor) -> Result<Self, String>;
+}
+
+impl<T: Element> FfiArg for FfiBuffer<T> {
+    fn from_arg(t: &HostTensor) -> Result<Self, String> {
+        let data = t.to_vec::<T>().map_err(|e| e.to_string())?;
+        Ok(FfiBuffer {
+            shape: t.shape().to_vec(),
+            data,
+        })
+    }
+}
+
+/// An `#[attr]` parameter type of an `#[ffi_function]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an attribute of a native function",
+    label = "not f64, i64, bool or String",
+    note = "attributes are f64, f32, i64, i32, usize, bool or String"
+)]
+pub trait FfiAttrValue: Sized {
+    /// The attribute as stored in the call.
+    fn to_attr(&self) -> FfiAttr;
+    /// The attribute read back.
+    ///
+    /// # Errors
+    ///
+    /// A message when the call's attribute has another type.
+    fn from_attr(a: &FfiAttr) -> Result<Self, String>;
+}
+
+macro_rules! number_attr {
+    ($($t:ty => $variant:ident as $raw:ty;)*) => {$(
+        impl FfiAttrValue for $t {
+            fn to_attr(&self) -> FfiAttr {
+                FfiAttr::$variant(*self as $raw)
+            }
+            fn from_attr(a: &FfiAttr) -> Result<Self, String> {
+                match a {
+                    FfiAttr::$variant(v) => Ok(*v as $t),
+                    other => Err(format!("expected a {}, got {other:?}", stringify!($t))),
+                }
+            }
+        }
+    )*};
+}
+number_attr! {
+    f64 => F64 as f64;
+    f32 => F64 as f64;
+    i64 => I64 as i64;
+    i32 => I64 as i64;
+    usize => I64 as i64;
+}
+
+impl FfiAttrValue for bool {
+    fn to_attr(&self) -> FfiAttr {
+        FfiAttr::I64(i64::from(*self))
+    }
+    fn from_attr(a: &FfiAttr) -> Result<Self, String> {
+        match a {
+            FfiAttr::I64(v) => Ok(*v != 0),
+            other => Err(format!("expected a bool, got {other:?}")),
+        }
+    }
+}
+
+impl FfiAttrValue for String {
+    fn to_attr(&self) -> FfiAttr {
+        FfiAttr::Str(self.clone())
+    }
+    fn from_attr(a: &FfiAttr) -> Result<Self, String> {
+        match a {
+            FfiAttr::Str(s) => Ok(s.clone()),
+            other => Err(format!("expected a string, got {other:?}")),
+        }
+    }
+}
+
+/// What an `#[ffi_function]` returns on success: one [`FfiBuffer`] or a
+/// tuple of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the results of a native function",
+    label = "not an `FfiBuffer<T>` or a tuple of them",
+    note = "a native function returns `Result<FfiBuffer<T>, String>` or `Result<(FfiBuffer<A>, FfiBuffer<B>, ..), String>`"
+)]
+pub trait FfiResults {
+    /// The results as host tensors.
+    ///
+    /// # Errors
+    ///
+    /// A message when a buffer's elements do not fill its shape.
+    fn into_results(self) -> Result<Vec<HostTensor>, String>;
+}
+
+impl<T: Element> FfiResults for FfiBuffer<T> {
+    fn into_results(self) -> Result<Vec<HostTensor>, String> {
+        Ok(vec![
+            HostTensor::from_vec(self.data, self.shape).map_err(|e| e.to_string())?
+        ])
+    }
+}
+
+macro_rules! tuple_results {
+    ($(($($n:ident $i:tt),*))*) => {$(
+        impl<$($n: FfiResults),*> FfiResults for ($($n,)*) {
+            fn into_results(self) -> Result<Vec<HostTensor>, String> {
+                let mut out = Vec::new();
+                $(out.extend(self.$i.into_results()?);)*
+                Ok(out)
+            }
+        }
+    )*};
+}
+tuple_results! {
+    (A 0)
+    (A 0, B 1)
+    (A 0, B 1, C 2)
+    (A 0, B 1, C 2, D 3)
+}
+
+/// The argument `i` of a call of the native function `name`, as `T` (what
+/// `#[ffi_function]`'s registration reads).
+#[doc(hidden)]
+pub fn ffi_arg<T: FfiArg>(name: &str, call: &FfiCall<'_>, i: usize) -> Result<T, String> {
+    let t = call.args.get(i).ok_or_else(|| {
+        format!(
+            "`{name}` takes more arguments than the {} given",
+            call.args.len()
+        )
+    })?;
+    T::from_arg(t).map_err(|m| format!("argument {i} ({}): {m}", t.spec()))
+}
+
+/// The attribute `key` of a call, as `T` (what `#[ffi_function]`'s
+/// registration reads).
+#[doc(hidden)]
+pub fn ffi_attr_of<T: FfiAttrValue>(call: &FfiCall<'_>, key: &str) -> Result<T, String> {
+    let a = call
+        .attr(key)
+        .ok_or_else(|| format!("the call has no attribute `{key}`"))?;
+    T::from_attr(a).map_err(|m| format!("attribute `{key}`: {m}"))
 }

@@ -75,13 +75,14 @@ pub const FFI_TARGET: &str = "tessel_ffi";
 pub const FFI_NAME_ATTR: &str = "tessel_fn";
 
 /// Whether `name` can name a native function or an attribute: ASCII
-/// letters, digits, `_`, `.` and `-`, starting with a letter or `_`.
+/// letters, digits, `_`, `.`, `-` and `:` (a module path), starting with a
+/// letter or `_`.
 pub fn valid_ffi_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | ':'))
 }
 
 fn table() -> &'static RwLock<HashMap<String, FfiFn>> {
