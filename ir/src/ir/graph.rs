@@ -315,6 +315,46 @@ impl Graph {
     pub fn num_ops(&self) -> usize {
         self.nodes.len()
     }
+
+    /// Which nodes `@main`'s results depend on: a node is live when one of
+    /// its results feeds a live node, a live node's nested region (its
+    /// results, or an outer value its nodes read) or `@main`'s results.
+    /// Every op of the op set is free of side effects, so a node that is not
+    /// live can be left out of the program (a `vmap`'s one-example trace,
+    /// the forward values a gradient does not read).
+    ///
+    /// One pass in reverse creation order: a value is always created before
+    /// the nodes that read it, and a loop or branch after its regions' nodes.
+    pub fn live_nodes(&self) -> Vec<bool> {
+        let mut used = vec![false; self.values.len()];
+        let mut live = vec![false; self.nodes.len()];
+        let mut region_live = vec![false; self.regions.len()];
+        region_live[0] = true;
+        for &v in &self.regions[0].results {
+            used[v] = true;
+        }
+        for (id, node) in self.nodes.iter().enumerate().rev() {
+            let home = node.results.first().map(|&r| self.values[r].region);
+            let in_live_region = home.is_some_and(|r| region_live[r]);
+            if !in_live_region || !node.results.iter().any(|&r| used[r]) {
+                continue;
+            }
+            live[id] = true;
+            for &v in &node.operands {
+                used[v] = true;
+            }
+            for &r in &node.regions {
+                region_live[r] = true;
+                for &v in &self.regions[r].results {
+                    used[v] = true;
+                }
+                for &(outer, _) in &self.regions[r].captures {
+                    used[outer] = true;
+                }
+            }
+        }
+        live
+    }
 }
 
 /// Whether the parameter `param` is `name` or a leaf of the tree parameter

@@ -74,6 +74,8 @@ pub fn nesting_depth(graph: &Graph) -> usize {
 /// Prints one graph; owns the SSA names.
 pub(crate) struct Printer<'g> {
     pub(crate) g: &'g Graph,
+    /// Which nodes the results depend on; the others are not printed.
+    live: Vec<bool>,
     names: Vec<String>,
     out: String,
     pub(crate) temp: usize,
@@ -97,6 +99,7 @@ impl<'g> Printer<'g> {
         }
         Printer {
             g,
+            live: g.live_nodes(),
             names,
             out: String::new(),
             temp: 0,
@@ -216,7 +219,9 @@ impl<'g> Printer<'g> {
     pub(crate) fn region_body(&mut self, region: RegionId, indent: usize) {
         let nodes = self.g.regions[region].nodes.clone();
         for n in nodes {
-            self.node(n, indent);
+            if self.live[n] {
+                self.node(n, indent);
+            }
         }
     }
 
