@@ -540,3 +540,13 @@ fn ops_the_results_do_not_read_are_not_printed() {
     assert!(!text.contains("stablehlo.exponential"), "{text}");
     assert!(text.contains("stablehlo.multiply"), "{text}");
 }
+
+#[test]
+fn rewritten_row_reductions_keep_the_nodes_they_insert() {
+    // The CPU lowering splits long row reductions by inserting nodes into
+    // the region; the printed program keeps every node a result reads.
+    let x =
+        HostTensor::from_vec((0..3 * 72).map(|i| i as f32).collect::<Vec<_>>(), [3, 72]).unwrap();
+    let out = run(|a| (a[0] * a[0]).min(&[1]), &[&x]);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![0.0, 5184.0, 20736.0]);
+}

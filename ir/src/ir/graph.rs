@@ -323,20 +323,29 @@ impl Graph {
     /// live can be left out of the program (a `vmap`'s one-example trace,
     /// the forward values a gradient does not read).
     ///
-    /// One pass in reverse creation order: a value is always created before
-    /// the nodes that read it, and a loop or branch after its regions' nodes.
+    /// Each region's nodes are walked last to first (the order a region
+    /// lists them is one its values are defined in, even after a rewrite
+    /// inserts nodes), and a live node's regions are walked before the nodes
+    /// above it, since their nodes may read values defined there. The walk
+    /// keeps its own stack, so deep nesting needs no deep call stack.
     pub fn live_nodes(&self) -> Vec<bool> {
         let mut used = vec![false; self.values.len()];
         let mut live = vec![false; self.nodes.len()];
-        let mut region_live = vec![false; self.regions.len()];
-        region_live[0] = true;
         for &v in &self.regions[0].results {
             used[v] = true;
         }
-        for (id, node) in self.nodes.iter().enumerate().rev() {
-            let home = node.results.first().map(|&r| self.values[r].region);
-            let in_live_region = home.is_some_and(|r| region_live[r]);
-            if !in_live_region || !node.results.iter().any(|&r| used[r]) {
+        // (region, how many of its nodes, from the front, are left to walk)
+        let mut stack = vec![(0usize, self.regions[0].nodes.len())];
+        while let Some(top) = stack.last_mut() {
+            let (region, left) = *top;
+            if left == 0 {
+                stack.pop();
+                continue;
+            }
+            top.1 -= 1;
+            let id = self.regions[region].nodes[left - 1];
+            let node = &self.nodes[id];
+            if !node.results.iter().any(|&r| used[r]) {
                 continue;
             }
             live[id] = true;
@@ -344,13 +353,13 @@ impl Graph {
                 used[v] = true;
             }
             for &r in &node.regions {
-                region_live[r] = true;
                 for &v in &self.regions[r].results {
                     used[v] = true;
                 }
                 for &(outer, _) in &self.regions[r].captures {
                     used[outer] = true;
                 }
+                stack.push((r, self.regions[r].nodes.len()));
             }
         }
         live
