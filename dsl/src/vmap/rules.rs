@@ -11,43 +11,10 @@ use crate::trace::tensor::Tensor;
 use super::batcher::{spec, BVal, Batcher};
 use super::emit;
 
-/// The name an op's errors carry.
+/// The name an op's errors carry (its StableHLO name, as the
+/// interpreter's findings name it).
 pub(super) fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Constant { .. } => "constant",
-        Op::Iota { .. } => "iota",
-        Op::Unary(_) => "unary",
-        Op::Binary(_) => "binary",
-        Op::Compare(_) => "compare",
-        Op::Select => "select",
-        Op::Clamp => "clamp",
-        Op::Convert => "cast",
-        Op::BroadcastInDim { .. } => "broadcast_in_dim",
-        Op::Reshape => "reshape",
-        Op::Transpose { .. } => "transpose",
-        Op::Slice { .. } => "slice",
-        Op::DynamicSlice { .. } => "dynamic_slice",
-        Op::DynamicUpdateSlice => "dynamic_update_slice",
-        Op::Concatenate { .. } => "concat",
-        Op::Pad { .. } => "pad",
-        Op::Reduce { .. } => "reduce",
-        Op::ArgReduce { .. } => "arg_reduce",
-        Op::DotGeneral { .. } => "dot_general",
-        Op::Gather { .. } => "gather",
-        Op::Scatter { .. } => "scatter",
-        Op::Sort { .. } => "sort",
-        Op::TopK { .. } => "top_k",
-        Op::While { .. } => "while_loop",
-        Op::If => "cond",
-        Op::OptimizationBarrier => "optimization_barrier",
-        Op::AllReduce { .. } => "psum",
-        Op::AllGather { .. } => "all_gather",
-        Op::ReduceScatter { .. } => "psum_scatter",
-        Op::AllToAll { .. } => "all_to_all",
-        Op::CollectivePermute { .. } => "ppermute",
-        Op::ReplicaId => "replica_id",
-        Op::CustomCall { .. } => "ffi_call",
-    }
+    crate::interp::op_name(op)
 }
 
 fn shifted(axes: &[usize]) -> Vec<usize> {

@@ -188,7 +188,7 @@ use crate::host::HostTensor;
 use crate::ir::{Def, Graph, NodeId, Op, RegionId, ValueId};
 use crate::lower::nesting_depth;
 use checks::{IndexNotes, Recorder};
-use names::op_name;
+pub use names::op_name;
 use value::{Data, Val};
 
 /// What [`evaluate`] returns: the graph's outputs and what the checks found.

@@ -5,7 +5,7 @@ use crate::ir::{BinaryOp, Op, UnaryOp};
 use crate::lower::{binary_name, unary_name};
 
 /// The name of `op`: `add`, `dynamic_slice`, `while`, ...
-pub(crate) fn op_name(op: &Op) -> &'static str {
+pub fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Constant { .. } => "constant",
         Op::Iota { .. } => "iota",
