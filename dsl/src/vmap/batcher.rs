@@ -42,7 +42,7 @@ pub(super) fn spec(v: ValueId) -> TensorSpec {
 }
 
 /// A copy of node `n`.
-fn node(n: NodeId) -> Option<Node> {
+pub(super) fn node(n: NodeId) -> Option<Node> {
     with_state(|s| s.graph.nodes.get(n).cloned()).flatten()
 }
 
@@ -57,7 +57,7 @@ fn regions_of(node: &Node) -> (Option<RegionId>, RegionId) {
 
 /// The values a node reads: its operands and, for a node with regions,
 /// the outer values its regions use.
-fn inputs(node: &Node) -> Vec<ValueId> {
+pub(super) fn inputs(node: &Node) -> Vec<ValueId> {
     let mut v = node.operands.clone();
     if !node.regions.is_empty() {
         let free = with_state(|s| crate::autodiff::free_values_of(&s.graph, &node.regions));

@@ -15,15 +15,11 @@ use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
 use crate::trace::with_state;
 
-use super::batcher::{spec, BVal, Batcher};
+use super::batcher::{inputs, node, spec, BVal, Batcher};
 use super::emit;
 
 fn region(r: RegionId) -> Option<Region> {
     with_state(|s| s.graph.regions[r].clone())
-}
-
-fn node_of(n: usize) -> Option<Node> {
-    with_state(|s| s.graph.nodes.get(n).cloned()).flatten()
 }
 
 /// Which values of a region are batched, without emitting anything.
@@ -52,7 +48,7 @@ impl Analysis<'_> {
             self.local.insert(inner, x);
         }
         for &n in &r.nodes {
-            if let Some(node) = node_of(n) {
+            if let Some(node) = node(n) {
                 let outs = self.node(&node);
                 for (&v, x) in node.results.iter().zip(outs) {
                     self.local.insert(v, x);
@@ -79,13 +75,7 @@ impl Analysis<'_> {
                 tb.iter().zip(&eb).map(|(a, b)| pred || *a || *b).collect()
             }
             _ => {
-                let mut ins = node.operands.clone();
-                if !node.regions.is_empty() {
-                    let free =
-                        with_state(|s| crate::autodiff::free_values_of(&s.graph, &node.regions));
-                    ins.extend(free.unwrap_or_default());
-                }
-                let any = ins.iter().any(|&v| self.is_batched(v));
+                let any = inputs(node).iter().any(|&v| self.is_batched(v));
                 vec![any; node.results.len()]
             }
         }

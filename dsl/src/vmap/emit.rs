@@ -129,3 +129,35 @@ pub(super) fn not_equal(a: Tensor, b: Tensor, loc: &Location) -> Tensor {
     let spec = TensorSpec::new(a.shape(), DType::Pred);
     op1("vmap", &[a, b], Op::Compare(Comparison::Ne), spec, loc)
 }
+
+/// Axes shifted past a batch axis put in front.
+pub(super) fn shifted(axes: &[usize]) -> Vec<usize> {
+    axes.iter().map(|a| a + 1).collect()
+}
+
+/// `first` followed by `rest`.
+pub(super) fn front<T: Copy>(first: T, rest: &[T]) -> Vec<T> {
+    let mut v = Vec::with_capacity(rest.len() + 1);
+    v.push(first);
+    v.extend_from_slice(rest);
+    v
+}
+
+/// Example `i` of `t` along its axis 0 (the batch axis), without that axis.
+pub(super) fn example(t: Tensor, i: usize, loc: &Location) -> Tensor {
+    let shape = t.shape();
+    let rank = shape.len();
+    let mut start = vec![0; rank];
+    start[0] = i;
+    let mut limit = shape.clone();
+    limit[0] = i + 1;
+    let mut one_shape = shape.clone();
+    one_shape[0] = 1;
+    let op = Op::Slice {
+        start,
+        limit,
+        strides: vec![1; rank],
+    };
+    let one = op1("vmap", &[t], op, TensorSpec::new(one_shape, t.dtype()), loc);
+    reshape(one, shape[1..].to_vec(), loc)
+}

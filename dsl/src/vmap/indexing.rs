@@ -10,17 +10,7 @@ use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
 
 use super::batcher::{spec, BVal, Batcher};
-use super::emit;
-
-fn shifted(axes: &[usize]) -> Vec<usize> {
-    axes.iter().map(|a| a + 1).collect()
-}
-
-fn front(first: usize, rest: &[usize]) -> Vec<usize> {
-    let mut v = vec![first];
-    v.extend_from_slice(rest);
-    v
-}
+use super::emit::{self, front, shifted};
 
 /// Index vectors `s32 [B, 1 + starts.len()]`: the example's number, then
 /// each start (broadcast over the batch when it is the same for all).

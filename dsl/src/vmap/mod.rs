@@ -201,27 +201,8 @@ fn vmap_at<C: Carry, O: Carry>(f: impl FnOnce(C) -> O, args: C, axes: &Axes, loc
             }
             Some(a) => {
                 let m = emit::move_axis(*t, *a, 0, &loc);
-                let shape = m.shape();
-                let first = emit::op1(
-                    "vmap",
-                    &[m],
-                    crate::ir::Op::Slice {
-                        start: vec![0; shape.len()],
-                        limit: std::iter::once(1)
-                            .chain(shape[1..].iter().copied())
-                            .collect(),
-                        strides: vec![1; shape.len()],
-                    },
-                    crate::shape::TensorSpec::new(
-                        std::iter::once(1)
-                            .chain(shape[1..].iter().copied())
-                            .collect::<Vec<_>>(),
-                        m.dtype(),
-                    ),
-                    &loc,
-                );
                 batched.push(Some(m));
-                example.push(emit::reshape(first, shape[1..].to_vec(), &loc));
+                example.push(emit::example(m, 0, &loc));
             }
         }
     }

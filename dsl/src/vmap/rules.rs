@@ -9,23 +9,12 @@ use crate::shape::TensorSpec;
 use crate::trace::tensor::Tensor;
 
 use super::batcher::{spec, BVal, Batcher};
-use super::emit;
+use super::emit::{self, front, shifted};
 
 /// The name an op's errors carry (its StableHLO name, as the
 /// interpreter's findings name it).
 pub(super) fn op_name(op: &Op) -> &'static str {
     crate::interp::op_name(op)
-}
-
-fn shifted(axes: &[usize]) -> Vec<usize> {
-    axes.iter().map(|a| a + 1).collect()
-}
-
-fn front<T: Copy>(first: T, rest: &[T]) -> Vec<T> {
-    let mut v = Vec::with_capacity(rest.len() + 1);
-    v.push(first);
-    v.extend_from_slice(rest);
-    v
 }
 
 /// The rule of every op but the indexing and control ops (`ops` are the
@@ -170,7 +159,7 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
             };
             one(b, op, &all_full(b))
         }
-        Op::CustomCall { .. } => native_call(b, node, ops, &ex, res),
+        Op::CustomCall { .. } => native_call(b, node, ops, res),
         // Ops without operands are never batched, and the indexing and
         // control ops have rules of their own: reaching here is a bug,
         // reported as an error rather than a wrong answer.
@@ -189,21 +178,14 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
 /// A native call over the batch: the function is called once per example
 /// (its results stacked), since what it computes for a batch is its own
 /// business.
-fn native_call(
-    b: &Batcher,
-    node: &Node,
-    ops: &[BVal],
-    ex: &[TensorSpec],
-    res: &[TensorSpec],
-) -> Vec<BVal> {
+fn native_call(b: &Batcher, node: &Node, ops: &[BVal], res: &[TensorSpec]) -> Vec<BVal> {
     let loc = &node.location;
     let mut per: Vec<Vec<Tensor>> = vec![Vec::with_capacity(b.size); res.len()];
     for i in 0..b.size {
         let args: Vec<Tensor> = ops
             .iter()
-            .zip(ex)
-            .map(|(o, e)| match o.batched {
-                true => example_row(o.t, i, e, loc),
+            .map(|o| match o.batched {
+                true => emit::example(o.t, i, loc),
                 false => o.t,
             })
             .collect();
@@ -217,24 +199,6 @@ fn native_call(
     per.into_iter()
         .map(|ys| BVal::batched(emit::concat(&ys, 0, loc)))
         .collect()
-}
-
-/// Example `i` of a batched value whose example type is `e`.
-fn example_row(t: Tensor, i: usize, e: &TensorSpec, loc: &Location) -> Tensor {
-    let rank = e.rank() + 1;
-    let mut start = vec![0; rank];
-    start[0] = i;
-    let mut limit = vec![i + 1];
-    limit.extend_from_slice(&e.shape);
-    let op = Op::Slice {
-        start,
-        limit,
-        strides: vec![1; rank],
-    };
-    let mut shape = vec![1];
-    shape.extend_from_slice(&e.shape);
-    let one = emit::op1("vmap", &[t], op, TensorSpec::new(shape, e.dtype), loc);
-    emit::reshape(one, e.shape.clone(), loc)
 }
 
 /// A kernel error naming the op (its results are poisoned).

@@ -2,7 +2,9 @@
 
 use crate::ir::NodeId;
 use crate::ir::{BinaryOp, Comparison, Op, ReduceKind, ScatterCombine, UnaryOp};
-use crate::lower::{collectives, combiner_region, regions, scalar_type, Printer, RegionText};
+use crate::lower::{
+    collectives, combiner_region, quote, regions, scalar_type, Printer, RegionText,
+};
 use tessel_ir::host::{FfiAttr, FFI_NAME_ATTR, FFI_TARGET};
 
 fn i64_array(v: &[impl ToString]) -> String {
@@ -338,35 +340,20 @@ pub(crate) fn op_parts(
 /// attributes in `backend_config` (floats by their bits, so none is
 /// rounded).
 fn custom_call_attrs(target: &str, attrs: &[(String, FfiAttr)]) -> String {
-    let mut config = vec![format!("{FFI_NAME_ATTR} = {}", mlir_string(target))];
+    let mut config = vec![format!("{FFI_NAME_ATTR} = {}", quote(target))];
     for (name, a) in attrs {
         let value = match a {
             FfiAttr::F64(v) => format!("0x{:016X} : f64", v.to_bits()),
             FfiAttr::I64(v) => format!("{v} : i64"),
-            FfiAttr::Str(v) => mlir_string(v),
+            FfiAttr::Str(v) => quote(v),
         };
         config.push(format!("{name} = {value}"));
     }
     format!(
         "call_target_name = {}, api_version = 4 : i32, backend_config = {{{}}}",
-        mlir_string(FFI_TARGET),
+        quote(FFI_TARGET),
         config.join(", ")
     )
-}
-
-/// `s` as an MLIR string literal (quotes, backslashes and control bytes escaped).
-fn mlir_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for b in s.bytes() {
-        match b {
-            b'"' | b'\\' => out.push_str(&format!("\\{:02X}", b)),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\{:02X}", b)),
-        }
-    }
-    out.push('"');
-    out
 }
 
 pub(crate) fn reduce_combiner(kind: ReduceKind) -> &'static str {

@@ -273,8 +273,7 @@ impl Client {
                 extensions: self
                     .api
                     .extensions()
-                    .iter()
-                    .map(|&(t, size)| super::plugin::identity::extension_name(t, size))
+                    .map(|(t, size)| super::plugin::identity::extension_name(t, size))
                     .collect(),
             }
         })

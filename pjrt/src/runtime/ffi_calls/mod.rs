@@ -114,7 +114,7 @@ mod tests {
     use std::sync::Arc;
 
     use tessel_ir::dtype::DType;
-    use tessel_ir::host::{register_ffi, FfiAttr, HostTensor, FFI_NAME_ATTR, FFI_TARGET};
+    use tessel_ir::host::{register_ffi, HostTensor, FFI_NAME_ATTR, FFI_TARGET};
     use tessel_ir::shape::TensorSpec;
 
     /// A hand-written call of a registered function (`y = x * scale + 1`),
@@ -135,10 +135,7 @@ mod tests {
         let dev = crate::runtime::Device::cpu().unwrap();
         let client = dev.client().expect("a PJRT device");
         super::ensure_registered(client.api()).unwrap();
-        let scale = FfiAttr::F64(3.0);
-        let FfiAttr::F64(v) = scale else {
-            unreachable!()
-        };
+        let scale = 3.0f64;
         let text = format!(
             r#"module @native {{
   func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {{
@@ -146,7 +143,7 @@ mod tests {
     func.return %0 : tensor<4xf32>
   }}
 }}"#,
-            v.to_bits()
+            scale.to_bits()
         );
         let spec = TensorSpec::new([4], DType::F32);
         let p = crate::runtime::Program::new("native", text, vec![spec.clone()], vec![spec]);

@@ -93,11 +93,13 @@ pub(crate) struct Api {
     path: PathBuf,
     version: (i32, i32),
     attributes: Vec<(String, AttributeValue)>,
-    /// The types and struct sizes of the extensions in the plugin's
-    /// `extension_start` chain.
-    extensions: Vec<(ffi::PJRT_Extension_Type, usize)>,
-    /// The FFI extension in that chain, if any (null otherwise).
-    ffi_extension: *const ffi::PJRT_Extension_Base,
+    /// The types, struct sizes and addresses of the extensions in the
+    /// plugin's `extension_start` chain.
+    extensions: Vec<(
+        ffi::PJRT_Extension_Type,
+        usize,
+        *const ffi::PJRT_Extension_Base,
+    )>,
     error_fns: ErrorFns,
 }
 
@@ -155,20 +157,21 @@ impl Api {
     /// The types of the plugin's extensions (`PJRT_Extension_Type_*`) with
     /// the `struct_size` each declares (which says how many of its
     /// functions the plugin has), in the order of its chain.
-    pub(crate) fn extensions(&self) -> &[(ffi::PJRT_Extension_Type, usize)] {
-        &self.extensions
+    pub(crate) fn extensions(
+        &self,
+    ) -> impl Iterator<Item = (ffi::PJRT_Extension_Type, usize)> + '_ {
+        self.extensions.iter().map(|&(t, size, _)| (t, size))
     }
 
     /// The plugin's FFI extension, when its struct holds the three
     /// functions up to handler registration.
     pub(crate) fn ffi_extension(&self) -> Option<*const ffi::PJRT_Extension_Base> {
         let full = std::mem::size_of::<crate::runtime::ffi_calls::xla::PjrtFfiExtension>();
-        let size = self
+        let &(_, size, base) = self
             .extensions
             .iter()
-            .find(|(t, _)| *t == ffi::PJRT_Extension_Type_FFI)
-            .map(|&(_, s)| s)?;
-        (size >= full && !self.ffi_extension.is_null()).then_some(self.ffi_extension)
+            .find(|(t, _, _)| *t == ffi::PJRT_Extension_Type_FFI)?;
+        (size >= full && !base.is_null()).then_some(base)
     }
 
     /// The attribute named `name`.
@@ -361,7 +364,6 @@ fn open(path: &Path) -> Result<Api> {
         version,
         attributes: Vec::new(),
         extensions: Vec::new(),
-        ffi_extension: std::ptr::null(),
         // Replaced just below; the placeholder is never called.
         error_fns: placeholder_error_fns(),
     };
@@ -383,12 +385,7 @@ fn open(path: &Path) -> Result<Api> {
     // SAFETY: `raw` is the plugin's initialized function table, whose first
     // `struct_size` bytes (checked to cover the version, which follows
     // `extension_start`) are readable for the process's life.
-    let chain = unsafe { extension_types(raw) };
-    api.extensions = chain.iter().map(|&(t, s, _)| (t, s)).collect();
-    api.ffi_extension = chain
-        .iter()
-        .find(|(t, _, _)| *t == ffi::PJRT_Extension_Type_FFI)
-        .map_or(std::ptr::null(), |&(_, _, p)| p);
+    api.extensions = unsafe { extension_types(raw) };
     Ok(api)
 }
 
