@@ -52,16 +52,16 @@ struct Gpt<T = Tensor> {
     final_norm: T,
 }
 
-/// Queries, keys and values `[T, HEADS, HEAD_DIM]` of the normed `h: [T, DIM]`.
+/// Queries, keys and values `[.., HEADS, HEAD_DIM]` of the normed `h: [.., DIM]`.
 fn qkv(b: &Block, h: Tensor, pos: Tensor) -> (Tensor, Tensor, Tensor) {
-    let split = |y: Tensor| y.reshape(&[-1, HEADS as isize, HEAD_DIM as isize]);
+    let split = |y: Tensor| y.unflatten(-1, &[HEADS, HEAD_DIM]);
     let rope = |y: Tensor| rope_positions(split(y), pos, 10_000.0, RopeLayout::HalfSplit);
     (rope(h.matmul(b.wq)), rope(h.matmul(b.wk)), split(h.matmul(b.wv)))
 }
 
-/// The residual stream after attention output `o: [T, HEADS, HEAD_DIM]` and the MLP.
+/// The residual stream after attention output `o: [.., HEADS, HEAD_DIM]` and the MLP.
 fn finish_block(b: &Block, x: Tensor, o: Tensor) -> Tensor {
-    let x = x + o.reshape(&[x.dim(0) as isize, DIM as isize]).matmul(b.wo);
+    let x = x + o.flatten(-2, -1).matmul(b.wo);
     let h = rms_norm(x, b.mlp_norm, 1e-5);
     x + swiglu(h.matmul(b.w_gate), h.matmul(b.w_up)).matmul(b.w_down)
 }
@@ -72,16 +72,15 @@ fn logits(p: &Gpt, x: Tensor) -> Tensor {
 
 /// The mean next-token loss of `tokens: s32 [BATCH, SEQ + 1]`.
 fn loss(p: &Gpt, tokens: Tensor) -> Tensor {
-    let (b, s, t) = (BATCH as isize, SEQ as isize, (BATCH * SEQ) as isize);
-    let inputs = tokens.slice_axis(1, 0, SEQ).reshape(&[t]);
-    let targets = tokens.slice_axis(1, 1, SEQ + 1).reshape(&[t]);
-    let pos = Tensor::iota([BATCH, SEQ], 1, S32).reshape(&[t]);
-    let heads = |y: Tensor| y.reshape(&[b, s, HEADS as isize, HEAD_DIM as isize]).transpose(&[0, 2, 1, 3]);
+    let (inputs, targets) = (tokens.slice_axis(1, 0, SEQ), tokens.slice_axis(1, 1, SEQ + 1));
+    let pos = Tensor::iota([BATCH, SEQ], 1, S32);
+    // [B, S, H, D] <-> flash attention's [B, H, S, D].
+    let heads = |y: Tensor| y.transpose(&[0, 2, 1, 3]);
     let mut x = p.embed.take(inputs, 0);
     for blk in &p.blocks {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), pos);
         let o = flash_attention(heads(q), heads(k), heads(v), FlashOptions::new().causal(true));
-        x = finish_block(blk, x, o.transpose(&[0, 2, 1, 3]));
+        x = finish_block(blk, x, heads(o));
     }
     cross_entropy(logits(p, x), targets)
 }
@@ -98,17 +97,16 @@ fn train_step(state: TrainState<Gpt>, tokens: Tensor, opt: Optimizer) -> (TrainS
 /// metadata never leaves the device.
 #[cpu_kernel(donate(kv))]
 fn serve_step(p: Gpt, mut kv: PagedKv, tables: Tensor, batch: RaggedBatch, prefill: bool) -> (PagedKv, RaggedBatch) {
-    let (kv_lens, cu) = (batch.kv_lens, batch.cu_q_lens);
     let mut x = p.embed.take(batch.tokens, 0);
     for (l, blk) in p.blocks.iter().enumerate() {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), batch.positions);
         // Layer `l`'s pages are `l * POOL ..` of the one pool.
         let tables = tables + (l * POOL) as i32;
-        kv = kv_cache_update_with(&kv, k, v, tables, kv_lens, cu);
+        kv = kv_cache_update_with(&kv, k, v, tables, batch.kv_lens, batch.cu_q_lens);
         let o = if prefill {
             prefill_attention(q, k, v, &batch, ServeOptions::new())
         } else {
-            paged_attention_with(q, &kv, tables, kv_lens, ServeOptions::new())
+            paged_attention_with(q, &kv, tables, batch.kv_lens, ServeOptions::new())
         };
         x = finish_block(blk, x, o);
     }
@@ -186,19 +184,16 @@ fn train(dev: &Device, state: &mut DeviceState, data: &[HostTensor], opt: &Optim
 /// Greedy generation of `new` bytes after each prompt, from the paged cache.
 fn generate(dev: &Device, params: &Gpt<DeviceBuffer>, prompts: &[&str], new: usize) -> Result<Vec<String>> {
     let ids: Vec<Vec<i32>> = prompts.iter().map(|p| p.bytes().map(i32::from).collect()).collect();
-    let mut pool = PagePool::new(POOL, PAGE);
-    let seqs: Vec<u64> = (0..ids.len() as u64).collect();
-    seqs.iter().zip(&ids).try_for_each(|(&s, p)| pool.reserve(s, p.len() + new))?;
-    let tables = dev.to_device(&pool.block_tables(&seqs, pool.max_pages(&seqs))?)?;
-    let pages = PagedKv::zeros(LAYERS * POOL, PAGE, HEADS, HEAD_DIM, F32);
-    let mut cache = tree::to_device(dev, &pages)?;
+    // Sequence i holds pages for its prompt and the `new` tokens after it.
+    let lens = ids.iter().map(|p| p.len() + new);
+    let tables = dev.to_device(&PagePool::new(POOL, PAGE).reserve_batch((0..).zip(lens))?)?;
+    let mut cache = tree::to_device(dev, &PagedKv::zeros(LAYERS * POOL, PAGE, HEADS, HEAD_DIM, F32))?;
     let mut batch = tree::to_device(dev, &RaggedBatch::prefill(&ids)?)?;
     let mut out: Vec<String> = prompts.iter().map(|p| p.to_string()).collect();
     for step in 0..new {
         (cache, batch) = serve_step::call(dev, params, &cache, &tables, &batch, step == 0)?;
-        for (text, t) in out.iter_mut().zip(batch.tokens.to_host()?.to_vec::<i32>()?) {
-            text.push(t as u8 as char);
-        }
+        let next = batch.tokens.to_host()?.to_vec::<i32>()?;
+        out.iter_mut().zip(next).for_each(|(text, t)| text.push(t as u8 as char));
     }
     Ok(out)
 }

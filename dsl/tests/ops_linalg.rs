@@ -127,7 +127,7 @@ fn matmul_2d_odd_sizes() {
 #[test]
 fn batched_matmul_with_batch_broadcasting_and_vectors() {
     let mut rng = Rng::new(51);
-    let cases: [(&[usize], &[usize], &[usize]); 9] = [
+    let cases: [(&[usize], &[usize], &[usize]); 11] = [
         (&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]),
         (&[4, 1, 3, 5], &[2, 5, 6], &[4, 2, 3, 6]),
         (&[3, 4], &[2, 4, 5], &[2, 3, 5]),
@@ -137,6 +137,9 @@ fn batched_matmul_with_batch_broadcasting_and_vectors() {
         (&[7], &[7], &[]),
         (&[4], &[2, 4, 5], &[2, 5]),
         (&[2, 3, 4], &[4], &[2, 3]),
+        // A layer's weight: no batch axes on the right (one dot, no broadcast).
+        (&[2, 3, 4], &[4, 5], &[2, 3, 5]),
+        (&[2, 1, 3, 7], &[7, 1], &[2, 1, 3, 1]),
     ];
     for (sa, sb, want_shape) in cases {
         let a = random(&mut rng, sa, F32, -1.0, 1.0);

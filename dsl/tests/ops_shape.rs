@@ -159,7 +159,7 @@ fn broadcast_to_and_broadcast_in_dim() {
 }
 
 #[test]
-fn reshape_expand_dims_and_squeeze() {
+fn reshape_expand_dims_squeeze_flatten_and_unflatten() {
     let mut rng = Rng::new(31);
     let x = random(&mut rng, &[2, 3, 4], F32, -9.0, 9.0);
     let one = random(&mut rng, &[1], S32, -9.0, 9.0);
@@ -178,11 +178,16 @@ fn reshape_expand_dims_and_squeeze() {
                 t[0].expand_dims(1).squeeze(1),
                 t[1].squeeze(0),
                 t[1].reshape(&[1, 1]).squeeze(-1),
+                t[0].unflatten(-1, &[2, 2]),
+                t[0].unflatten(1, &[1, 3, 1]),
+                t[0].flatten(0, 1),
+                t[0].flatten(-2, -1),
+                t[0].unflatten(2, &[2, 2]).flatten(-3, -1),
             ]
         },
         &[&x, &one],
     );
-    let shapes: [&[usize]; 12] = [
+    let shapes: [&[usize]; 17] = [
         &[6, 4],
         &[6, 4],
         &[24],
@@ -195,9 +200,14 @@ fn reshape_expand_dims_and_squeeze() {
         &[2, 3, 4],
         &[],
         &[1],
+        &[2, 3, 2, 2],
+        &[2, 1, 3, 1, 4],
+        &[6, 4],
+        &[2, 12],
+        &[2, 12],
     ];
     for (i, (o, s)) in out.iter().zip(shapes).enumerate() {
-        let src = if (4..=5).contains(&i) || i >= 10 {
+        let src = if (4..=5).contains(&i) || (10..12).contains(&i) {
             &one
         } else {
             &x

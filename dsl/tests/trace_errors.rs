@@ -320,6 +320,34 @@ fn more_misuses_each_name_their_op() {
     let cases: Vec<(Body, u32, &str, &str, Vec<TensorSpec>)> = vec![
         (|a| a[0].squeeze(0), line!(), "squeeze", "not 1", s(&[2, 1])),
         (
+            |a| a[0].unflatten(1, &[2, 2]),
+            line!(),
+            "unflatten",
+            "not the product of [2, 2]",
+            s(&[2, 6]),
+        ),
+        (
+            |a| a[0].unflatten(2, &[1]),
+            line!(),
+            "unflatten",
+            "out of range",
+            s(&[2, 6]),
+        ),
+        (
+            |a| a[0].flatten(1, 0),
+            line!(),
+            "flatten",
+            "wrong order",
+            s(&[2, 6]),
+        ),
+        (
+            |a| a[0].flatten(0, 5),
+            line!(),
+            "flatten",
+            "out of range",
+            s(&[2, 6]),
+        ),
+        (
             |a| a[0].expand_dims(3),
             line!(),
             "expand_dims",

@@ -21,8 +21,10 @@ use tessel::tensor::trace_error;
 
 use crate::norm::compute_dtype;
 
-/// Mean softmax cross-entropy of `logits` `[N, V]` against integer
-/// `labels` `[N]`, as a traced function with a fused backward: the
+/// Mean softmax cross-entropy of `logits` `[.., V]` against integer
+/// `labels` `[..]` (the same leading axes: `[N, V]` and `[N]`, or a
+/// batch of sequences `[B, S, V]` and `[B, S]`; `N` below is the number of
+/// rows), as a traced function with a fused backward: the
 /// gradient with respect to `logits` is `(softmax(logits) − onehot) · g / N`,
 /// computed from the saved logsumexp (no second softmax pass over saved
 /// probabilities). Labels outside `[0, V)` contribute nothing (their row
@@ -40,14 +42,24 @@ pub fn cross_entropy(logits: Tensor, labels: Tensor) -> Tensor {
             format!("needs float logits, got {ls}"),
         );
     };
-    if ls.rank() != 2 || ys.rank() != 1 || ys.shape[0] != ls.shape[0] || !ys.dtype.is_integer() {
+    let r = ls.rank();
+    if r == 0 || ys.shape[..] != ls.shape[..r - 1] || !ys.dtype.is_integer() {
         return trace_error(
             op,
             &[logits, labels],
-            format!("needs logits [N, V] and integer labels [N], got {ls} and {ys}"),
+            format!("needs logits [.., V] and integer labels [..] with the same leading axes, got {ls} and {ys}"),
         );
     }
-    let (n, v) = (ls.shape[0], ls.shape[1]);
+    let v = ls.shape[r - 1];
+    let n = ys.num_elements();
+    let (logits, labels) = if r == 2 {
+        (logits, labels)
+    } else {
+        (
+            logits.reshape(&[n as isize, v as isize]),
+            labels.reshape(&[n as isize]),
+        )
+    };
     let rows = n.max(1) as f64;
     custom_vjp(
         logits,

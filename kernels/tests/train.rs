@@ -155,6 +155,39 @@ fn cross_entropy_and_its_fused_gradient() {
 }
 
 #[test]
+fn cross_entropy_over_a_batch_of_sequences_is_the_flat_one() {
+    // [B, S, V] logits and [B, S] labels (odd sizes, one label out of range).
+    let (b, s, v) = (2usize, 3usize, 5usize);
+    let logits = data(13, &[b, s, v]);
+    let labels = tensor(&[0.0, 4.0, 2.0, -1.0, 1.0, 3.0], &[b, s], S32);
+    let out = run(
+        move |a| {
+            let (loss, pb) = vjp(|x: Tensor| cross_entropy(x, a[1]), a[0]);
+            let flat = |x: Tensor| cross_entropy(x.reshape(&[-1, v as isize]), a[1].reshape(&[-1]));
+            let (flat_loss, pf) = vjp(flat, a[0]);
+            let one = Tensor::scalar(1.0, F64);
+            vec![loss, flat_loss, pb.call(one), pf.call(one)]
+        },
+        &[&logits, &labels],
+    );
+    assert_close("loss", &out[0], &out[1], 0.0);
+    assert_eq!(out[2].shape(), &[b, s, v]);
+    assert_close("dlogits", &out[2], &out[3], 0.0);
+    // Leading axes that differ are an error naming both shapes.
+    let bad = tessel::kernel::Kernel::new("ce", |a: &[Tensor]| vec![cross_entropy(a[0], a[1])])
+        .run(
+            &Device::cpu().unwrap(),
+            &[&logits, &tensor(&[0.0; 3], &[3], S32)],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("f64[2,3,5]") && bad.contains("s32[3]"),
+        "{bad}"
+    );
+}
+
+#[test]
 fn adamw_step_matches_the_formula() {
     let (p, g, m, v) = (
         data(9, &[6]),

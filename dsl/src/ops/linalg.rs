@@ -130,6 +130,27 @@ fn matmul_full(
         b
     };
     let (ra, rb) = (a2.rank(), b2.rank());
+    if rb == 2 && ra > 2 && a2.shape()[ra - 1] == b2.shape()[0] {
+        // `[..., M, K] x [K, N]` (a layer's input times its weight): the
+        // leading axes folded into the rows of one `[R, K] x [K, N]` GEMM,
+        // as `jnp.matmul` ends up computing it. The weight is not broadcast
+        // over the batch axes (its gradient is one GEMM, not a batched dot
+        // and a sum), and XLA's CPU dot emitter gets the canonical 2-D form.
+        let lead = &a2.shape()[..ra - 1];
+        let k = a2.shape()[ra - 1] as isize;
+        let rows: isize = lead.iter().product::<usize>() as isize;
+        let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
+        shape.push(b2.shape()[1] as isize);
+        let dims = DotDims {
+            lhs_batch: vec![],
+            rhs_batch: vec![],
+            lhs_contract: vec![1],
+            rhs_contract: vec![0],
+        };
+        let r = dot_general_at(a2.reshape(&[rows, k]), b2, dims, precision, out, loc);
+        let r = r.reshape(&shape);
+        return if sb.rank() == 1 { r.squeeze(-1) } else { r };
+    }
     let (ba, bb) = (&a2.shape()[..ra - 2], &b2.shape()[..rb - 2]);
     let Some(batch) = broadcast_shapes(ba, bb) else {
         let m = format!("batch shapes {ba:?} and {bb:?} do not broadcast");

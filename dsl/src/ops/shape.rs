@@ -325,6 +325,67 @@ impl Tensor {
         }
     }
 
+    /// Splits axis `axis` (negative counts from the end) into axes of extents
+    /// `sizes`, whose product must be its extent — PyTorch's `unflatten`,
+    /// and what `x.reshape(*x.shape[:-1], H, D)` does in JAX: `[B, S, 64]`
+    /// with `unflatten(-1, &[4, 16])` is `[B, S, 4, 16]`, for any leading axes.
+    ///
+    /// ```
+    /// use tessel_dsl::prelude::*;
+    /// let k = Kernel::new("heads", |a: &[Tensor]| a[0].unflatten(-1, &[2, 3]).flatten(0, 1));
+    /// let x = HostTensor::from_vec((0..12).map(|i| i as f32).collect(), [2, 6])?;
+    /// let y = k.run(&Device::cpu()?, &[&x])?;
+    /// assert_eq!(y[0].shape(), &[4, 3]);
+    /// # Ok::<(), tessel_dsl::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn unflatten(self, axis: isize, sizes: &[usize]) -> Tensor {
+        let spec = self.spec();
+        let fits = |a: usize| {
+            sizes.iter().try_fold(1usize, |p, &d| p.checked_mul(d)) == Some(spec.shape[a])
+        };
+        match axis_of(axis, &spec) {
+            Ok(a) if fits(a) => {
+                let mut shape: Vec<isize> = spec.shape.iter().map(|&d| d as isize).collect();
+                shape.splice(a..=a, sizes.iter().map(|&d| d as isize));
+                self.reshape(&shape)
+            }
+            found => {
+                let m = match found {
+                    Ok(a) => format!(
+                        "axis {a} of {spec} has extent {}, not the product of {sizes:?}",
+                        spec.shape[a]
+                    ),
+                    Err(m) => m,
+                };
+                build("unflatten", &[self], Location::caller(), 1, move |_| Err(m))[0]
+            }
+        }
+    }
+
+    /// Merges axes `start..=end` (negative count from the end) into one
+    /// axis — PyTorch's `flatten`: `[B, S, 4, 16]` with `flatten(-2, -1)` is
+    /// `[B, S, 64]`.
+    #[track_caller]
+    pub fn flatten(self, start: isize, end: isize) -> Tensor {
+        let spec = self.spec();
+        match (axis_of(start, &spec), axis_of(end, &spec)) {
+            (Ok(a), Ok(b)) if a <= b => {
+                let mut shape: Vec<isize> = spec.shape.iter().map(|&d| d as isize).collect();
+                let merged = spec.shape[a..=b].iter().product::<usize>() as isize;
+                shape.splice(a..=b, [merged]);
+                self.reshape(&shape)
+            }
+            (a, b) => {
+                let m = match (a, b) {
+                    (Err(m), _) | (_, Err(m)) => m,
+                    (Ok(a), Ok(b)) => format!("axes {a}..={b} of {spec} are in the wrong order"),
+                };
+                build("flatten", &[self], Location::caller(), 1, move |_| Err(m))[0]
+            }
+        }
+    }
+
     /// Pads with `value`: `low[i]`/`high[i]` elements before/after axis `i`
     /// (negative values crop) and `interior[i]` between elements.
     #[track_caller]

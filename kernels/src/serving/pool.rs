@@ -94,6 +94,57 @@ impl PagePool {
         Ok(())
     }
 
+    /// Makes each `(seq, len)` hold pages for `len` tokens, as
+    /// [`reserve`](Self::reserve) does, and returns their block tables in
+    /// that order, as narrow as they can be (`s32 [n, max pages]`): the
+    /// set-up of a batch of prompts, each with room for the tokens it will
+    /// generate. All or nothing: if the pool is short, nothing is reserved
+    /// and the error says how many pages the batch needs.
+    ///
+    /// ```
+    /// # mod tessel { pub use tessel_dsl::*; pub mod kernels { pub use tessel_kernels::*; } }
+    /// use tessel::kernels::serving::PagePool;
+    /// let mut pool = PagePool::new(8, 16);
+    /// let tables = pool.reserve_batch([(0, 40), (1, 5)])?; // 3 pages and 1
+    /// assert_eq!(tables.shape(), &[2, 3]);
+    /// assert_eq!(tables.to_vec::<i32>()?, [0, 1, 2, 3, 0, 0]);
+    /// assert!(pool.reserve_batch([(2, 64), (3, 17)]).is_err()); // 6 pages, 4 free
+    /// assert_eq!(pool.free_pages(), 4);
+    /// # Ok::<(), tessel::Error>(())
+    /// ```
+    pub fn reserve_batch(
+        &mut self,
+        seqs: impl IntoIterator<Item = (u64, usize)>,
+    ) -> tessel::Result<HostTensor> {
+        let seqs: Vec<(u64, usize)> = seqs.into_iter().collect();
+        // The pages each sequence lacks, a sequence listed twice counted once.
+        let mut most = BTreeMap::new();
+        for &(s, len) in &seqs {
+            let need = most.entry(s).or_insert(0usize);
+            *need = (*need).max(len.div_ceil(self.page_size));
+        }
+        let more: usize = most
+            .iter()
+            .map(|(s, &need)| need.saturating_sub(self.pages(*s).len()))
+            .sum();
+        if more > self.free.len() {
+            return Err(invalid(
+                "page pool",
+                format!(
+                    "a batch of {} sequences needs {more} more pages of {} tokens, {} are free",
+                    seqs.len(),
+                    self.page_size,
+                    self.free.len()
+                ),
+            ));
+        }
+        for &(s, len) in &seqs {
+            self.reserve(s, len)?;
+        }
+        let ids: Vec<u64> = seqs.iter().map(|&(s, _)| s).collect();
+        self.block_tables(&ids, self.max_pages(&ids))
+    }
+
     /// Gives sequence `seq`'s pages back to the pool.
     pub fn release(&mut self, seq: u64) {
         if let Some(pages) = self.owned.remove(&seq) {
