@@ -63,27 +63,31 @@ fn check_paged_in(
     let b = lens.len();
     let q = values(&mut rng, b * hq * d, dtype);
     let lengths: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
-    let got = paged_attention::run(
-        &dev(),
-        &host(&q, &[b, hq, d], dtype),
-        &case.k_pages,
-        &case.v_pages,
-        &case.tables,
-        &HostTensor::from_vec(lengths, [b]).unwrap(),
-        o,
-    )
-    .unwrap()
-    .to_f64_vec();
     let mut want = Vec::new();
     for (s, &len) in lens.iter().enumerate() {
         let qs = &q[s * hq * d..(s + 1) * hq * d];
         want.extend(attend(&r, qs, &case.seqs[s], len as i64 - 1, len));
     }
-    let what = format!(
-        "paged_attention lens {lens:?} page {page} heads {hq}/{hkv} width {} {o:?} {dtype}",
-        case.width
-    );
-    assert_close(&got, &want, tol(dtype), &what);
+    // Both forms: the loop-free one (these tables are small enough for it
+    // by default) and the traced loops over each sequence's blocks.
+    for o in [o.max_dense_bytes(usize::MAX), o.max_dense_bytes(0)] {
+        let got = paged_attention::run(
+            &dev(),
+            &host(&q, &[b, hq, d], dtype),
+            &case.k_pages,
+            &case.v_pages,
+            &case.tables,
+            &HostTensor::from_vec(lengths.clone(), [b]).unwrap(),
+            o,
+        )
+        .unwrap()
+        .to_f64_vec();
+        let what = format!(
+            "paged_attention lens {lens:?} page {page} heads {hq}/{hkv} width {} {o:?} {dtype}",
+            case.width
+        );
+        assert_close(&got, &want, tol(dtype), &what);
+    }
 }
 
 #[test]

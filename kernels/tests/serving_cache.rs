@@ -219,7 +219,12 @@ fn quantized_round_trip(dtype: DType) {
     }
     // f64 queries keep f64 statistics: the f32 scales are widened (they
     // once met the f64 logits unconverted, which did not trace).
-    for (q_dtype, tol) in [(F32, 2e-5), (F64, 1e-9)] {
+    // Both forms of the decode: loop-free and looped.
+    let forms = [o.max_dense_bytes(usize::MAX), o.max_dense_bytes(0)];
+    for ((q_dtype, tol), o) in [(F32, 2e-5), (F64, 1e-9)]
+        .into_iter()
+        .flat_map(|t| forms.map(|o| (t, o)))
+    {
         let got = paged_attention_quantized::run(
             &dev(),
             &host(&q, &[4, hq, d], q_dtype),
@@ -237,7 +242,7 @@ fn quantized_round_trip(dtype: DType) {
             &got,
             &want,
             tol,
-            &format!("paged_attention_quantized {dtype}, {q_dtype} queries"),
+            &format!("paged_attention_quantized {dtype}, {q_dtype} queries, {o:?}"),
         );
     }
 }

@@ -44,6 +44,7 @@
 mod batch;
 mod checks;
 mod decode;
+mod dense;
 mod engine;
 pub(crate) mod metadata;
 mod options;
@@ -57,7 +58,7 @@ mod update;
 pub use self::batch::RaggedBatch;
 pub use self::checks::PagedKv;
 pub use self::decode::decode_attention_with;
-pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_LOGITS_BYTES};
+pub use self::options::{ServeOptions, AUTO_PAGED_KEYS, DEFAULT_DENSE_BYTES, DEFAULT_LOGITS_BYTES};
 pub use self::paged::{paged_attention_with, ragged_paged_attention_with};
 pub use self::pool::{Buckets, PagePool};
 pub use self::prefill::prefill_attention;

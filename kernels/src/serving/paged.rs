@@ -5,11 +5,13 @@
 //! Each sequence is visited in a traced loop over the batch; for each, a
 //! traced loop over the blocks of pages its block table lists, bounded by
 //! its length: `pages_per_block` pages are gathered at a time, never the
-//! whole pool. See the engine (`engine.rs`) for the online softmax.
+//! whole pool. See the engine (`engine.rs`) for the online softmax. A
+//! decode step over small tables takes the loop-free form of `dense.rs`.
 
 use tessel::prelude::*;
 
 use super::checks::{check_paged, fail, PagedDims, PagedKv};
+use super::dense::{dense_bytes, dense_decode};
 use super::engine::{Params, QTile, GEMV_ROWS};
 use super::metadata::{check_offsets, check_tables};
 use super::source::Source;
@@ -99,6 +101,12 @@ fn at(v: Tensor, i: Tensor) -> Tensor {
 /// one row is [`Error::Check`](tessel::Error::Check) after the call.
 /// Unchecked, page ids are read as XLA reads gather indices (clamped into
 /// range). Table entries past a sequence's length are never read.
+///
+/// A step whose keys, values and logits over the whole block table fit
+/// [`ServeOptions::max_dense_bytes`] (16 MiB by default) is computed
+/// without loops: every listed page gathered at once and one masked
+/// softmax, as a dense decode over a contiguous cache. Larger steps walk
+/// each sequence's blocks in traced loops bounded by its length.
 #[track_caller]
 pub fn paged_attention_with(
     q: Tensor,
@@ -134,6 +142,9 @@ pub fn paged_attention_with(
         check_tables(block_tables, lengths, "lengths", dims.page, num_pages);
     }
     let p = Paged::new(kv, block_tables, dims, opts);
+    if dense_bytes(&dims) <= opts.max_dense_bytes {
+        return dense_decode(kv, block_tables, p.scaled(q), lengths, &dims, &p.params);
+    }
     let d = &dims;
     let zero = Tensor::scalar(0.0, S32);
     let out = Tensor::zeros([d.b, d.hq, d.dv], d.io);

@@ -1,0 +1,124 @@
+//! The loop-free form of decode attention over a paged cache, for small
+//! block tables: every sequence's pages gathered at once (`[B, Hkv, keys,
+//! D]`), one masked softmax over all of them, one product with the values —
+//! what a decode over a contiguous cache computes in JAX, with the pages
+//! read through the block tables.
+//!
+//! The looped forms (`engine.rs`, `two_pass.rs`) walk each sequence's
+//! blocks in traced loops bounded by its length, so a step reads only the
+//! keys a sequence has; that is what long contexts need. For a table of a
+//! few pages the loops cost more than they save: XLA compiles each of them
+//! (a 2-layer decode step held 12 loops), and each iteration of the batch
+//! loop is a handful of tiny kernels. Below
+//! [`max_dense_bytes`](super::ServeOptions::max_dense_bytes) of gathered
+//! keys, values and logits, `paged_attention` takes this form.
+
+use tessel::ops::DotDims;
+use tessel::prelude::*;
+
+use super::checks::{PagedDims, PagedKv};
+use super::engine::{Params, MASK_VALUE};
+
+/// The bytes the dense form holds for `dims`: the keys and values of every
+/// table column (in the queries' dtype) and the logits `[B, Hq, keys]` (in
+/// the statistics' dtype).
+pub(crate) fn dense_bytes(dims: &PagedDims) -> usize {
+    let keys = dims.width.saturating_mul(dims.page);
+    let kv = dims
+        .hkv
+        .saturating_mul(dims.d + dims.dv)
+        .saturating_mul(dims.io.size_in_bytes());
+    let logits = dims.hq.saturating_mul(dims.stat.size_in_bytes());
+    dims.b
+        .saturating_mul(keys)
+        .saturating_mul(kv.saturating_add(logits))
+}
+
+/// A product batched over the two leading axes (sequence, key/value head).
+fn batched(lhs_contract: usize, rhs_contract: usize) -> DotDims {
+    DotDims {
+        lhs_batch: vec![0, 1],
+        rhs_batch: vec![0, 1],
+        lhs_contract: vec![lhs_contract],
+        rhs_contract: vec![rhs_contract],
+    }
+}
+
+/// Decode attention of `q` (`[B, Hq, D]`, scaled, in the inputs' dtype),
+/// one query per sequence at position `lengths[b] - 1`, over the keys `0 ..
+/// lengths[b]` (clamped to `0 ..= width · page`) of the pages
+/// `block_tables` (`s32 [B, width]`) lists: `[B, Hq, Dv]` in the inputs'
+/// dtype, zeros for a sequence of length 0. Page ids are read clamped
+/// into range, as the looped forms' gathers read them.
+pub(crate) fn dense_decode(
+    kv: &PagedKv,
+    block_tables: Tensor,
+    q: Tensor,
+    lengths: Tensor,
+    dims: &PagedDims,
+    params: &Params,
+) -> Tensor {
+    let d = dims;
+    let keys = d.width * d.page;
+    let (b, hkv, n) = (d.b as isize, d.hkv as isize, keys as isize);
+    let ids = block_tables.reshape(&[(d.b * d.width) as isize]);
+    // [P, page, Hkv, ..] pages -> [B, Hkv, keys, ..] of each sequence.
+    let gather = |pages: Tensor| {
+        let rows = pages.take_with(ids, 0, TakeMode::Clip);
+        let mut shape = vec![b, n, hkv];
+        shape.extend(pages.shape()[3..].iter().map(|&x| x as isize));
+        let moved: Vec<usize> = (3..shape.len()).collect();
+        rows.reshape(&shape)
+            .transpose(&[&[0, 2, 1][..], &moved].concat())
+    };
+    let k = gather(kv.k_pages).cast(d.io);
+    let v = gather(kv.v_pages).cast(d.io);
+    let q = q.reshape(&[b, hkv, d.g as isize, d.d as isize]);
+    // One query row per key/value head (no GQA): products and a sum,
+    // which stream the keys (a dot batched over B × Hkv with one row each
+    // ran 1.8–3× slower on the CPU plugin); grouped rows: one dot.
+    let rowwise = d.g == 1;
+    let mut s = if rowwise {
+        (q.cast(d.stat).expand_dims(3) * k.cast(d.stat).expand_dims(2)).sum(&[-1])
+    } else {
+        q.dot_general(k, batched(3, 3), None, Some(d.stat))
+    };
+    // Scales `[P, page, Hkv]` -> `[B, Hkv, 1, keys]`.
+    let scales = kv.scales.map(|(ks, vs)| {
+        let of = |x: Tensor| gather(x).reshape(&[b, hkv, 1, n]).cast(d.stat);
+        (of(ks), of(vs))
+    });
+    if let Some((ks, _)) = scales {
+        s = s * ks;
+    }
+    if let Some(cap) = params.soft_cap {
+        s = (s * (1.0 / cap)).tanh() * cap;
+    }
+    let capacity = keys.min(i32::MAX as usize) as i32;
+    let len = lengths.maximum(0).minimum(capacity).reshape(&[b, 1, 1, 1]);
+    let kpos = Tensor::iota([1, 1, 1, keys], 3, S32);
+    // The sequence's keys; the query at `len - 1` sees all of them but
+    // those a window cuts.
+    let owned = kpos.lt(len);
+    let visible = match params.window {
+        Some(left) => owned & kpos.ge(len - 1 - left.min(i32::MAX as usize) as i32),
+        None => owned,
+    };
+    let s = visible.select(s, f64::NEG_INFINITY);
+    let m = s.max_keepdims(&[-1]).maximum(MASK_VALUE);
+    let mut p = (s - m).exp();
+    let l = p.sum_keepdims(&[-1]);
+    if let Some((_, vs)) = scales {
+        p = p * vs;
+    }
+    // Slots the sequence does not own hold anything: zero them.
+    let v = owned.reshape(&[b, 1, n, 1]).select(v, 0.0);
+    let p = if d.io == d.stat { p } else { p.cast(d.io) };
+    let acc = if rowwise {
+        (p.cast(d.stat).expand_dims(-1) * v.cast(d.stat).expand_dims(2)).sum(&[3])
+    } else {
+        p.dot_general(v, batched(3, 2), None, Some(d.stat))
+    };
+    let o = l.ne(0.0).select(acc / l, 0.0);
+    o.cast(d.io).reshape(&[b, d.hq as isize, d.dv as isize])
+}
