@@ -331,7 +331,7 @@ impl Tensor {
     /// with `unflatten(-1, &[4, 16])` is `[B, S, 4, 16]`, for any leading axes.
     ///
     /// ```
-    /// use tessel_dsl::prelude::*;
+    /// use tessel_dsl::{kernel::Kernel, runtime::Device, HostTensor, Tensor};
     /// let k = Kernel::new("heads", |a: &[Tensor]| a[0].unflatten(-1, &[2, 3]).flatten(0, 1));
     /// let x = HostTensor::from_vec((0..12).map(|i| i as f32).collect(), [2, 6])?;
     /// let y = k.run(&Device::cpu()?, &[&x])?;
