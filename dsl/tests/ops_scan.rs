@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use tessel_dsl::autodiff::vjp;
-use tessel_dsl::ir::{Def, Op};
+use tessel_dsl::ir::{BinaryOp, Def, Op};
 use tessel_dsl::kernel::Kernel;
 use tessel_dsl::runtime::Device;
 use tessel_dsl::{
@@ -360,6 +360,28 @@ fn the_backward_loop_reads_the_stacked_cotangent_instead_of_carrying_it() {
         scanned.run(&device(), &refs).unwrap(),
     );
     check(&b[0], F32, &[w], &a[0].to_f64_vec(), Class::Simple, "dh0");
+}
+
+#[test]
+fn the_backward_loop_adds_each_row_of_the_inputs_cotangent_into_its_row() {
+    // The inputs' cotangent is carried through the backward loop; each
+    // iteration adds its row into that row (a dynamic_slice, an add of one
+    // row, a dynamic_update_slice), not a whole [n, w] tensor of zeros with
+    // one row set, which is a pass over the whole buffer per step.
+    let (n, w) = (12, 5);
+    let g = scan_gradient().trace(&specs(n, w)).unwrap();
+    let last = g.nodes.iter().rfind(|x| matches!(x.op, Op::While { .. }));
+    let body = &g.regions[last.expect("a loop").regions[1]];
+    let whole = |op: Op| {
+        body.nodes
+            .iter()
+            .filter(|&&id| {
+                g.nodes[id].op == op && g.values[g.nodes[id].results[0]].spec.shape == [n, w]
+            })
+            .count()
+    };
+    assert_eq!(whole(Op::Binary(BinaryOp::Add)), 0);
+    assert!(whole(Op::DynamicUpdateSlice) > 0);
 }
 
 #[test]
