@@ -385,6 +385,83 @@ fn the_backward_loop_adds_each_row_of_the_inputs_cotangent_into_its_row() {
 }
 
 #[test]
+fn the_backward_loop_reads_the_saved_products_of_the_body() {
+    // An RNN step tanh(h W + x): the forward loop of the gradient saves
+    // each step's h W, so the backward loop takes the two products of the
+    // gradient and does not compute h W again; the gradients equal those
+    // of the same steps unrolled (no loop at all).
+    let (n, b, d) = (5, 3, 4);
+    let rnn = |w: Tensor, h0: Tensor, xs: Tensor| {
+        scan(h0, xs, |h: Tensor, x: Tensor| {
+            let h = (h.matmul(w) + x).tanh();
+            (h, h)
+        })
+        .1
+    };
+    let unrolled = move |w: Tensor, h0: Tensor, xs: Tensor| {
+        let mut h = h0;
+        let mut rows = Vec::new();
+        for i in 0..n {
+            h = (h.matmul(w)
+                + xs.slice_axis(0, i, i + 1)
+                    .reshape(&[b as isize, d as isize]))
+            .tanh();
+            rows.push(h.expand_dims(0));
+        }
+        tessel_dsl::concat(&rows, 0)
+    };
+    fn grads(
+        f: impl Fn(Tensor, Tensor, Tensor) -> Tensor + Copy,
+    ) -> impl Fn(&[Tensor]) -> Vec<Tensor> {
+        move |a: &[Tensor]| {
+            let (_, pb) = vjp(
+                |(w, h0, xs): (Tensor, Tensor, Tensor)| f(w, h0, xs),
+                (a[0], a[1], a[2]),
+            );
+            let (dw, dh0, dxs) = pb.call(a[3]);
+            vec![dw, dh0, dxs]
+        }
+    }
+    let specs = [
+        spec(&[d, d], F32),
+        spec(&[b, d], F32),
+        spec(&[n, b, d], F32),
+        spec(&[n, b, d], F32),
+    ];
+    let scanned = Kernel::new(fresh_name("rnn_grad"), grads(rnn));
+    let g = scanned.trace(&specs).unwrap();
+    let last = g.nodes.iter().rfind(|x| matches!(x.op, Op::While { .. }));
+    let body = &g.regions[last.expect("a loop").regions[1]];
+    let dots = body
+        .nodes
+        .iter()
+        .filter(|&&id| matches!(g.nodes[id].op, Op::DotGeneral { .. }))
+        .count();
+    assert_eq!(dots, 2, "products in the backward loop");
+    let by_hand = Kernel::new(fresh_name("rnn_unrolled"), grads(unrolled));
+    let mut rng = Rng::new(9);
+    let args: Vec<HostTensor> = specs
+        .iter()
+        .map(|s| random(&mut rng, &s.shape, F32, -1.0, 1.0))
+        .collect();
+    let refs: Vec<&HostTensor> = args.iter().collect();
+    let (got, want) = (
+        scanned.run(&device(), &refs).unwrap(),
+        by_hand.run(&device(), &refs).unwrap(),
+    );
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        check(
+            g,
+            F32,
+            w.shape(),
+            &w.to_f64_vec(),
+            Class::Simple,
+            &format!("gradient {i}"),
+        );
+    }
+}
+
+#[test]
 fn the_scan_gradient_runs_on_the_interpreter() {
     // The interpreter runs the whole gradient program as traced (no
     // compiler removes dead values), so this checks the program itself.

@@ -18,7 +18,7 @@ use crate::trace::tensor::Tensor;
 use crate::trace::with_state;
 
 use super::backprop::{activity, backprop, differentiable, Cotangents};
-use super::replay::inline_region;
+use super::replay::{inline_region, inline_region_with};
 use super::tape::{self, Tape};
 
 type Grads = Result<Vec<Option<Tensor>>, String>;
@@ -163,13 +163,38 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         .map(|i| saved.is_some() && stacked.contains(&i) && only_written[i] && act[i])
         .collect();
 
+    // The products of the body's top-level dots, saved per iteration with
+    // the carried values, so the backward body does not compute them again
+    // (JAX's scan saves them among its residuals): the gradient of an RNN
+    // step `tanh(h W + x)` then takes two products per step, not three.
+    // A body with a custom span (a checkpoint, `stop_gradient`,
+    // `custom_vjp`) is differentiated by its records, which recompute their
+    // own nodes: its dots are not saved.
+    let spans = with_state(|s| {
+        let nodes = &s.graph.regions[body_r].nodes;
+        !super::custom::records_among(trace, nodes).is_empty()
+    })
+    .unwrap_or(true);
+    let dots: Vec<ValueId> = match saved {
+        Some(_) if !spans => with_state(|s| {
+            s.graph.regions[body_r]
+                .nodes
+                .iter()
+                .filter(|&&n| matches!(s.graph.nodes[n].op, Op::DotGeneral { .. }))
+                .flat_map(|&n| s.graph.nodes[n].results.clone())
+                .collect()
+        })
+        .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+
     // Forward: count the iterations, saving the carried values when the
     // trip count is known.
     let mut fwd_init = vec![s32(0.0)];
     fwd_init.extend(&inits);
     if let Some(n) = saved {
-        for &i in &variant {
-            let sp = tape::spec(node.operands[i]);
+        let specs = variant.iter().map(|&i| tape::spec(node.operands[i]));
+        for sp in specs.chain(dots.iter().map(|&d| tape::spec(d))) {
             let mut shape = vec![n];
             shape.extend(sp.shape.iter().copied());
             fwd_init.push(Tensor::zeros(shape, sp.dtype));
@@ -181,19 +206,33 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     let counter = bargs[0];
     let state = &bargs[1..1 + k];
     let mut next = vec![counter + 1];
-    let (stepped, _, _) = inline_region(body_r, state);
+    let (stepped, _, fmap) = inline_region(body_r, state);
     next.extend(&stepped);
     if saved.is_some() {
-        for (slot, &i) in variant.iter().enumerate() {
+        let products = dots
+            .iter()
+            .map(|d| tape::handle(trace, fmap.get(d).copied().unwrap_or(*d)));
+        let rows: Vec<Tensor> = variant.iter().map(|&i| state[i]).chain(products).collect();
+        for (slot, row) in rows.into_iter().enumerate() {
             let buf = bargs[1 + k + slot];
             let mut starts = vec![counter];
-            starts.extend((0..state[i].rank()).map(|_| s32(0.0)));
-            next.push(buf.dynamic_update_slice(state[i].expand_dims(0), &starts));
+            starts.extend((0..row.rank()).map(|_| s32(0.0)));
+            next.push(buf.dynamic_update_slice(row.expand_dims(0), &starts));
         }
     }
     let fwd = fb.finish(next);
     let trips = fwd[0];
     let bufs: Vec<Tensor> = fwd[1 + k..].to_vec();
+    // Row `j` of a saved buffer, as a value of the backward body.
+    let row_of = |buf: Tensor, j: Tensor| {
+        let sp = buf.spec();
+        let mut starts = vec![j];
+        starts.extend((1..sp.rank()).map(|_| s32(0.0)));
+        let mut sizes = sp.shape.clone();
+        sizes[0] = 1;
+        let shape: Vec<isize> = sp.shape[1..].iter().map(|&d| d as isize).collect();
+        buf.dynamic_slice(&starts, &sizes).reshape(&shape)
+    };
 
     // Backward: j = trips-1 down to 0.
     let ct_pos: Vec<usize> = (0..k).filter(|&i| act[i] && !read_only[i]).collect();
@@ -222,13 +261,7 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
                 })
                 .collect();
             for (slot, &i) in variant.iter().enumerate() {
-                let sp = inits[i].spec();
-                let mut starts = vec![j];
-                starts.extend((0..sp.rank()).map(|_| s32(0.0)));
-                let mut sizes = vec![1];
-                sizes.extend(sp.shape.iter().copied());
-                let shape: Vec<isize> = sp.shape.iter().map(|&d| d as isize).collect();
-                st[i] = bufs[slot].dynamic_slice(&starts, &sizes).reshape(&shape);
+                st[i] = row_of(bufs[slot], j);
             }
             st
         }
@@ -240,7 +273,12 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         .map(|&t| tape::value_here(t, "while_loop", &loc).unwrap_or(t.value))
         .collect();
     let handles: Vec<Tensor> = arg_ids.iter().map(|&v| tape::handle(trace, v)).collect();
-    let (outs_b, nodes_b, _) = inline_region(body_r, &handles);
+    let known: Vec<(ValueId, Tensor)> = dots
+        .iter()
+        .enumerate()
+        .map(|(slot, &d)| (d, row_of(bufs[variant.len() + slot], j)))
+        .collect();
+    let (outs_b, nodes_b, map_b) = inline_region_with(body_r, &handles, &known);
     let mut cts: Cotangents = HashMap::new();
     for (slot, &i) in ct_pos.iter().enumerate() {
         if !invariant[i] {
@@ -253,7 +291,12 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         }
     }
     let inputs: Vec<ValueId> = ct_pos.iter().map(|&i| arg_ids[i]).collect();
-    let tp = Tape::new(trace, here, nodes_b);
+    let mut tp = Tape::new(trace, here, nodes_b);
+    if !known.is_empty() {
+        // The kept dots are read with this iteration's operands and saved
+        // products.
+        tp.subst = map_b;
+    }
     let res = backprop(&tp, &inputs, cts);
     let mut next = vec![j - 1];
     // Loop-invariant positions with the same initial value (a tensor

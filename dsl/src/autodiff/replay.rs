@@ -69,9 +69,12 @@ fn replay_in(
     for &n in nodes {
         let node = s.graph.nodes[n].clone();
         if keep(&node.op) {
+            // A kept node's results are its recorded ones, unless the
+            // caller mapped them already (a loop's backward body reads the
+            // products its forward loop saved for the iteration).
             for &r in &node.results {
-                let v = lookup(s, &HashMap::new(), r, region);
-                map.insert(r, v);
+                map.entry(r)
+                    .or_insert_with(|| lookup(s, &HashMap::new(), r, region));
             }
             out.push((n, n));
             continue;
@@ -133,6 +136,18 @@ pub(crate) fn inline_region(
     region: RegionId,
     args: &[Tensor],
 ) -> (Vec<Tensor>, Vec<NodeId>, HashMap<ValueId, ValueId>) {
+    inline_region_with(region, args, &[])
+}
+
+/// [`inline_region`] with the results of some of the region's top-level
+/// `dot_general` nodes given (`known`: recorded value, value to read in its
+/// place): those nodes are not recomputed; each is paired with itself, to be
+/// read through the value map (see [`Tape::subst`](super::tape::Tape)).
+pub(crate) fn inline_region_with(
+    region: RegionId,
+    args: &[Tensor],
+    known: &[(ValueId, Tensor)],
+) -> (Vec<Tensor>, Vec<NodeId>, HashMap<ValueId, ValueId>) {
     let mut map = HashMap::new();
     let Some((trace, nodes, src_args, results)) = with_state(|s| {
         let r = &s.graph.regions[region];
@@ -143,7 +158,11 @@ pub(crate) fn inline_region(
     for (&a, t) in src_args.iter().zip(args) {
         map.insert(a, t.value);
     }
-    let pairs = replay(&nodes, &mut map, &|_| false);
+    for (v, t) in known {
+        map.insert(*v, t.value);
+    }
+    let keep = |op: &Op| !known.is_empty() && matches!(op, Op::DotGeneral { .. });
+    let pairs = replay(&nodes, &mut map, &keep);
     let outs = with_state(|s| {
         let here = s.region;
         results

@@ -34,11 +34,13 @@ impl Tape {
         }
     }
 
-    /// Node `n` as this tape reads it.
+    /// Node `n` as this tape reads it: its operands and results through
+    /// [`subst`](Self::subst) (a kept node's results are its recorded ones,
+    /// or the values a loop's forward pass saved for them).
     pub(crate) fn node(&self, n: NodeId) -> Option<Node> {
         let mut node = node(n)?;
         if !self.subst.is_empty() {
-            for v in &mut node.operands {
+            for v in node.operands.iter_mut().chain(node.results.iter_mut()) {
                 if let Some(&w) = self.subst.get(v) {
                     *v = w;
                 }
