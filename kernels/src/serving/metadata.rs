@@ -12,14 +12,17 @@
 use tessel::check;
 use tessel::prelude::*;
 
-/// The flat index of the first true element of `bad` (`[B, M]`), as the
-/// (row, column) pair of s32 scalars; `(0, 0)` when none is.
-fn first(bad: Tensor) -> (Tensor, Tensor) {
+/// Whether no element of `bad` (`[B, M]`) is true (a pred scalar), and
+/// the first true one's (row, column) as s32 scalars (`(0, 0)` when none
+/// is). One reduction gives both: the check's condition is the scalar, not
+/// a second reduction over `bad` (each costs the program a kernel).
+fn first(bad: Tensor) -> (Tensor, Tensor, Tensor) {
     let (b, m) = (bad.dim(0), bad.dim(1));
     let n = (b * m) as f64;
     let flat = Tensor::iota([b, m], 0, S32) * m as i32 + Tensor::iota([b, m], 1, S32);
-    let at = bad.select(flat, n).min(&[0, 1]).minimum((n - 1.0).max(0.0));
-    (at / m as i32, at % m as i32)
+    let found = bad.select(flat, n).min(&[0, 1]);
+    let at = found.minimum((n - 1.0).max(0.0));
+    (found.ge(n), at / m as i32, at % m as i32)
 }
 
 /// Element `i` of the vector `v`, as a scalar.
@@ -84,9 +87,9 @@ pub(crate) fn check_ids(
         return;
     }
     let out = used & (ids.lt(0) | ids.ge(bound.min(i32::MAX as usize) as i32));
-    let (s, j) = first(out);
+    let (none, s, j) = first(out);
     check!(
-        !out,
+        none,
         &format!("{name}[{{}}, {{}}] = {{}} is {outside} (0..{bound})"),
         s,
         j,
@@ -102,8 +105,8 @@ pub(crate) fn check_ids(
     let left = sorted.slice_axis(1, 0, width - 1);
     let right = sorted.slice_axis(1, 1, width);
     let dup = left.eq(right);
-    let (s, j) = first(dup);
-    check!(!dup, twice, s, entry(left, s, j));
+    let (none, s, j) = first(dup);
+    check!(none, twice, s, entry(left, s, j));
 }
 
 /// Checks a ragged batch's query offsets `cu_q_lens` (`s32 [B + 1]`)
@@ -127,9 +130,9 @@ pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
         return;
     }
     let falls = hi.lt(lo);
-    let (s, _) = first(falls.reshape(&[b as isize, 1]));
+    let (none, s, _) = first(falls.reshape(&[b as isize, 1]));
     check!(
-        !falls,
+        none,
         "cu_q_lens decreases at sequence {}: {} then {}",
         s,
         element(lo, s),
@@ -137,9 +140,9 @@ pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
     );
     let q_lens = hi - lo;
     let short = q_lens.gt(kv_lens);
-    let (s, _) = first(short.reshape(&[b as isize, 1]));
+    let (none, s, _) = first(short.reshape(&[b as isize, 1]));
     check!(
-        !short,
+        none,
         "sequence {} has {} queries but kv_lens {} (its keys must include its queries)",
         s,
         element(q_lens, s),
@@ -156,9 +159,9 @@ pub(crate) fn check_lengths(lens: Tensor, name: &str, min: usize, max: usize, wh
         return;
     }
     let bad = lens.lt(min as i32) | lens.gt(max.min(i32::MAX as usize) as i32);
-    let (s, _) = first(bad.reshape(&[b as isize, 1]));
+    let (none, s, _) = first(bad.reshape(&[b as isize, 1]));
     check!(
-        !bad,
+        none,
         &format!("{name}[{{}}] = {{}} is not in {min}..={max}{why}"),
         s,
         element(lens, s)
