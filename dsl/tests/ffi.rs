@@ -220,3 +220,35 @@ fn pure_callbacks_run_a_closure() {
         );
     }
 }
+
+#[test]
+fn a_native_call_whose_result_is_unused_runs_nowhere() {
+    // Only what the results depend on is computed, on the plugin (lowering
+    // prints live ops only) and on the interpreter alike: a dead call to a
+    // function that always fails fails neither.
+    register("test_always_fails", |_| {
+        Err("this function always fails".into())
+    });
+    let k = Kernel::new(fresh_name("ffi_dead"), |a: &[Tensor]| {
+        let _unused = ffi_call("test_always_fails", &[a[0]], &[a[0].spec()]);
+        a[0] * 2.0
+    });
+    let x = HostTensor::from_vec(vec![1.0f32, -2.0], [2]).unwrap();
+    for dev in devices() {
+        let out = k.run(&dev, &[&x]).unwrap();
+        assert_eq!(
+            out[0].to_vec::<f32>().unwrap(),
+            vec![2.0, -4.0],
+            "{}",
+            dev.platform_name()
+        );
+    }
+    // Used, it fails on both.
+    let used = Kernel::new(fresh_name("ffi_live"), |a: &[Tensor]| {
+        ffi_call("test_always_fails", &[a[0]], &[a[0].spec()])[0] * 2.0
+    });
+    for dev in devices() {
+        let e = used.run(&dev, &[&x]).unwrap_err().to_string();
+        assert!(e.contains("always fails"), "{e}");
+    }
+}

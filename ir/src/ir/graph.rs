@@ -331,35 +331,61 @@ impl Graph {
     pub fn live_nodes(&self) -> Vec<bool> {
         let mut used = vec![false; self.values.len()];
         let mut live = vec![false; self.nodes.len()];
-        for &v in &self.regions[0].results {
-            used[v] = true;
+        // Ids out of range (a malformed graph) are skipped: whoever reads
+        // the graph next reports them.
+        let mark = |used: &mut Vec<bool>, v: ValueId| {
+            if let Some(u) = used.get_mut(v) {
+                *u = true;
+            }
+        };
+        let Some(body) = self.regions.first() else {
+            return live;
+        };
+        for &v in &body.results {
+            mark(&mut used, v);
         }
-        // (region, how many of its nodes, from the front, are left to walk)
-        let mut stack = vec![(0usize, self.regions[0].nodes.len())];
+        // (region, how many of its nodes, from the front, are left to walk);
+        // a region already on the stack is not entered again (a malformed
+        // graph may nest a region inside itself).
+        let mut stack = vec![(0usize, body.nodes.len())];
+        let mut walking = vec![false; self.regions.len()];
+        walking[0] = true;
         while let Some(top) = stack.last_mut() {
             let (region, left) = *top;
             if left == 0 {
+                walking[region] = false;
                 stack.pop();
                 continue;
             }
             top.1 -= 1;
             let id = self.regions[region].nodes[left - 1];
-            let node = &self.nodes[id];
-            if !node.results.iter().any(|&r| used[r]) {
+            let Some(node) = self.nodes.get(id) else {
+                continue;
+            };
+            if !node
+                .results
+                .iter()
+                .any(|&r| used.get(r).copied().unwrap_or(false))
+            {
                 continue;
             }
             live[id] = true;
             for &v in &node.operands {
-                used[v] = true;
+                mark(&mut used, v);
             }
             for &r in &node.regions {
-                for &v in &self.regions[r].results {
-                    used[v] = true;
+                let Some(inner) = self.regions.get(r) else {
+                    continue;
+                };
+                for &v in &inner.results {
+                    mark(&mut used, v);
                 }
-                for &(outer, _) in &self.regions[r].captures {
-                    used[outer] = true;
+                for &(outer, _) in &inner.captures {
+                    mark(&mut used, outer);
                 }
-                stack.push((r, self.regions[r].nodes.len()));
+                if !std::mem::replace(&mut walking[r], true) {
+                    stack.push((r, inner.nodes.len()));
+                }
             }
         }
         live

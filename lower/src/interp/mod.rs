@@ -270,6 +270,7 @@ fn run<A: Borrow<HostTensor>>(graph: &Graph, args: &[A], checks: Checks) -> Resu
         g: graph,
         env: vec![None; graph.values.len()],
         active: vec![false; graph.regions.len()],
+        live: graph.live_nodes(),
         checks,
         rec: Recorder::default(),
     };
@@ -295,6 +296,11 @@ pub(crate) struct Interp<'g> {
     env: Vec<Option<Rc<Val>>>,
     /// The regions being evaluated (a region may not run inside itself).
     active: Vec<bool>,
+    /// The nodes the results depend on ([`Graph::live_nodes`]): only they
+    /// run, as only they are lowered for a device (a dead node, e.g. the
+    /// one-example trace `vmap` leaves behind, is neither computed nor able
+    /// to fail).
+    live: Vec<bool>,
     checks: Checks,
     rec: Recorder,
 }
@@ -371,7 +377,10 @@ impl<'g> Interp<'g> {
         if std::mem::replace(&mut self.active[region], true) {
             return Err(self.fail(owner, format!("region {region} runs inside itself")));
         }
-        let ran = r.nodes.iter().try_for_each(|&n| self.node(n));
+        let ran = r.nodes.iter().try_for_each(|&n| match self.live.get(n) {
+            Some(false) => Ok(()),
+            _ => self.node(n),
+        });
         self.active[region] = false;
         ran?;
         r.results.iter().map(|&v| self.get(v, owner)).collect()
