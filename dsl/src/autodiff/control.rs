@@ -170,22 +170,20 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
     // A body with a custom span (a checkpoint, `stop_gradient`,
     // `custom_vjp`) is differentiated by its records, which recompute their
     // own nodes: its dots are not saved.
-    let spans = with_state(|s| {
-        let nodes = &s.graph.regions[body_r].nodes;
-        !super::custom::records_among(trace, nodes).is_empty()
-    })
-    .unwrap_or(true);
     let dots: Vec<ValueId> = match saved {
-        Some(_) if !spans => with_state(|s| {
-            s.graph.regions[body_r]
-                .nodes
+        Some(_) => with_state(|s| {
+            let nodes = &s.graph.regions[body_r].nodes;
+            if !super::custom::records_among(trace, nodes).is_empty() {
+                return Vec::new();
+            }
+            nodes
                 .iter()
                 .filter(|&&n| matches!(s.graph.nodes[n].op, Op::DotGeneral { .. }))
                 .flat_map(|&n| s.graph.nodes[n].results.clone())
                 .collect()
         })
         .unwrap_or_default(),
-        _ => Vec::new(),
+        None => Vec::new(),
     };
 
     // Forward: count the iterations, saving the carried values when the

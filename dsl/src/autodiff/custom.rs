@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::error::Location;
-use crate::ir::{NodeId, Op, RegionId, ValueId};
+use crate::ir::{Node, NodeId, Op, RegionId, ValueId};
 use crate::ops::carry::{flat, Carry};
 use crate::ops::control::optimization_barrier;
 use crate::trace::tensor::Tensor;
@@ -170,7 +170,7 @@ pub(crate) fn run_backward(tape: &Tape, rec: &Record, outs: &[Tensor]) -> Vec<Te
             for (&v, t) in rec.inputs.iter().zip(&fenced) {
                 map.insert(v, t.value);
             }
-            let keep = |op: &Op| *policy == Remat::Dots && matches!(op, Op::DotGeneral { .. });
+            let keep = |n: &Node| *policy == Remat::Dots && matches!(n.op, Op::DotGeneral { .. });
             let pairs = replay(&span, &mut map, &keep);
             // The replay copied this very record onto its own recomputation:
             // drop that copy, or the backward would recompute forever.

@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 
 use crate::error::Location;
-use crate::ir::{NodeId, Op, RegionId, ValueId};
+use crate::ir::{Node, NodeId, RegionId, ValueId};
 use crate::trace::tensor::Tensor;
 use crate::trace::{with_state, TraceState};
 
 /// Which recorded nodes a replay reuses instead of recomputing.
-pub(crate) type Keep<'a> = &'a dyn Fn(&Op) -> bool;
+pub(crate) type Keep<'a> = &'a dyn Fn(&Node) -> bool;
 
 fn lookup(
     s: &mut TraceState,
@@ -68,7 +68,7 @@ fn replay_in(
     let mut out = Vec::with_capacity(nodes.len());
     for &n in nodes {
         let node = s.graph.nodes[n].clone();
-        if keep(&node.op) {
+        if keep(&node) {
             // A kept node's results are its recorded ones, unless the
             // caller mapped them already (a loop's backward body reads the
             // products its forward loop saved for the iteration).
@@ -140,9 +140,10 @@ pub(crate) fn inline_region(
 }
 
 /// [`inline_region`] with the results of some of the region's top-level
-/// `dot_general` nodes given (`known`: recorded value, value to read in its
-/// place): those nodes are not recomputed; each is paired with itself, to be
-/// read through the value map (see [`Tape::subst`](super::tape::Tape)).
+/// nodes given (`known`: recorded value, value to read in its place): a
+/// node whose results are all known is not recomputed; it is paired with
+/// itself, to be read through the value map (see
+/// [`Tape::subst`](super::tape::Tape)).
 pub(crate) fn inline_region_with(
     region: RegionId,
     args: &[Tensor],
@@ -161,7 +162,9 @@ pub(crate) fn inline_region_with(
     for (v, t) in known {
         map.insert(*v, t.value);
     }
-    let keep = |op: &Op| !known.is_empty() && matches!(op, Op::DotGeneral { .. });
+    let keep = |n: &Node| {
+        !n.results.is_empty() && n.results.iter().all(|r| known.iter().any(|(v, _)| v == r))
+    };
     let pairs = replay(&nodes, &mut map, &keep);
     let outs = with_state(|s| {
         let here = s.region;
