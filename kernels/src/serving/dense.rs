@@ -17,7 +17,7 @@ use tessel::ops::DotDims;
 use tessel::prelude::*;
 
 use super::checks::{PagedDims, PagedKv};
-use super::engine::{Params, MASK_VALUE};
+use super::engine::{Mask, Params, MASK_VALUE};
 
 /// The bytes the dense form holds for `dims`: the keys and values of every
 /// table column (in the queries' dtype) and the logits `[B, Hq, keys]` (in
@@ -97,14 +97,16 @@ pub(crate) fn dense_decode(
     let capacity = keys.min(i32::MAX as usize) as i32;
     let len = lengths.maximum(0).minimum(capacity).reshape(&[b, 1, 1, 1]);
     let kpos = Tensor::iota([1, 1, 1, keys], 3, S32);
-    // The sequence's keys; the query at `len - 1` sees all of them but
-    // those a window cuts.
-    let owned = kpos.lt(len);
-    let visible = match params.window {
-        Some(left) => owned & kpos.ge(len - 1 - left.min(i32::MAX as usize) as i32),
-        None => owned,
+    // The sequence's keys, seen by its query at `len - 1` as the looped
+    // forms see them.
+    let mask = Mask {
+        pos: len - 1,
+        kv_len: len,
     };
-    let s = visible.select(s, f64::NEG_INFINITY);
+    let owned = mask.owned(kpos, None);
+    let s = mask
+        .visible(owned, kpos, params.window)
+        .select(s, f64::NEG_INFINITY);
     let m = s.max_keepdims(&[-1]).maximum(MASK_VALUE);
     let mut p = (s - m).exp();
     let l = p.sum_keepdims(&[-1]);

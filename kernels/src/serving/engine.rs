@@ -95,6 +95,17 @@ impl Mask {
             None => owned,
         }
     }
+
+    /// Which of the `owned` keys at positions `kpos` each row sees: those
+    /// at or before its position and, with a sliding window of `left`, at
+    /// or after its position minus `left`.
+    pub(crate) fn visible(&self, owned: Tensor, kpos: Tensor, window: Option<usize>) -> Tensor {
+        let seen = owned & kpos.le(self.pos);
+        match window {
+            Some(left) => seen & kpos.ge(self.pos - left.min(i32::MAX as usize) as i32),
+            None => seen,
+        }
+    }
 }
 
 /// The traced key blocks of one tile, in three ranges: `lo .. whole_lo`
@@ -271,11 +282,7 @@ impl Params {
         };
         let kpos = Tensor::iota([1, 1, keys], 2, S32) + start;
         let owned = mask.owned(kpos, fresh_from);
-        let mut visible = owned & kpos.le(mask.pos);
-        if let Some(left) = self.window {
-            let left = left.min(i32::MAX as usize) as i32;
-            visible = visible & kpos.ge(mask.pos - left);
-        }
+        let visible = mask.visible(owned, kpos, self.window);
         (visible.select(s, f64::NEG_INFINITY), Some(owned))
     }
 
