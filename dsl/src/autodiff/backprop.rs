@@ -131,7 +131,12 @@ pub(crate) fn backprop(tape: &Tape, inputs: &[ValueId], mut cts: Cotangents) -> 
         let before = tape::node_count();
         let grads = match &node.op {
             Op::If => control::if_vjp(tape.trace, &node, &outs, &read, &want),
-            Op::While { .. } => control::while_vjp(tape.trace, &node, &outs, &want),
+            Op::While { .. } => {
+                // A loop read as recorded may be replaced by its gradient's
+                // forward loop, which computes the same values.
+                let recorded = tape.subst.is_empty().then_some(n);
+                control::while_vjp(tape.trace, &node, recorded, &outs, &want)
+            }
             _ => rules::node_vjp(tape.trace, &node, &outs, &want),
         };
         tape::relocate_from(before, &node.location);

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::dtype::DType;
-use crate::ir::{Def, Node, Op, RegionId, ValueId};
+use crate::ir::{Def, Node, NodeId, Op, RegionId, ValueId};
 use crate::ops::control::{CondBuilder, WhileBuilder};
 use crate::trace::tensor::Tensor;
 use crate::trace::with_state;
@@ -124,7 +124,18 @@ fn loop_activity(
 
 /// The gradient of a `while`, for every operand (carried values then
 /// captured values).
-pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &[bool]) -> Grads {
+///
+/// `primal` is the loop's node when `node` is that node as recorded: the
+/// gradient's forward loop, which computes the loop's results too, then
+/// takes its place ([`tape::supersede`]), so the forward steps run once
+/// (JAX's scan partial-evaluates into one such loop).
+pub(crate) fn while_vjp(
+    trace: u32,
+    node: &Node,
+    primal: Option<NodeId>,
+    outs: &[Option<Tensor>],
+    want: &[bool],
+) -> Grads {
     let Op::While {
         trip_count,
         stacked,
@@ -188,6 +199,8 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
 
     // Forward: count the iterations, saving the carried values when the
     // trip count is known.
+    let outer = tape::current().map(|(_, r)| r).unwrap_or(0);
+    let fwd_from = tape::region_len(outer);
     let mut fwd_init = vec![s32(0.0)];
     fwd_init.extend(&inits);
     if let Some(n) = saved {
@@ -219,6 +232,9 @@ pub(crate) fn while_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: 
         }
     }
     let fwd = fb.finish(next);
+    if let (Some(p), Some(f)) = (primal, tape::defining_node(fwd[0])) {
+        tape::supersede(p, f, 1, k, outer, fwd_from);
+    }
     let trips = fwd[0];
     let bufs: Vec<Tensor> = fwd[1 + k..].to_vec();
     // Row `j` of a saved buffer, as a value of the backward body.

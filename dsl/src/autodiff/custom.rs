@@ -291,14 +291,14 @@ fn record_span<C: Carry, O: Carry>(
         .into_iter()
         .map(|t| tape::fresh(t, loc))
         .collect();
-    let start = tape::region_len(region);
+    let start = tape::node_count();
     let out = f(primals.rebuild(&mut ins.clone().into_iter()));
     let outs: Vec<Tensor> = flat(&out)
         .into_iter()
         .map(|t| tape::fresh(t, loc))
         .collect();
     let out = out.rebuild(&mut outs.clone().into_iter());
-    let nodes = tape::region_nodes_from(region, start);
+    let nodes = tape::region_nodes_since(region, start);
     let (Some(&first), Some(&last)) = (nodes.first(), nodes.last()) else {
         return (out, None);
     };

@@ -208,7 +208,7 @@ pub fn vjp<C: Carry, O: Carry>(f: impl FnOnce(C) -> O, primals: C) -> (O, Pullba
         .map(|t| tape::fresh(t, &loc))
         .collect();
     let template = primals.rebuild(&mut ins.clone().into_iter());
-    let start = tape::region_len(region);
+    let start = tape::node_count();
     let out = f(primals.rebuild(&mut ins.clone().into_iter()));
     let outs = flat(&out);
     if tape::current() != Some((trace, region)) {
@@ -216,7 +216,7 @@ pub fn vjp<C: Carry, O: Carry>(f: impl FnOnce(C) -> O, primals: C) -> (O, Pullba
         trace_error("vjp", &outs, m);
         return inert(template, out);
     }
-    let nodes = tape::region_nodes_from(region, start);
+    let nodes = tape::region_nodes_since(region, start);
     let outputs: Vec<Option<ValueId>> = outs
         .iter()
         .map(|&t| tape::value_here(t, "vjp", &loc))

@@ -60,9 +60,16 @@ pub(crate) fn region_len(region: RegionId) -> usize {
     with_state(|s| s.graph.regions[region].nodes.len()).unwrap_or(0)
 }
 
-/// The nodes of `region` from position `from` on.
-pub(crate) fn region_nodes_from(region: RegionId, from: usize) -> Vec<NodeId> {
-    with_state(|s| s.graph.regions[region].nodes[from..].to_vec()).unwrap_or_default()
+/// The nodes of `region` made since the trace held `since` nodes, in the
+/// region's order: what a function called meanwhile appended to it. (By
+/// id, not position: a loop's gradient may move the nodes it made to an
+/// earlier place in the region, see [`supersede`].)
+pub(crate) fn region_nodes_since(region: RegionId, since: usize) -> Vec<NodeId> {
+    with_state(|s| {
+        let nodes = &s.graph.regions[region].nodes;
+        nodes.iter().copied().filter(|&n| n >= since).collect()
+    })
+    .unwrap_or_default()
 }
 
 /// A copy of node `n`.
@@ -158,4 +165,94 @@ pub(crate) fn free_values(g: &Graph, regions: &[RegionId]) -> Vec<ValueId> {
 /// [`free_values`] on the current trace's graph.
 pub(crate) fn free_values_now(regions: &[RegionId]) -> Vec<ValueId> {
     with_state(|s| free_values(&s.graph, regions)).unwrap_or_default()
+}
+
+/// The node whose result `t` is (`None` for an argument or a poisoned value).
+pub(crate) fn defining_node(t: Tensor) -> Option<NodeId> {
+    with_state(|s| match s.graph.values.get(t.value)?.def {
+        crate::ir::Def::Result { node, .. } => Some(node),
+        _ => None,
+    })
+    .flatten()
+}
+
+/// Makes the loop `by` compute, in node `node`'s place, what loop `node`
+/// computed: node `node` takes `by`'s op (with `node`'s trip count, and its
+/// stacked outputs at their new positions), operands, regions and results,
+/// with `node`'s results `0..k` as `by`'s results `offset..offset + k`, so
+/// that every use of them, and every tape that lists `node`, reads the new
+/// loop; node `by` takes the old loop, with fresh result ids that nothing
+/// reads. The nodes appended to `region` from position `from` on (the new
+/// loop and the values it starts from) move to just before `node`, where
+/// everything they read is already defined.
+///
+/// Returns whether it did: `node` must be in `region` before `from`, and
+/// the result types must match.
+pub(crate) fn supersede(
+    node: NodeId,
+    by: NodeId,
+    offset: usize,
+    k: usize,
+    region: RegionId,
+    from: usize,
+) -> bool {
+    with_state(|s| {
+        let g = &mut s.graph;
+        let (Some(old), Some(new)) = (g.nodes.get(node), g.nodes.get(by)) else {
+            return false;
+        };
+        let (
+            Op::While {
+                trip_count,
+                stacked,
+            },
+            Op::While { .. },
+        ) = (&old.op, &new.op)
+        else {
+            return false;
+        };
+        if old.results.len() < k || new.results.len() < offset + k {
+            return false;
+        }
+        let same = (0..k).all(|i| {
+            let (a, b) = (
+                &g.values[old.results[i]],
+                &g.values[new.results[offset + i]],
+            );
+            a.spec == b.spec && a.region == region && b.region == region
+        });
+        let order = &g.regions[region].nodes;
+        let at = order.iter().position(|&m| m == node);
+        let Some(at) = at.filter(|&at| same && at < from && from <= order.len()) else {
+            return false;
+        };
+        if !order[from..].contains(&by) {
+            return false;
+        }
+        let op = Op::While {
+            trip_count: *trip_count,
+            stacked: stacked.start + offset..stacked.end + offset,
+        };
+        let mut old = g.nodes[node].clone();
+        let mut new = std::mem::replace(&mut g.nodes[by], old.clone());
+        for i in 0..k {
+            std::mem::swap(&mut old.results[i], &mut new.results[offset + i]);
+        }
+        new.op = op;
+        g.nodes[node] = new;
+        g.nodes[by] = old;
+        for n in [node, by] {
+            for (index, &v) in g.nodes[n].results.iter().enumerate() {
+                g.values[v].def = crate::ir::Def::Result { node: n, index };
+            }
+        }
+        let order = &mut g.regions[region].nodes;
+        let moved: Vec<NodeId> = order
+            .drain(from..)
+            .map(|m| if m == by { node } else { m })
+            .collect();
+        order.splice(at..=at, moved.into_iter().chain([by]));
+        true
+    })
+    .unwrap_or(false)
 }

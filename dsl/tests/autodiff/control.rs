@@ -5,7 +5,7 @@ use tessel_dsl::ops::random::uniform;
 use tessel_dsl::{cond, fori_loop, optimization_barrier, while_loop, Tensor, F64, S32};
 use tessel_testing::tensor;
 
-use crate::fd::{check, data};
+use crate::fd::{check, data, eval};
 
 #[test]
 fn fori_loop_with_static_bounds_saves_carries() {
@@ -299,4 +299,61 @@ fn nested_scans_and_the_second_derivative_of_a_scan() {
         },
         &[x],
     );
+}
+
+#[test]
+fn a_differentiated_loop_runs_its_steps_once_and_its_pullback_can_be_called_again() {
+    use tessel_dsl::autodiff::vjp;
+    use tessel_dsl::kernel::KernelConfig;
+    use tessel_dsl::lower::lower;
+    use tessel_dsl::{scan, trace, TensorSpec};
+    // The gradient's forward loop, which saves what the backward loop
+    // reads, takes the place of the loop it differentiates: the program
+    // holds two loops (forward and backward), not three.
+    let rnn = |w: Tensor, xs: Tensor| {
+        let h0 = Tensor::zeros(vec![3], F64);
+        let (h, ys) = scan(h0, xs, |h: Tensor, x: Tensor| {
+            let h = ((h.expand_dims(1) * w).sum(&[0]) + x).tanh();
+            (h, h * h)
+        });
+        (h.sum(&[0]) + ys.sum(&[0, 1])) * 0.5
+    };
+    let params = [
+        ("w".to_string(), TensorSpec::new([3, 3], F64)),
+        ("xs".to_string(), TensorSpec::new([5, 3], F64)),
+    ];
+    let g = trace("rnn_grad", &params, KernelConfig::default(), move |a| {
+        let (loss, pb) = vjp(|v: Vec<Tensor>| rnn(v[0], v[1]), vec![a[0], a[1]]);
+        let mut out = vec![loss];
+        out.extend(pb.call(Tensor::scalar(1.0, F64)));
+        out
+    })
+    .unwrap();
+    assert_eq!(lower(&g).matches("stablehlo.while").count(), 2);
+
+    // A pullback called twice (the second time after the first replaced
+    // the loop) gives each call its own gradient; the loss is unchanged.
+    let w = data(41, &[3, 3], -0.5, 0.5);
+    let xs = data(42, &[5, 3], -1.0, 1.0);
+    let twice = eval(
+        move |a| {
+            let (loss, pb) = vjp(|v: Vec<Tensor>| rnn(v[0], v[1]), vec![a[0], a[1]]);
+            let g1 = pb.call(Tensor::scalar(1.0, F64));
+            let g3 = pb.call(Tensor::scalar(3.0, F64));
+            vec![loss, rnn(a[0], a[1]), g1[0], g1[1], g3[0], g3[1]]
+        },
+        &[w.clone(), xs.clone()],
+    );
+    let v = |i: usize| twice[i].to_f64_vec();
+    assert_eq!(v(0), v(1));
+    for (one, three) in [(2, 4), (3, 5)] {
+        assert!(v(one).iter().any(|&g| g != 0.0));
+        for (a, b) in v(one).iter().zip(&v(three)) {
+            assert!(
+                (3.0 * a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "{a} * 3 != {b}"
+            );
+        }
+    }
+    check("rnn_loss", move |a| vec![rnn(a[0], a[1])], &[w, xs]);
 }
