@@ -405,6 +405,7 @@ fn malformed_graphs_are_errors_not_panics() {
                 Op::Reduce {
                     kind: ReduceKind::Sum,
                     dims: vec![3],
+                    split_rows: false,
                 },
                 vec![0, 1],
                 vec![v.clone()],

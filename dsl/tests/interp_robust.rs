@@ -135,9 +135,12 @@ fn mutate(g: &mut Graph, rng: &mut Rng) {
                     high: vec![int(rng), int(rng)],
                     interior: vec![int(rng), int(rng)],
                 },
-                Op::Reduce { kind, .. } => Op::Reduce {
+                Op::Reduce {
+                    kind, split_rows, ..
+                } => Op::Reduce {
                     kind,
                     dims: smalls(rng),
+                    split_rows,
                 },
                 Op::ArgReduce { max, .. } => Op::ArgReduce {
                     max,

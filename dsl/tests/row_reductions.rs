@@ -202,3 +202,121 @@ fn only_cpu_programs_are_split() {
         assert_eq!(p.mlir, lower(&g), "{other:?}");
     }
 }
+
+#[test]
+fn reductions_marked_by_the_kernel_are_split_whatever_feeds_them() {
+    use tessel_dsl::ir::ReduceKind;
+    use tessel_dsl::ops::split_row_reduce;
+    let barriers = |text: &str| text.matches("stablehlo.optimization_barrier").count();
+    // A parameter and a result read twice: split when marked, rows of 16 on.
+    let t = split_text(&[4, 3, 16], F32, |x| {
+        let e = x.exp();
+        vec![
+            split_row_reduce(x, ReduceKind::Max),
+            split_row_reduce(e, ReduceKind::Sum),
+            e,
+        ]
+    });
+    assert_eq!(barriers(&t), 2, "{t}");
+    assert!(t.contains("tensor<4x3x2x8xf32>"), "{t}");
+    // Not split: a row of 8, a row that is not a multiple of 8, integers.
+    for (shape, dtype) in [(&[4, 8][..], F32), (&[4, 20], F32), (&[4, 64], S32)] {
+        let t = split_text(shape, dtype, |x| vec![split_row_reduce(x, ReduceKind::Max)]);
+        assert_eq!(barriers(&t), 0, "{shape:?} {dtype}: {t}");
+    }
+    // Unmarked, the parameter's reduction stays whole; marked, the traced
+    // program is the plain reduction until it is prepared for the plugin.
+    let plain = split_text(&[4, 64], F32, |x| vec![x.max(&[-1])]);
+    assert_eq!(barriers(&plain), 0);
+    let specs = [("x".into(), TensorSpec::new(vec![4, 64], F32))];
+    let g = trace("marked", &specs, KernelConfig::default(), |a| {
+        split_row_reduce(a[0], ReduceKind::Sum)
+    })
+    .unwrap();
+    assert_eq!(barriers(&lower(&g)), 0);
+    // Only sum, max and min combine rows this way: a trace error otherwise.
+    let e = trace("marked_and", &specs, KernelConfig::default(), |a| {
+        split_row_reduce(a[0].gt(0.0), ReduceKind::And)
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("split_row_reduce") && e.contains("And"), "{e}");
+}
+
+#[test]
+fn marked_row_reductions_match_f64_references() {
+    use tessel_dsl::ir::ReduceKind;
+    use tessel_dsl::ops::split_row_reduce;
+    let mut rng = Rng::new(11);
+    // Rows of 16 and 40 are split on the CPU plugin; 8 and 21 are not.
+    let shapes: [&[usize]; 4] = [&[3, 16], &[2, 5, 40], &[7, 8], &[4, 21]];
+    for dtype in [F32, F64] {
+        let rtol = if dtype == F64 { 1e-13 } else { 2e-6 };
+        for shape in shapes {
+            let n = *shape.last().unwrap();
+            let mut x = random(&mut rng, shape, dtype, -3.0, 3.0);
+            if n == 40 {
+                // A NaN and an infinity in rows of their own.
+                let mut v = x.to_f64_vec();
+                v[3] = f64::NAN;
+                v[n + 5] = f64::INFINITY;
+                x = tessel_testing::tensor(&v, shape, dtype);
+            }
+            let out = run(
+                |t| {
+                    vec![
+                        split_row_reduce(t[0], ReduceKind::Sum),
+                        split_row_reduce(t[0], ReduceKind::Max),
+                        split_row_reduce(t[0], ReduceKind::Min),
+                    ]
+                },
+                &[&x],
+            );
+            let xs = x.to_f64_vec();
+            let rows = xs.chunks(n);
+            let sums: Vec<f64> = rows.clone().map(|r| r.iter().sum()).collect();
+            let abs: Vec<f64> = rows
+                .clone()
+                .map(|r| r.iter().map(|v| v.abs()).sum())
+                .collect();
+            let maxs: Vec<f64> = rows
+                .clone()
+                .map(|r| r.iter().copied().fold(f64::NEG_INFINITY, nan_max))
+                .collect();
+            let mins: Vec<f64> = rows
+                .map(|r| r.iter().copied().fold(f64::INFINITY, nan_min))
+                .collect();
+            let what = format!("{dtype} {shape:?}");
+            for (k, (want, scale)) in [(&sums, &abs), (&maxs, &maxs), (&mins, &mins)]
+                .into_iter()
+                .enumerate()
+            {
+                let got = out[k].to_f64_vec();
+                for (i, ((g, w), s)) in got.iter().zip(want.iter()).zip(scale.iter()).enumerate() {
+                    let same = (g.is_nan() && w.is_nan())
+                        || g == w
+                        || (g - w).abs() <= rtol * s.abs().max(1.0);
+                    assert!(same, "{what} reduction {k} row {i}: got {g}, want {w}");
+                }
+            }
+        }
+    }
+}
+
+/// `max` that keeps NaN, as the plugin's reductions do.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// `min` that keeps NaN.
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}

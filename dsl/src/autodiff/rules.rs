@@ -144,7 +144,7 @@ pub(crate) fn node_vjp(trace: u32, node: &Node, outs: &[Option<Tensor>], want: &
                 .then(|| g.sum(&all) - dx.sum(&axes(0..dx.rank())));
             Ok(vec![Some(dx), dpad])
         }
-        Op::Reduce { kind, dims } => reduce(*kind, dims, x(0), x(1), y(0), g(0), want),
+        Op::Reduce { kind, dims, .. } => reduce(*kind, dims, x(0), x(1), y(0), g(0), want),
         Op::ArgReduce { dim, .. } => {
             let Some(gv) = outs[0] else {
                 return Ok(vec![None, None]);

@@ -30,4 +30,5 @@ pub use control::{
 };
 pub use elementwise::Scalar;
 pub use indexing::TakeMode;
+pub use reduce::split_row_reduce;
 pub use scan::{scan, scan_with, ScanOptions};

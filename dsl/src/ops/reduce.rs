@@ -24,6 +24,47 @@ fn axes_of(axes: &[isize], s: &TensorSpec) -> Result<Vec<usize>, String> {
 }
 
 pub(crate) fn reduce_at(x: Tensor, kind: ReduceKind, axes: &[isize], loc: Location) -> Tensor {
+    reduce_marked(x, kind, axes, false, loc)
+}
+
+/// `x` reduced with `kind` over its last axis, marked for the backends
+/// whose own row reductions are slow to compute in lanes of 8 first (XLA's
+/// CPU plugin 0.0.1: there, a row of 16 or more elements, a multiple of 8,
+/// is reduced as `[.., N/8, 8]` over the 8 lanes, then, behind an
+/// optimization barrier, over the partial results; see
+/// [`split_row_reductions`](crate::lower::split_row_reductions)).
+/// Elsewhere, and on the interpreter, it is the plain reduction: the values
+/// are those of `x.sum(&[-1])`, `x.max(&[-1])` or `x.min(&[-1])` (a sum
+/// within float rounding). The library's flash attention reduces its
+/// blocks of scores this way. `kind` is `Sum`, `Max` or `Min`.
+///
+/// ```
+/// use tessel_dsl::ir::ReduceKind;
+/// use tessel_dsl::lower::{lower, split_row_reductions};
+/// use tessel_dsl::{kernel::KernelConfig, ops::split_row_reduce, trace, TensorSpec, F32};
+/// let x = [("x".into(), TensorSpec::new([4, 64], F32))];
+/// let g = trace("rows", &x, KernelConfig::default(), |a| split_row_reduce(a[0], ReduceKind::Max))?;
+/// assert!(!lower(&g).contains("optimization_barrier"));
+/// assert!(lower(&split_row_reductions(&g)).contains("tensor<4x8x8xf32>"));
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[track_caller]
+pub fn split_row_reduce(x: Tensor, kind: ReduceKind) -> Tensor {
+    let loc = Location::caller();
+    if !matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min) {
+        let m = format!("split_row_reduce combines with sum, max or min, not {kind:?}");
+        crate::trace::tensor::fail("split_row_reduce", &[x], m, &loc);
+    }
+    reduce_marked(x, kind, &[-1], true, loc)
+}
+
+fn reduce_marked(
+    x: Tensor,
+    kind: ReduceKind,
+    axes: &[isize],
+    split_rows: bool,
+    loc: Location,
+) -> Tensor {
     let dtype = x.dtype();
     let init = full_at(Vec::new(), kind.init(dtype), dtype, loc.clone());
     let axes = axes.to_vec();
@@ -50,7 +91,12 @@ pub(crate) fn reduce_at(x: Tensor, kind: ReduceKind, axes: &[isize], loc: Locati
             .filter(|i| !dims.contains(i))
             .map(|i| s[0].shape[i])
             .collect::<Vec<_>>();
-        Ok((Op::Reduce { kind, dims }, vec![TensorSpec::new(shape, d)]))
+        let op = Op::Reduce {
+            kind,
+            dims,
+            split_rows,
+        };
+        Ok((op, vec![TensorSpec::new(shape, d)]))
     })[0];
     crate::ops::check::nan_auto(r, name, &at);
     r

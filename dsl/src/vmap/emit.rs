@@ -108,6 +108,7 @@ pub(super) fn any_over_batch(p: Tensor, loc: &Location) -> Tensor {
     let op = Op::Reduce {
         kind: ReduceKind::Or,
         dims: vec![0],
+        split_rows: false,
     };
     let init = scalar(0.0, DType::Pred, loc);
     op1(

@@ -72,7 +72,11 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
             one(b, op, &[ops[0].t])
         }
         Op::Concatenate { dim } => one(b, Op::Concatenate { dim: dim + 1 }, &all_full(b)),
-        Op::Reduce { kind, dims } => {
+        Op::Reduce {
+            kind,
+            dims,
+            split_rows,
+        } => {
             // (x, its initial value): the initial value is a constant.
             if ops[1..].iter().any(|o| o.batched) {
                 let m = "a reduction whose initial value differs between examples".to_string();
@@ -83,6 +87,7 @@ pub(super) fn batch(b: &mut Batcher, node: &Node, ops: &[BVal], res: &[TensorSpe
             let op = Op::Reduce {
                 kind: *kind,
                 dims: shifted(dims),
+                split_rows: *split_rows,
             };
             one(b, op, &ts)
         }

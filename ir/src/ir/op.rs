@@ -138,6 +138,13 @@ pub enum Op {
         kind: ReduceKind,
         /// Axes removed.
         dims: Vec<usize>,
+        /// A reduction over the last axis that the kernel asks to have
+        /// computed in lanes of 8 first on the backends whose own row
+        /// reductions are slow (`lower::split_row_reductions`, applied where
+        /// that workaround applies), whatever produces its operand. The
+        /// values are those of the plain reduction (for sums, within float
+        /// rounding).
+        split_rows: bool,
     },
     /// Variadic reduce giving (extreme value, its first index) over one axis.
     ArgReduce {

