@@ -450,3 +450,87 @@ fn empty_batches_and_pools() {
         k.message
     );
 }
+
+#[test]
+fn an_update_and_the_attention_reading_its_cache_check_their_metadata_once() {
+    use tessel::kernel::{Kernel, KernelConfig};
+    use tessel_kernels::serving::{kv_cache_update_with, paged_attention_with, PagedKv};
+    // One decode step: each sequence's new token written, then attended to.
+    let step = |a: &[Tensor], attention: bool, update: bool| {
+        let mut kv = PagedKv::new(a[0], a[1]);
+        let (k, tables, lens) = (a[2], a[3], a[4]);
+        let cu = Tensor::iota([B + 1], 0, S32);
+        if update {
+            kv = kv_cache_update_with(&kv, k, k, tables, lens, cu);
+        }
+        let q = k.reshape(&[B as isize, 1, D as isize]);
+        match attention {
+            true => vec![paged_attention_with(
+                q,
+                &kv,
+                tables,
+                lens,
+                ServeOptions::new(),
+            )],
+            false => vec![kv.k_pages],
+        }
+    };
+    let specs = [
+        ("k_pages".into(), TensorSpec::new([PAGES, PAGE, 1, D], F32)),
+        ("v_pages".into(), TensorSpec::new([PAGES, PAGE, 1, D], F32)),
+        ("k".into(), TensorSpec::new([B, 1, D], F32)),
+        ("tables".into(), TensorSpec::new([B, WIDTH], S32)),
+        ("lens".into(), TensorSpec::new([B], S32)),
+    ];
+    let sites = |attention, update| {
+        let g = tessel::trace("step", &specs, KernelConfig::default(), move |a| {
+            step(a, attention, update)
+        });
+        g.unwrap().checks.len()
+    };
+    // The attention's checks are all among the update's.
+    assert!(sites(true, false) > 0);
+    assert_eq!(sites(true, true), sites(false, true));
+
+    // And the step still refuses bad metadata, and answers as before.
+    let dev = dev();
+    let kernel = Kernel::new("update_then_attend", move |a: &[Tensor]| {
+        step(a, true, true)
+    });
+    let pages = f32s(&vec![0.5; PAGES * PAGE * D], &[PAGES, PAGE, 1, D]);
+    let mut rng = Rng::new(47);
+    let k = f32s(&values(&mut rng, B * D, F32), &[B, 1, D]);
+    let lens = s32(&[3, 1, 5], &[B]);
+    let run = |tables: &[i32]| {
+        kernel.run(
+            &dev,
+            &[&pages, &pages, &k, &s32(tables, &[B, WIDTH]), &lens],
+        )
+    };
+    expect_check(run(&[0, 9, 9, 1, 2, 3, 2, 6, 5]), "a page outside the pool");
+    expect_check(run(&[0, 9, 9, 1, 2, 3, 2, 2, 5]), "a page listed twice");
+    let got = run(&[0, 9, 9, 1, 2, 3, 2, 4, 5]).unwrap()[0].to_f64_vec();
+    let once = Kernel::new("attend_after_update", move |a: &[Tensor]| {
+        let updated = step(a, false, true)[0];
+        let kv = PagedKv::new(updated, updated);
+        let q = a[2].reshape(&[B as isize, 1, D as isize]);
+        vec![paged_attention_with(
+            q,
+            &kv,
+            a[3],
+            a[4],
+            ServeOptions::new().unchecked(),
+        )]
+    });
+    let want = once.run(
+        &dev,
+        &[
+            &pages,
+            &pages,
+            &k,
+            &s32(&[0, 9, 9, 1, 2, 3, 2, 4, 5], &[B, WIDTH]),
+            &lens,
+        ],
+    );
+    assert_eq!(got, want.unwrap()[0].to_f64_vec());
+}

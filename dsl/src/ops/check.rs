@@ -77,6 +77,43 @@ pub(crate) fn check_at(ok: Tensor, message: String, values: &[Tensor], loc: Loca
     with_state(|s| s.checks.busy = was_busy);
 }
 
+/// Whether the check that `key` names, over `values`, is new in the region
+/// being traced: `true` the first time (and outside a trace), `false` when
+/// it was asked before in the same region of the same trace, over the very
+/// same traced values, so that the check recorded then already covers
+/// them. A library whose ops each check the metadata they read (a cache
+/// update and the attention that reads the cache, called with one block
+/// table) checks it once per program this way: each check is a reduction,
+/// and costs the program a kernel. `key` holds what else decides the
+/// check's outcome (its bounds); its type is part of it.
+///
+/// ```
+/// use tessel_dsl::ops::check::first_check;
+/// use tessel_dsl::{kernel::KernelConfig, trace, TensorSpec, S32};
+/// let x = [("lens".into(), TensorSpec::new([4], S32))];
+/// trace("once", &x, KernelConfig::default(), |a| {
+///     assert!(first_check(&("in range", 0, 64), &[a[0]]));
+///     assert!(!first_check(&("in range", 0, 64), &[a[0]]));
+///     assert!(first_check(&("in range", 0, 32), &[a[0]]));
+///     a[0]
+/// })?;
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+pub fn first_check<K: std::hash::Hash + 'static>(key: &K, values: &[Tensor]) -> bool {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::any::TypeId::of::<K>().hash(&mut h);
+    key.hash(&mut h);
+    let ids: Vec<usize> = values.iter().map(|t| t.value).collect();
+    with_state(|s| {
+        if values.iter().any(|t| t.trace != s.id) {
+            return true;
+        }
+        s.checks.seen.insert((s.region, h.finish(), ids))
+    })
+    .unwrap_or(true)
+}
+
 /// Records the check of [`check_at`] once its arguments are valid.
 #[track_caller]
 fn record(ok: Tensor, message: String, values: &[Tensor], loc: Location) {

@@ -32,6 +32,9 @@ pub(crate) struct CheckState {
     /// A check is being built: the ops it appends get no automatic
     /// checks of their own.
     pub(crate) busy: bool,
+    /// The checks asked for with [`first_check`](crate::ops::check::first_check):
+    /// (region, the key's hash, the values checked).
+    pub(crate) seen: std::collections::HashSet<(RegionId, u64, Vec<usize>)>,
 }
 
 impl CheckState {

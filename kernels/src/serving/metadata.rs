@@ -7,10 +7,26 @@
 //! another's answer), or a write is dropped.
 //!
 //! Each check reduces over the metadata only (`B × max_pages` entries, a
-//! sort per table row): no key or value is touched.
+//! sort per table row): no key or value is touched. A check already made
+//! in the same region over the same traced values is not made again.
 
 use tessel::check;
+use tessel::ops::check::first_check;
 use tessel::prelude::*;
+
+/// What a metadata check is, beside the values it reads: a cache update
+/// and the attention reading the cache check one block table (or one set
+/// of lengths or offsets) once per program region
+/// ([`first_check`]), whichever op comes first.
+#[derive(Hash)]
+enum Checked {
+    /// [`check_tables`] of pages of `page` tokens in a pool of `num_pages`.
+    Tables { page: usize, num_pages: usize },
+    /// [`check_lengths`] within `min..=max`.
+    Lengths { min: usize, max: usize },
+    /// [`check_offsets`] for `t` packed queries.
+    Offsets { t: usize },
+}
 
 /// Whether no element of `bad` (`[B, M]`) is true (a pred scalar), and
 /// the first true one's (row, column) as s32 scalars (`(0, 0)` when none
@@ -48,7 +64,7 @@ pub(crate) fn check_tables(
     num_pages: usize,
 ) {
     let (b, width) = (block_tables.dim(0), block_tables.dim(1));
-    if b == 0 {
+    if b == 0 || !first_check(&Checked::Tables { page, num_pages }, &[block_tables, lens]) {
         return;
     }
     let capacity = (width * page).min(i32::MAX as usize);
@@ -115,6 +131,9 @@ pub(crate) fn check_ids(
 /// queries no more than its keys (they are its last tokens).
 #[track_caller]
 pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
+    if !first_check(&Checked::Offsets { t }, &[cu_q_lens, kv_lens]) {
+        return;
+    }
     let b = kv_lens.dim(0);
     let lo = cu_q_lens.slice_axis(0, 0, b);
     let hi = cu_q_lens.slice_axis(0, 1, b + 1);
@@ -155,7 +174,7 @@ pub(crate) fn check_offsets(cu_q_lens: Tensor, kv_lens: Tensor, t: usize) {
 #[track_caller]
 pub(crate) fn check_lengths(lens: Tensor, name: &str, min: usize, max: usize, why: &str) {
     let b = lens.dim(0);
-    if b == 0 {
+    if b == 0 || !first_check(&Checked::Lengths { min, max }, &[lens]) {
         return;
     }
     let bad = lens.lt(min as i32) | lens.gt(max.min(i32::MAX as usize) as i32);
