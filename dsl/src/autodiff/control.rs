@@ -7,7 +7,11 @@
 //! values, except buffers the body only writes into), then a reverse loop
 //! pulls the cotangent back through one body at a time. Without a known
 //! trip count, iteration `j`'s state is recomputed from the initial values
-//! (constant memory, quadratic work).
+//! (constant memory, quadratic work). The forward pass takes the place of
+//! the loop it differentiates ([`tape::supersede`]), so the steps run once
+//! forward; a loop-invariant tensor whose gradient is one product per
+//! iteration gets it from one product after the backward loop
+//! ([`loop_products`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -18,6 +22,7 @@ use crate::trace::tensor::Tensor;
 use crate::trace::with_state;
 
 use super::backprop::{activity, backprop, differentiable, Cotangents};
+use super::loop_products;
 use super::replay::{inline_region, inline_region_with};
 use super::tape::{self, Tape};
 
@@ -318,11 +323,38 @@ pub(crate) fn while_vjp(
     // body, whose gradient is the sum over all of them: it goes to the
     // first, as the enclosing code adds up the positions' gradients.
     let mut taken = HashSet::new();
-    for (slot, &i) in ct_pos.iter().enumerate() {
-        let g = match taken.insert(arg_ids[i]) {
+    let gs: Vec<Option<Tensor>> = ct_pos
+        .iter()
+        .map(|&i| match taken.insert(arg_ids[i]) {
             true => res.get(&arg_ids[i]).copied(),
             false => None,
-        };
+        })
+        .collect();
+    // An invariant position whose gradient is one product per iteration
+    // is summed by one product after the loop (`loop_products`).
+    let mut hoisted: Vec<(usize, loop_products::Product)> = Vec::new();
+    if let Some(n) = saved {
+        hoisted = ct_pos
+            .iter()
+            .enumerate()
+            .filter(|&(_, &i)| invariant[i])
+            .filter_map(|(slot, _)| Some((slot, loop_products::product_behind(trace, gs[slot]?)?)))
+            .collect();
+        let products: Vec<_> = hoisted.iter().map(|(_, p)| p).collect();
+        if !loop_products::fit(&products, n) {
+            hoisted.clear();
+        }
+    }
+    let mut stacked_next = Vec::new();
+    for (_, p) in &hoisted {
+        let n = saved.unwrap_or(0);
+        stacked_next.extend(
+            p.stack(&mut bb, n, j)
+                .ok_or("internal: the backward loop is not open")?,
+        );
+    }
+    for (slot, &i) in ct_pos.iter().enumerate() {
+        let g = gs[slot].filter(|_| !hoisted.iter().any(|(h, _)| *h == slot));
         next.push(match (invariant[i], g) {
             (true, Some(g)) => add_cotangent(trace, carried[slot], g),
             (true, None) => carried[slot],
@@ -330,10 +362,19 @@ pub(crate) fn while_vjp(
             (false, None) => zeros_of(carried[slot]),
         });
     }
+    next.extend(stacked_next);
     let done = bb.finish(next);
+    let mut sums: HashMap<usize, Tensor> = HashMap::new();
+    for (h, (slot, p)) in hoisted.iter().enumerate() {
+        let at = 1 + ct_pos.len() + 2 * h;
+        sums.insert(*slot, p.total(done[at], done[at + 1]));
+    }
     let mut grads = vec![None; k];
     for (slot, &i) in ct_pos.iter().enumerate() {
-        let mut g = done[1 + slot];
+        let mut g = match sums.remove(&slot) {
+            Some(sum) => done[1 + slot] + sum,
+            None => done[1 + slot],
+        };
         if invariant[i] {
             if let Some(o) = outs[i] {
                 g = g + o;

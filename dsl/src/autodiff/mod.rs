@@ -43,6 +43,7 @@
 mod backprop;
 mod control;
 mod custom;
+mod loop_products;
 mod replay;
 mod rules;
 mod rules_index;

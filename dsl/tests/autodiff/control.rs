@@ -357,3 +357,68 @@ fn a_differentiated_loop_runs_its_steps_once_and_its_pullback_can_be_called_agai
     }
     check("rnn_loss", move |a| vec![rnn(a[0], a[1])], &[w, xs]);
 }
+
+#[test]
+fn a_weight_every_step_reads_gets_its_gradient_from_one_product_after_the_loop() {
+    use tessel_dsl::autodiff::grad;
+    use tessel_dsl::ir::DotDims;
+    use tessel_dsl::kernel::KernelConfig;
+    use tessel_dsl::lower::lower;
+    use tessel_dsl::{scan, trace, TensorSpec};
+    // h = tanh(h W + x): W's gradient is a sum over the steps of one
+    // product each, summed after the loop by one product over the stacked
+    // rows (the steps' axis contracted with the batch's).
+    let rnn = |a: &[Tensor]| {
+        let w = a[1];
+        let (h, ys) = scan(a[0], a[2], move |h: Tensor, x: Tensor| {
+            let h = (h.matmul(w) + x).tanh();
+            (h, h * 0.5)
+        });
+        vec![h, ys]
+    };
+    let h0 = data(51, &[2, 3], -1.0, 1.0);
+    let w = data(52, &[3, 3], -0.8, 0.8);
+    let xs = data(53, &[5, 2, 3], -1.0, 1.0);
+    check("rnn_matmul", rnn, &[h0.clone(), w.clone(), xs.clone()]);
+    // A weight per batch row (a batched product) and a weight read on the
+    // left (a transposed product's gradient).
+    check(
+        "rnn_batched_and_left",
+        |a| {
+            let (w, v) = (a[1], a[3]);
+            let dims = DotDims {
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+                lhs_contract: vec![1],
+                rhs_contract: vec![1],
+            };
+            let (h, _) = scan(a[0], a[2], move |h: Tensor, x: Tensor| {
+                let hb = h.dot_general(w, dims.clone(), None, None);
+                let h = (hb + v.matmul(h.t()).t() + x).sin();
+                (h, ())
+            });
+            vec![h]
+        },
+        &[
+            h0,
+            data(54, &[2, 3, 3], -0.5, 0.5),
+            xs,
+            data(55, &[3, 3], -0.5, 0.5),
+        ],
+    );
+    let params = [
+        ("h0".to_string(), TensorSpec::new([2, 3], F64)),
+        ("w".to_string(), TensorSpec::new([3, 3], F64)),
+        ("xs".to_string(), TensorSpec::new([5, 2, 3], F64)),
+    ];
+    let g = trace("rnn_w_grad", &params, KernelConfig::default(), move |a| {
+        let (h0, xs) = (a[0], a[2]);
+        grad(move |w: Tensor| rnn(&[h0, w, xs])[1].sum(&[0, 1, 2]), a[1])
+    })
+    .unwrap();
+    let text = lower(&g);
+    assert!(
+        text.contains("lhs_contracting_dimensions = [0, 1]"),
+        "{text}"
+    );
+}
