@@ -45,6 +45,10 @@ struct Block<T = Tensor> {
     w_down: T,
 }
 
+/// The KV cache: a pool of pages per layer, all read through the batch's one block table.
+#[derive(Tree, Clone)]
+struct Cache<T = Tensor>(Vec<PagedKv<T>>);
+
 #[derive(Tree, Clone)]
 struct Gpt<T = Tensor> {
     embed: T,
@@ -96,17 +100,15 @@ fn train_step(state: TrainState<Gpt>, tokens: Tensor, opt: Optimizer) -> (TrainS
 /// next step's batch, its tokens chosen greedily: the decode loop's
 /// metadata never leaves the device.
 #[cpu_kernel(donate(kv))]
-fn serve_step(p: Gpt, mut kv: PagedKv, tables: Tensor, batch: RaggedBatch, prefill: bool) -> (PagedKv, RaggedBatch) {
+fn serve_step(p: Gpt, mut kv: Cache, tables: Tensor, batch: RaggedBatch, prefill: bool) -> (Cache, RaggedBatch) {
     let mut x = p.embed.take(batch.tokens, 0);
-    for (l, blk) in p.blocks.iter().enumerate() {
+    for (kv, blk) in kv.0.iter_mut().zip(&p.blocks) {
         let (q, k, v) = qkv(blk, rms_norm(x, blk.attn_norm, 1e-5), batch.positions);
-        // Layer `l`'s pages are `l * POOL ..` of the one pool.
-        let tables = tables + (l * POOL) as i32;
-        kv = kv_cache_update_with(&kv, k, v, tables, batch.kv_lens, batch.cu_q_lens);
+        *kv = kv_cache_update_with(kv, k, v, tables, batch.kv_lens, batch.cu_q_lens);
         let o = if prefill {
             prefill_attention(q, k, v, &batch, ServeOptions::new())
         } else {
-            paged_attention_with(q, &kv, tables, batch.kv_lens, ServeOptions::new())
+            paged_attention_with(q, kv, tables, batch.kv_lens, ServeOptions::new())
         };
         x = finish_block(blk, x, o);
     }
@@ -187,7 +189,7 @@ fn generate(dev: &Device, params: &Gpt<DeviceBuffer>, prompts: &[&str], new: usi
     // Sequence i holds pages for its prompt and the `new` tokens after it.
     let lens = ids.iter().map(|p| p.len() + new);
     let tables = dev.to_device(&PagePool::new(POOL, PAGE).reserve_batch((0..).zip(lens))?)?;
-    let mut cache = tree::to_device(dev, &PagedKv::zeros(LAYERS * POOL, PAGE, HEADS, HEAD_DIM, F32))?;
+    let mut cache = tree::to_device(dev, &Cache(vec![PagedKv::zeros(POOL, PAGE, HEADS, HEAD_DIM, F32); LAYERS]))?;
     let mut batch = tree::to_device(dev, &RaggedBatch::prefill(&ids)?)?;
     let mut out: Vec<String> = prompts.iter().map(|p| p.to_string()).collect();
     for step in 0..new {
