@@ -392,3 +392,46 @@ mod families {
         assert!(checked.nodes.len() > plain_graph.nodes.len());
     }
 }
+
+#[test]
+fn a_check_asked_for_once_per_region_is_made_again_outside_a_branch_that_made_it() {
+    use tessel_dsl::kernel::KernelConfig;
+    use tessel_dsl::ops::check::first_check;
+    use tessel_dsl::trace;
+    let specs = [("x".into(), TensorSpec::new([3], S32))];
+    let g = trace("once", &specs, KernelConfig::default(), |a| {
+        let x = a[0];
+        let key = ("in range", 0, 9);
+        let checked = move || {
+            if first_check(&key, &[x]) {
+                check(x.ge(0) & x.le(9), "x out of range", &[]);
+            }
+            x + 1
+        };
+        // A branch that runs only sometimes does not stand for the check
+        // after it, which is made once however often it is asked for.
+        let y = cond(x.sum(&[0]).gt(100), checked, move || x);
+        let z = checked() + checked() + y;
+        assert!(first_check(&key, &[z]));
+        z
+    })
+    .unwrap();
+    // One in the branch, one after it.
+    assert_eq!(g.checks.len(), 2, "{:?}", g.checks);
+    let k = Kernel::new("once_run", |a: &[Tensor]| {
+        let x = a[0];
+        if first_check(&1u8, &[x]) {
+            check(x.ge(0), "negative", &[]);
+        }
+        if first_check(&1u8, &[x]) {
+            check(x.lt(0), "never made", &[]);
+        }
+        vec![x]
+    });
+    let dev = device();
+    assert!(k.run(&dev, &[&vec_s32(&[1, 2])]).is_ok());
+    match k.run(&dev, &[&vec_s32(&[1, -2])]) {
+        Err(Error::Check(c)) => assert_eq!(c.message, "negative"),
+        other => panic!("{other:?}"),
+    }
+}
