@@ -333,6 +333,7 @@ pub(crate) fn while_vjp(
     // An invariant position whose gradient is one product per iteration
     // is summed by one product after the loop (`loop_products`).
     let mut hoisted: Vec<(usize, loop_products::Product)> = Vec::new();
+    let mut stacked_next = Vec::new();
     if let Some(n) = saved {
         hoisted = ct_pos
             .iter()
@@ -340,18 +341,13 @@ pub(crate) fn while_vjp(
             .filter(|&(_, &i)| invariant[i])
             .filter_map(|(slot, _)| Some((slot, loop_products::product_behind(trace, gs[slot]?)?)))
             .collect();
-        let products: Vec<_> = hoisted.iter().map(|(_, p)| p).collect();
-        if !loop_products::fit(&products, n) {
+        if !loop_products::fit(hoisted.iter().map(|(_, p)| p), n) {
             hoisted.clear();
         }
-    }
-    let mut stacked_next = Vec::new();
-    for (_, p) in &hoisted {
-        let n = saved.unwrap_or(0);
-        stacked_next.extend(
-            p.stack(&mut bb, n, j)
-                .ok_or("internal: the backward loop is not open")?,
-        );
+        for (_, p) in &hoisted {
+            let rows = p.stack(&mut bb, n, j);
+            stacked_next.extend(rows.ok_or("internal: the backward loop is not open")?);
+        }
     }
     for (slot, &i) in ct_pos.iter().enumerate() {
         let g = gs[slot].filter(|_| !hoisted.iter().any(|(h, _)| *h == slot));

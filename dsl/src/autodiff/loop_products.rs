@@ -72,9 +72,8 @@ pub(super) fn product_behind(trace: u32, g: Tensor) -> Option<Product> {
 }
 
 /// Whether products stacked over `n` iterations fit [`MAX_STACKED_BYTES`].
-pub(super) fn fit(products: &[&Product], n: usize) -> bool {
+pub(super) fn fit<'a>(products: impl Iterator<Item = &'a Product>, n: usize) -> bool {
     let bytes: usize = products
-        .iter()
         .flat_map(|p| [p.a.spec(), p.b.spec()])
         .map(|sp| sp.size_in_bytes())
         .fold(0usize, usize::saturating_add);
