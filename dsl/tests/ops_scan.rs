@@ -298,6 +298,21 @@ fn the_gradient_of_a_scan_keeps_one_carry_per_step_not_the_stacked_outputs() {
     );
 }
 
+/// The body of the program's last loop: a gradient's backward loop.
+fn backward_body(g: &tessel_dsl::Graph) -> &tessel_dsl::ir::Region {
+    let last = g.nodes.iter().rfind(|n| matches!(n.op, Op::While { .. }));
+    &g.regions[last.expect("a loop").regions[1]]
+}
+
+/// Arguments of `specs`, random in `[-1, 1)` from `seed`.
+fn random_args(specs: &[TensorSpec], seed: u64) -> Vec<HostTensor> {
+    let mut rng = Rng::new(seed);
+    specs
+        .iter()
+        .map(|s| random(&mut rng, &s.shape, s.dtype, -1.0, 1.0))
+        .collect()
+}
+
 #[test]
 fn the_backward_loop_reads_the_stacked_cotangent_instead_of_carrying_it() {
     // The same loop written by hand with fori_loop carries the cotangent
@@ -308,9 +323,8 @@ fn the_backward_loop_reads_the_stacked_cotangent_instead_of_carrying_it() {
     // How many values the last loop of the program (the backward one)
     // carries out of a dynamic_update_slice.
     let written = |g: &tessel_dsl::Graph| {
-        let last = g.nodes.iter().rfind(|n| matches!(n.op, Op::While { .. }));
-        let body = &g.regions[last.expect("a loop").regions[1]];
-        body.results
+        backward_body(g)
+            .results
             .iter()
             .filter(|&&v| match g.values[v].def {
                 Def::Result { node, .. } => g.nodes[node].op == Op::DynamicUpdateSlice,
@@ -349,11 +363,7 @@ fn the_backward_loop_reads_the_stacked_cotangent_instead_of_carrying_it() {
     });
     assert_eq!(written(&by_hand.trace(&specs).unwrap()), 1);
     assert_eq!(written(&scanned.trace(&specs).unwrap()), 0);
-    let mut rng = Rng::new(5);
-    let args: Vec<HostTensor> = specs
-        .iter()
-        .map(|s| random(&mut rng, &s.shape, F32, -1.0, 1.0))
-        .collect();
+    let args = random_args(&specs, 5);
     let refs: Vec<&HostTensor> = args.iter().collect();
     let (a, b) = (
         by_hand.run(&device(), &refs).unwrap(),
@@ -387,9 +397,11 @@ fn the_backward_loop_adds_each_row_of_the_inputs_cotangent_into_its_row() {
 #[test]
 fn the_backward_loop_reads_the_saved_products_of_the_body() {
     // An RNN step tanh(h W + x): the forward loop of the gradient saves
-    // each step's h W, so the backward loop takes the two products of the
-    // gradient and does not compute h W again; the gradients equal those
-    // of the same steps unrolled (no loop at all).
+    // each step's h W, so the backward loop holds the two products of the
+    // gradient and does not compute h W again (W's product is then left
+    // unread: W's gradient is one product after the loop, see
+    // `loop_products`); the gradients equal those of the same steps
+    // unrolled (no loop at all).
     let (n, b, d) = (5, 3, 4);
     let rnn = |w: Tensor, h0: Tensor, xs: Tensor| {
         scan(h0, xs, |h: Tensor, x: Tensor| {
@@ -430,20 +442,14 @@ fn the_backward_loop_reads_the_saved_products_of_the_body() {
     ];
     let scanned = Kernel::new(fresh_name("rnn_grad"), grads(rnn));
     let g = scanned.trace(&specs).unwrap();
-    let last = g.nodes.iter().rfind(|x| matches!(x.op, Op::While { .. }));
-    let body = &g.regions[last.expect("a loop").regions[1]];
-    let dots = body
+    let dots = backward_body(&g)
         .nodes
         .iter()
         .filter(|&&id| matches!(g.nodes[id].op, Op::DotGeneral { .. }))
         .count();
     assert_eq!(dots, 2, "products in the backward loop");
     let by_hand = Kernel::new(fresh_name("rnn_unrolled"), grads(unrolled));
-    let mut rng = Rng::new(9);
-    let args: Vec<HostTensor> = specs
-        .iter()
-        .map(|s| random(&mut rng, &s.shape, F32, -1.0, 1.0))
-        .collect();
+    let args = random_args(&specs, 9);
     let refs: Vec<&HostTensor> = args.iter().collect();
     let (got, want) = (
         scanned.run(&device(), &refs).unwrap(),
