@@ -283,13 +283,14 @@ fn a_program_without_checks_is_unchanged_and_checks_add_results_only() {
     let checked = Kernel::new("g", gather_checked);
     let g = checked.trace(&specs).unwrap();
     assert_eq!(g.num_body_outputs(), 1);
+    // The body's result, then the code with the reported s32 scalar (the
+    // bound) in one vector, then the reported ids.
     assert_eq!(
         g.output_specs(),
         [
             TensorSpec::new([2], F32),
-            TensorSpec::scalar(S32),
             TensorSpec::new([2], S32),
-            TensorSpec::scalar(S32)
+            TensorSpec::new([2], S32),
         ]
     );
     assert_eq!(g.checks[0].message, "ids {} out of 0..{}");
@@ -433,5 +434,37 @@ fn a_check_asked_for_once_per_region_is_made_again_outside_a_branch_that_made_it
     match k.run(&dev, &[&vec_s32(&[1, -2])]) {
         Err(Error::Check(c)) => assert_eq!(c.message, "negative"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// The reported s32 scalars travel in the checks' first result and the
+/// other values as results of their own: a failing check after another
+/// still reports each of its values, in its message's order, on both
+/// devices.
+#[test]
+fn reported_scalars_and_tensors_keep_their_places() {
+    let k = Kernel::new("mixed", |a: &[Tensor]| {
+        let (x, ids) = (a[0], a[1]);
+        let first = ids.sum(&[0]);
+        check!(first.ge(0), "sum {} of {} below 0", first, ids);
+        let top = ids.max(&[0]);
+        check!(
+            top.lt(3),
+            "max {} (mean {}, ids {}, count {}) past 2",
+            top,
+            x.mean(&[0]),
+            ids,
+            ids.ne(0).cast(S32).sum(&[0])
+        );
+        x * 2.0
+    });
+    for dev in devices() {
+        let x = vec_f32(&[1.0, 2.0]);
+        let ok = k.run(&dev, &[&x, &vec_s32(&[0, 2])]).unwrap();
+        assert_eq!(ok[0].to_f64_vec(), [2.0, 4.0]);
+        let c = check_error(k.run(&dev, &[&x, &vec_s32(&[0, 7])]));
+        assert_eq!(c.message, "max 7 (mean 1.5, ids [0, 7], count 1) past 2");
+        let c = check_error(k.run(&dev, &[&x, &vec_s32(&[-9, 1])]));
+        assert_eq!(c.message, "sum -8 of [-9, 1] below 0");
     }
 }

@@ -534,3 +534,42 @@ fn an_update_and_the_attention_reading_its_cache_check_their_metadata_once() {
     );
     assert_eq!(got, want.unwrap()[0].to_f64_vec());
 }
+
+/// A page listed twice in a row is found, and named with its sequence,
+/// whether the table is narrow (its entries compared in pairs) or wide
+/// (each row sorted: 2 × 300² pairs are past the pairwise bound).
+#[test]
+fn a_page_listed_twice_is_named_in_narrow_and_wide_tables() {
+    let dev = dev();
+    for width in [4usize, 300] {
+        let (b, pages) = (2, 2 * 300);
+        let pool = f32s(&vec![0.0; pages], &[pages, 1, 1, 1]);
+        let k = f32s(&[1.0, 2.0], &[b, 1, 1]);
+        let run = |tables: &[i32]| {
+            kv_cache_update::run(
+                &dev,
+                &pool,
+                &pool,
+                &k,
+                &k,
+                &s32(tables, &[b, width]),
+                &s32(&[width as i32; 2], &[b]),
+                &s32(&[0, 1, 2], &[b + 1]),
+            )
+        };
+        // Sequence 0 holds pages 0.., sequence 1 the pages after them.
+        let mut tables: Vec<i32> = (0..(b * width) as i32).collect();
+        run(&tables).unwrap_or_else(|e| panic!("width {width}: {e}"));
+        let twice = width as i32 + 1;
+        tables[b * width - 1] = twice;
+        match run(&tables) {
+            Err(tessel::Error::Check(c)) => assert!(
+                c.message
+                    .contains(&format!("sequence 1 lists page {twice} twice")),
+                "width {width}: {}",
+                c.message
+            ),
+            other => panic!("width {width}: a page listed twice must be refused, got {other:?}"),
+        }
+    }
+}

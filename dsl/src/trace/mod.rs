@@ -343,7 +343,8 @@ fn check_params(name: &str, params: &[(String, TensorSpec)]) -> Result<()> {
 }
 
 /// Appends the checks' code and values to `@main`'s results and their
-/// sites to the graph (nothing for a trace without checks).
+/// sites to the graph (nothing for a trace without checks), as
+/// [`pack_body`](checks::pack_body) laid them out.
 fn check_results(s: &mut TraceState, loc: &Location) {
     let body = s.checks.take(0);
     if let Some((_, stray)) = s.checks.regions.first() {
@@ -476,6 +477,8 @@ fn trace_inner<O: Outputs>(
         line: 0,
         column: 0,
     };
+    with_state(|s| s.region = 0);
+    checks::pack_body(&loc);
     with_state(|s| {
         s.region = 0;
         let mut results = Vec::new();

@@ -10,8 +10,8 @@ mod op;
 mod sharding;
 pub mod tree;
 
-pub use check::check_outputs;
 pub use check::CheckSite;
+pub use check::{check_outputs, check_slots, CheckSlot};
 pub use graph::{Def, Graph, Node, NodeId, Region, RegionId, RegionKind, Value, ValueId};
 pub use mesh_axes::MeshAxes;
 pub use op::{

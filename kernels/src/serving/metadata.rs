@@ -6,8 +6,9 @@
 //! gathers into a read of another sequence's page (one user's context in
 //! another's answer), or a write is dropped.
 //!
-//! Each check reduces over the metadata only (`B × max_pages` entries, a
-//! sort per table row): no key or value is touched. A check already made
+//! Each check reduces over the metadata only (`B × max_pages` entries;
+//! for ids listed twice, the pairs of entries of a narrow row, or a sort
+//! per row of a wide one): no key or value is touched. A check already made
 //! in the same region over the same traced values is not made again.
 
 use tessel::check;
@@ -27,6 +28,13 @@ enum Checked {
     /// [`check_offsets`] for `t` packed queries.
     Offsets { t: usize },
 }
+
+/// The most `rows × width²` entry pairs [`check_ids`] compares directly
+/// for ids listed twice; wider tables sort each row instead. XLA's sort
+/// costs a program about 60–90 ms of compile time (a 2-layer GPT's decode
+/// step on the CPU plugin), where the pairs cost none that could be told
+/// from noise, and 2¹⁶ comparisons take microseconds.
+const PAIRWISE_MAX: usize = 1 << 16;
 
 /// Whether no element of `bad` (`[B, M]`) is true (a pred scalar), and
 /// the first true one's (row, column) as s32 scalars (`(0, 0)` when none
@@ -112,6 +120,18 @@ pub(crate) fn check_ids(
         entry(ids, s, j)
     );
     if width < 2 {
+        return;
+    }
+    if r * width * width <= PAIRWISE_MAX {
+        // Narrow rows: each used entry against the used ones before it in
+        // its row, all at once.
+        let (rr, w) = (r as isize, width as isize);
+        let before = Tensor::iota([width, width], 1, S32).lt(Tensor::iota([width, width], 0, S32));
+        let same = ids.reshape(&[rr, w, 1]).eq(ids.reshape(&[rr, 1, w]));
+        let both = used.reshape(&[rr, w, 1]) & used.reshape(&[rr, 1, w]);
+        let dup = (same & both & before).reshape(&[rr, w * w]);
+        let (none, s, at) = first(dup);
+        check!(none, twice, s, entry(ids, s, at / width as i32));
         return;
     }
     // Unused entries become distinct ids past every valid one, then each

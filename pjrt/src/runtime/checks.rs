@@ -8,6 +8,7 @@ use super::buffer::DeviceBuffer;
 use super::Executable;
 use crate::error::{CheckError, Result};
 use crate::host::HostTensor;
+use crate::ir::{check_slots, CheckSlot};
 
 /// At most this many elements of a reported value are shown.
 const SHOWN: usize = 16;
@@ -35,11 +36,9 @@ impl Executable {
             return Ok(outs);
         }
         let checks = outs.split_off(body);
-        let code = read(&checks[0])?
-            .to_f64_vec()
-            .first()
-            .copied()
-            .unwrap_or(0.0);
+        // The code, then the reported s32 scalars (see `CheckSite`).
+        let packed = read(&checks[0])?.to_f64_vec();
+        let code = packed.first().copied().unwrap_or(0.0);
         if code == 0.0 {
             return Ok(outs);
         }
@@ -47,10 +46,17 @@ impl Executable {
         let Some(site) = sites.get(k) else {
             return Ok(outs);
         };
-        let first = 1 + sites[..k].iter().map(|s| s.values.len()).sum::<usize>();
-        let values = checks[first..first + site.values.len()]
-            .iter()
-            .map(|v| read(v).map(|h| show(&h)))
+        let values = check_slots(sites, k)
+            .into_iter()
+            .map(|slot| match slot {
+                CheckSlot::Packed(i) => Ok(packed
+                    .get(i)
+                    .map_or_else(String::new, |&x| format!("{}", x as i128))),
+                CheckSlot::Result(i) => match checks.get(i) {
+                    Some(v) => read(v).map(|h| show(&h)),
+                    None => Ok(String::new()),
+                },
+            })
             .collect::<Result<Vec<_>>>()?;
         Err(CheckError {
             kernel: self.name().to_string(),
