@@ -2,9 +2,11 @@
 //! result and is raised on the host after the call, as JAX's `checkify`
 //! does.
 //!
-//! A check costs a reduction and a select where it is written, one `s32[]`
-//! result (and its reported values) per program, and one 4-byte read after
-//! each run. A program without checks is unchanged.
+//! A check costs a reduction and a select where it is written; a program
+//! with checks has one `s32` vector result more (the code and the reported
+//! `s32` scalars, one fused kernel) and a result per other reported value,
+//! and one small read after each run ([`CheckSite`] says the layout). A
+//! program without checks is unchanged.
 
 use crate::config::CheckFamilies;
 use crate::dtype::DType;
