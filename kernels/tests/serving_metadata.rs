@@ -557,6 +557,26 @@ fn a_page_listed_twice_is_named_in_narrow_and_wide_tables() {
                 &s32(&[0, 1, 2], &[b + 1]),
             )
         };
+        // Only the wide table's check sorts (a sort costs the compile).
+        let specs = [
+            ("pool".into(), TensorSpec::new([pages, 1, 1, 1], F32)),
+            ("k".into(), TensorSpec::new([b, 1, 1], F32)),
+            ("tables".into(), TensorSpec::new([b, width], S32)),
+            ("lens".into(), TensorSpec::new([b], S32)),
+        ];
+        let kernel = tessel::kernel::KernelConfig::default();
+        let g = tessel::trace("update", &specs, kernel, |a| {
+            let kv = tessel_kernels::serving::PagedKv::new(a[0], a[0]);
+            let cu = Tensor::iota([b + 1], 0, S32);
+            let kv = tessel_kernels::serving::kv_cache_update_with(&kv, a[1], a[1], a[2], a[3], cu);
+            vec![kv.k_pages]
+        })
+        .unwrap();
+        let sorts = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, tessel::ir::Op::Sort { .. }));
+        assert_eq!(sorts.count(), usize::from(width > 4), "width {width}");
         // Sequence 0 holds pages 0.., sequence 1 the pages after them.
         let mut tables: Vec<i32> = (0..(b * width) as i32).collect();
         run(&tables).unwrap_or_else(|e| panic!("width {width}: {e}"));
