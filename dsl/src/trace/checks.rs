@@ -92,11 +92,20 @@ pub(crate) fn pack_body(loc: &Location) {
     let vector = TensorSpec::new([n], DType::S32);
     let op = |name: &str, operands: &[Tensor], op: Op, spec: &TensorSpec| {
         let spec = spec.clone();
-        build(name, operands, loc.clone(), 1, move |s| match s.first() {
-            Some(v) if matches!(op, Op::BroadcastInDim { .. }) && !CheckSite::packs(v) => Err(
-                format!("internal: a check's reported value {v} is packed as an s32 scalar"),
-            ),
-            _ => Ok((op, vec![spec])),
+        build(name, operands, loc.clone(), 1, move |_| {
+            Ok((op, vec![spec]))
+        })[0]
+    };
+    // A packed value must be an s32 scalar, as the runtime reads it.
+    let broadcast = |v: Tensor| {
+        let spec = vector.clone();
+        build("broadcast", &[v], loc.clone(), 1, move |s| {
+            match s.first() {
+                Some(v) if !CheckSite::packs(v) => Err(format!(
+                    "internal: a check's reported value {v} is packed as an s32 scalar"
+                )),
+                _ => Ok((Op::BroadcastInDim { dims: Vec::new() }, vec![spec])),
+            }
         })[0]
     };
     let splat = |x: f64| {
@@ -113,13 +122,7 @@ pub(crate) fn pack_body(loc: &Location) {
             Op::Compare(Comparison::Eq),
             &mask,
         );
-        let v = op(
-            "broadcast",
-            &[v],
-            Op::BroadcastInDim { dims: Vec::new() },
-            &vector,
-        );
-        code = op("select", &[here, v, code], Op::Select, &vector);
+        code = op("select", &[here, broadcast(v), code], Op::Select, &vector);
     }
     with_state(|s| s.checks.put(0, RegionChecks { code, ..body }));
 }

@@ -480,7 +480,6 @@ fn trace_inner<O: Outputs>(
     with_state(|s| s.region = 0);
     checks::pack_body(&loc);
     with_state(|s| {
-        s.region = 0;
         let mut results = Vec::new();
         for &t in &outs {
             match s.operand(t) {

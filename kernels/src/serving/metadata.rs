@@ -122,7 +122,7 @@ pub(crate) fn check_ids(
     if width < 2 {
         return;
     }
-    if r * width * width <= PAIRWISE_MAX {
+    if r.saturating_mul(width).saturating_mul(width) <= PAIRWISE_MAX {
         // Narrow rows: each used entry against the used ones before it in
         // its row, all at once.
         let (rr, w) = (r as isize, width as isize);

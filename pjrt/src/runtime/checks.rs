@@ -51,7 +51,7 @@ impl Executable {
             .map(|slot| match slot {
                 CheckSlot::Packed(i) => Ok(packed
                     .get(i)
-                    .map_or_else(String::new, |&x| format!("{}", x as i128))),
+                    .map_or_else(String::new, |&x| number(x, false))),
                 CheckSlot::Result(i) => match checks.get(i) {
                     Some(v) => read(v).map(|h| show(&h)),
                     None => Ok(String::new()),
@@ -80,17 +80,21 @@ fn fill(message: &str, values: &[String]) -> String {
     out
 }
 
+/// One element as a check's message shows it: as read for a float, whole
+/// for an integer.
+fn number(x: f64, float: bool) -> String {
+    if float {
+        format!("{x}")
+    } else {
+        format!("{}", x as i128)
+    }
+}
+
 /// A value as a check's message shows it: a number for a scalar, else its
 /// elements in row-major order (the first [`SHOWN`]).
 fn show(h: &HostTensor) -> String {
     let v = h.to_f64_vec();
-    let num = |x: f64| {
-        if h.dtype().is_float() {
-            format!("{x}")
-        } else {
-            format!("{}", x as i128)
-        }
-    };
+    let num = |x: f64| number(x, h.dtype().is_float());
     if h.spec().rank() == 0 {
         return v.first().map_or_else(String::new, |&x| num(x));
     }
