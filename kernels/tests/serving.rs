@@ -106,6 +106,17 @@ fn paged_attention_matches_the_reference() {
     check_paged(&lens, page, 4, 2, o.window(0), F64);
     check_paged(&lens, page, 4, 2, o.soft_cap(0.5).sm_scale(2.0), F64);
     check_paged(&lens, page, 4, 2, o, F32);
+    // One query row per key/value head, the loop-free form's keys on two
+    // axes (table column, page slot), with a window and a soft cap.
+    check_paged(
+        &lens,
+        page,
+        2,
+        2,
+        ServeOptions::new().window(5).soft_cap(0.5),
+        F64,
+    );
+    check_paged(&lens, page, 2, 2, ServeOptions::new().window(0), F32);
     check_paged(&[17, 3, 0], 16, 4, 1, ServeOptions::new(), BF16);
     // The online softmax (no room for the two-pass logits buffer).
     let online = o.max_logits_bytes(0);

@@ -189,61 +189,64 @@ fn quantized_round_trip(dtype: DType) {
         }
     }
     // Attention over the quantized pages equals the reference over the
-    // dequantized values.
-    let o = ServeOptions::new().pages_per_block(2);
-    let r = Ref {
-        hq,
-        hkv,
-        d,
-        dv: d,
-        scale: o.scale_for(d),
-        window: None,
-        cap: None,
-    };
-    let q = values(&mut rng, 4 * hq * d, F32);
-    let mut want = Vec::new();
-    for (b, &len) in kv_lens.iter().enumerate() {
-        let mut s = Seq::default();
-        for j in 0..len {
-            let slot = tables[b * width + j / page] as usize * page + j % page;
-            s.k.push(kd[slot * hkv * d..(slot + 1) * hkv * d].to_vec());
-            s.v.push(vd[slot * hkv * d..(slot + 1) * hkv * d].to_vec());
+    // dequantized values, with grouped query rows (GQA) and one row per
+    // key/value head (the loop-free form's two shapes).
+    for hq in [hq, hkv] {
+        let o = ServeOptions::new().pages_per_block(2);
+        let r = Ref {
+            hq,
+            hkv,
+            d,
+            dv: d,
+            scale: o.scale_for(d),
+            window: None,
+            cap: None,
+        };
+        let q = values(&mut rng, 4 * hq * d, F32);
+        let mut want = Vec::new();
+        for (b, &len) in kv_lens.iter().enumerate() {
+            let mut s = Seq::default();
+            for j in 0..len {
+                let slot = tables[b * width + j / page] as usize * page + j % page;
+                s.k.push(kd[slot * hkv * d..(slot + 1) * hkv * d].to_vec());
+                s.v.push(vd[slot * hkv * d..(slot + 1) * hkv * d].to_vec());
+            }
+            want.extend(attend(
+                &r,
+                &q[b * hq * d..(b + 1) * hq * d],
+                &s,
+                len as i64 - 1,
+                len,
+            ));
         }
-        want.extend(attend(
-            &r,
-            &q[b * hq * d..(b + 1) * hq * d],
-            &s,
-            len as i64 - 1,
-            len,
-        ));
-    }
-    // f64 queries keep f64 statistics: the f32 scales are widened (they
-    // once met the f64 logits unconverted, which did not trace).
-    // Both forms of the decode: loop-free and looped.
-    let forms = [o.max_dense_bytes(usize::MAX), o.max_dense_bytes(0)];
-    for ((q_dtype, tol), o) in [(F32, 2e-5), (F64, 1e-9)]
-        .into_iter()
-        .flat_map(|t| forms.map(|o| (t, o)))
-    {
-        let got = paged_attention_quantized::run(
-            &dev(),
-            &host(&q, &[4, hq, d], q_dtype),
-            &kp,
-            &vp,
-            &ks,
-            &vs,
-            &tables_t,
-            &lens_t,
-            o,
-        )
-        .unwrap()
-        .to_f64_vec();
-        assert_close(
-            &got,
-            &want,
-            tol,
-            &format!("paged_attention_quantized {dtype}, {q_dtype} queries, {o:?}"),
-        );
+        // f64 queries keep f64 statistics: the f32 scales are widened (they
+        // once met the f64 logits unconverted, which did not trace).
+        // Both forms of the decode: loop-free and looped.
+        let forms = [o.max_dense_bytes(usize::MAX), o.max_dense_bytes(0)];
+        for ((q_dtype, tol), o) in [(F32, 2e-5), (F64, 1e-9)]
+            .into_iter()
+            .flat_map(|t| forms.map(|o| (t, o)))
+        {
+            let got = paged_attention_quantized::run(
+                &dev(),
+                &host(&q, &[4, hq, d], q_dtype),
+                &kp,
+                &vp,
+                &ks,
+                &vs,
+                &tables_t,
+                &lens_t,
+                o,
+            )
+            .unwrap()
+            .to_f64_vec();
+            assert_close(
+                &got,
+                &want,
+                tol,
+                &format!("paged_attention_quantized {dtype}, {q_dtype} queries, {o:?}"),
+            );
+        }
     }
 }
 

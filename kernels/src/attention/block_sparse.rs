@@ -35,7 +35,7 @@ use super::online_softmax::{Ctx, Elem, State};
 use super::optional_inputs::AttentionExtras;
 use super::options::{Cover, FlashOptions};
 use super::tiles::{tile, Idx, Pos};
-use crate::serving::metadata::check_ids;
+use crate::serving::metadata::MetadataChecks;
 
 /// The mask of a block-sparse attention call: one [`Mask`] shared by every
 /// head, or a [`MultiHeadMask`] with one mask per query head. A
@@ -422,14 +422,17 @@ fn check_tables(t: &[Tensor; 4], d: &Dims, o: &FlashOptions) -> std::result::Res
 #[track_caller]
 fn check_layout(counts: Tensor, ids: Tensor, kinds: Tensor, nk: usize, ragged: bool) {
     let (nq, width) = (ids.dim(0), ids.dim(1));
+    // One reduction finds the first of these that fails (each costs the
+    // program a kernel).
+    let mut c = MetadataChecks::new();
     let bad = counts.lt(0) | counts.gt(width as i32);
-    tessel::check!(
-        !bad,
-        &format!("num_nonempty must count 0..={width} blocks per query block, got {{}}"),
-        counts
+    c.table(
+        bad.reshape(&[nq as isize, 1]),
+        format!("num_nonempty must count 0..={width} blocks per query block, got {{}}"),
+        move |_, _| vec![counts],
     );
     let listed = Tensor::iota([nq, width], 1, S32).lt(counts.reshape(&[nq as isize, 1]));
-    check_ids(
+    c.ids(
         ids,
         listed,
         nk,
@@ -438,22 +441,23 @@ fn check_layout(counts: Tensor, ids: Tensor, kinds: Tensor, nk: usize, ragged: b
         "query block {} lists key block {} twice",
     );
     let kind = listed & kinds.ne(BlockKind::Partial.code()) & kinds.ne(BlockKind::Full.code());
-    tessel::check!(
-        !kind.any(&[0, 1]),
+    c.table(
+        kind,
         "block_kinds of listed blocks must be 1 (partial) or 2 (full), got {}",
-        kinds
+        move |_, _| vec![kinds],
     );
     if ragged {
         let full = listed & ids.eq(nk as i32 - 1) & kinds.eq(BlockKind::Full.code());
-        tessel::check!(
-            !full.any(&[0, 1]),
-            &format!(
+        c.table(
+            full,
+            format!(
                 "key block {} has keys past the end: it must be listed as partial (1), got block_kinds {{}}",
                 nk - 1
             ),
-            kinds
+            move |_, _| vec![kinds],
         );
     }
+    c.raise();
 }
 
 /// Block-sparse attention inside a kernel with a dynamic layout (see

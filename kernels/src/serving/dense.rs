@@ -1,6 +1,6 @@
 //! The loop-free form of decode attention over a paged cache, for small
-//! block tables: every sequence's pages gathered at once (`[B, Hkv, keys,
-//! D]`), one masked softmax over all of them, one product with the values —
+//! block tables: every sequence's pages gathered at once (`[B, Hkv, width,
+//! page, D]`), one masked softmax over all of them, one product with the values —
 //! what a decode over a contiguous cache computes in JAX, with the pages
 //! read through the block tables.
 //!
@@ -60,32 +60,49 @@ pub(crate) fn dense_decode(
 ) -> Tensor {
     let d = dims;
     let keys = d.width * d.page;
-    let (b, hkv, n) = (d.b as isize, d.hkv as isize, keys as isize);
+    let (b, hkv) = (d.b as isize, d.hkv as isize);
     let ids = block_tables.reshape(&[(d.b * d.width) as isize]);
-    // [P, page, Hkv, ..] pages -> [B, Hkv, keys, ..] of each sequence.
-    let gather = |pages: Tensor| {
-        let rows = pages.take_with(ids, 0, TakeMode::Clip);
-        let mut shape = vec![b, n, hkv];
-        shape.extend(pages.shape()[3..].iter().map(|&x| x as isize));
-        let moved: Vec<usize> = (3..shape.len()).collect();
-        rows.reshape(&shape)
-            .transpose(&[&[0, 2, 1][..], &moved].concat())
-    };
-    let k = gather(kv.k_pages).cast(d.io);
-    let v = gather(kv.v_pages).cast(d.io);
-    let q = q.reshape(&[b, hkv, d.g as isize, d.d as isize]);
     // One query row per key/value head (no GQA): products and a sum,
     // which stream the keys (a dot batched over B × Hkv with one row each
     // ran 1.8–3× slower on the CPU plugin); grouped rows: one dot.
     let rowwise = d.g == 1;
+    // The row-wise form keeps the keys on two axes, (table column, slot of
+    // its page), and each reduction over them reduces both: XLA's CPU
+    // compiler splits a reduced axis longer than 32 into a windowed
+    // reduction and a reduction of the windows, two kernels where one does
+    // (the keys of a 4-page table would be 64 long). The dots of grouped
+    // rows contract one key axis: over two they ran 1.5–1.9× slower (B 8,
+    // Hq 32, Hkv 8, D 128, 128 keys).
+    let key_shape: Vec<isize> = match rowwise {
+        true => vec![d.width as isize, d.page as isize],
+        false => vec![keys as isize],
+    };
+    let nk = key_shape.len();
+    // `lead`, the key axes, then `tail`.
+    let around = |lead: &[isize], tail: &[isize]| [lead, &key_shape[..], tail].concat();
+    let key_axes: Vec<isize> = (1..=nk as isize).rev().map(|i| -i).collect();
+    // [P, page, Hkv, ..] pages -> [B, Hkv, keys.., ..] of each sequence.
+    let gather = |pages: Tensor| {
+        let rows = pages.take_with(ids, 0, TakeMode::Clip);
+        let rest: Vec<isize> = pages.shape()[3..].iter().map(|&x| x as isize).collect();
+        let moved: Vec<usize> = (3..3 + rest.len()).collect();
+        rows.reshape(&[&[b, keys as isize, hkv][..], &rest].concat())
+            .transpose(&[&[0, 2, 1][..], &moved].concat())
+            .reshape(&around(&[b, hkv], &rest))
+    };
+    let k = gather(kv.k_pages).cast(d.io);
+    let v = gather(kv.v_pages).cast(d.io);
+    let q = q.reshape(&[b, hkv, d.g as isize, d.d as isize]);
+    // Logits `[B, Hkv, g, keys..]`.
     let mut s = if rowwise {
-        (q.cast(d.stat).expand_dims(3) * k.cast(d.stat).expand_dims(2)).sum(&[-1])
+        let q = q.reshape(&[b, hkv, 1, 1, 1, d.d as isize]);
+        (q.cast(d.stat) * k.cast(d.stat).expand_dims(2)).sum(&[-1])
     } else {
         q.dot_general(k, batched(3, 3), None, Some(d.stat))
     };
-    // Scales `[P, page, Hkv]` -> `[B, Hkv, 1, keys]`.
+    // Scales `[P, page, Hkv]` -> `[B, Hkv, 1, keys..]`.
     let scales = kv.scales.map(|(ks, vs)| {
-        let of = |x: Tensor| gather(x).reshape(&[b, hkv, 1, n]).cast(d.stat);
+        let of = |x: Tensor| gather(x).reshape(&around(&[b, hkv, 1], &[])).cast(d.stat);
         (of(ks), of(vs))
     });
     if let Some((ks, _)) = scales {
@@ -95,8 +112,21 @@ pub(crate) fn dense_decode(
         s = (s * (1.0 / cap)).tanh() * cap;
     }
     let capacity = keys.min(i32::MAX as usize) as i32;
-    let len = lengths.maximum(0).minimum(capacity).reshape(&[b, 1, 1, 1]);
-    let kpos = Tensor::iota([1, 1, 1, keys], 3, S32);
+    let mut len_shape = vec![1; 3 + nk];
+    len_shape[0] = b;
+    let len = lengths.maximum(0).minimum(capacity).reshape(&len_shape);
+    // Each key's position in its sequence, `[1, 1, 1, keys..]`.
+    let positions: Vec<usize> = around(&[1, 1, 1], &[])
+        .iter()
+        .map(|&x| x as usize)
+        .collect();
+    let kpos = match rowwise {
+        true => {
+            Tensor::iota(positions.clone(), 3, S32) * d.page as i32
+                + Tensor::iota(positions, 4, S32)
+        }
+        false => Tensor::iota(positions, 3, S32),
+    };
     // The sequence's keys, seen by its query at `len - 1` as the looped
     // forms see them.
     let mask = Mask {
@@ -107,17 +137,17 @@ pub(crate) fn dense_decode(
     let s = mask
         .visible(owned, kpos, params.window)
         .select(s, f64::NEG_INFINITY);
-    let m = s.max_keepdims(&[-1]).maximum(MASK_VALUE);
+    let m = s.max_keepdims(&key_axes).maximum(MASK_VALUE);
     let mut p = (s - m).exp();
-    let l = p.sum_keepdims(&[-1]);
+    let l = p.sum(&key_axes).expand_dims(-1);
     if let Some((_, vs)) = scales {
         p = p * vs;
     }
     // Slots the sequence does not own hold anything: zero them.
-    let v = owned.reshape(&[b, 1, n, 1]).select(v, 0.0);
+    let v = owned.reshape(&around(&[b, 1], &[1])).select(v, 0.0);
     let p = if d.io == d.stat { p } else { p.cast(d.io) };
     let acc = if rowwise {
-        (p.cast(d.stat).expand_dims(-1) * v.cast(d.stat).expand_dims(2)).sum(&[3])
+        (p.cast(d.stat).expand_dims(-1) * v.cast(d.stat).expand_dims(2)).sum(&[3, 4])
     } else {
         p.dot_general(v, batched(3, 2), None, Some(d.stat))
     };

@@ -13,7 +13,7 @@ use tessel::prelude::*;
 use super::checks::{check_paged, fail, PagedDims, PagedKv};
 use super::dense::{dense_bytes, dense_decode};
 use super::engine::{Params, QTile, GEMV_ROWS};
-use super::metadata::{check_offsets, check_tables};
+use super::metadata::{check_ragged, check_tables};
 use super::source::Source;
 use super::ServeOptions;
 
@@ -214,8 +214,7 @@ pub fn ragged_paged_attention_with(
     }
     if !opts.unchecked {
         let num_pages = kv.k_pages.dim(0);
-        check_tables(block_tables, kv_lens, "kv_lens", dims.page, num_pages);
-        check_offsets(cu_q_lens, kv_lens, t);
+        check_ragged(block_tables, kv_lens, cu_q_lens, dims.page, num_pages, t);
     }
     let bq = opts.block_q;
     let p = Paged::new(kv, block_tables, dims, opts);

@@ -12,7 +12,7 @@ use tessel::ops::{ScatterCombine, ScatterDims};
 use tessel::prelude::*;
 
 use super::checks::{fail, pages_problem, PagedKv};
-use super::metadata::{check_lengths, check_offsets, check_tables};
+use super::metadata::{check_lengths, check_ragged};
 use crate::quantized::qmax;
 
 /// The slot (`page_id · page_size + offset`) of each of the `t` packed
@@ -183,8 +183,7 @@ pub fn kv_cache_update_with(
             ),
         );
     }
-    check_tables(block_tables, kv_lens, "kv_lens", ps[1], ps[0]);
-    check_offsets(cu_q_lens, kv_lens, ks[0]);
+    check_ragged(block_tables, kv_lens, cu_q_lens, ps[1], ps[0], ks[0]);
     let slots = token_slots(block_tables, kv_lens, cu_q_lens, ks[0], ps[1], ps[0]);
     match kv.scales {
         None => PagedKv::new(scatter_rows(kp, slots, k), scatter_rows(vp, slots, v)),
