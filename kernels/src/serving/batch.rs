@@ -134,3 +134,14 @@ impl RaggedBatch {
         }
     }
 }
+
+/// The sequence of each of `t` packed tokens (`s32 [t]`) under the query
+/// offsets `cu_q_lens` (`s32 [B + 1]`): how many sequences end at or before
+/// it (`B` for a token past the last). The cache update and the prefill
+/// attention both build it this one way, so XLA computes it once.
+pub(crate) fn token_sequences(cu_q_lens: Tensor, t: usize) -> Tensor {
+    let b = cu_q_lens.dim(0).saturating_sub(1);
+    let ends = cu_q_lens.slice_axis(0, 1, b + 1).reshape(&[1, b as isize]);
+    let tok = Tensor::iota([t], 0, S32);
+    ends.le(tok.reshape(&[t as isize, 1])).cast(S32).sum(&[1])
+}

@@ -66,7 +66,7 @@ pub(crate) struct MetadataChecks<'a> {
 }
 
 /// Element `i` of the vector `v`, as a scalar.
-fn element(v: Tensor, i: Tensor) -> Tensor {
+pub(crate) fn element(v: Tensor, i: Tensor) -> Tensor {
     v.dynamic_slice(&[i], &[1]).reshape(&[])
 }
 

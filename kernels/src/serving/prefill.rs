@@ -2,10 +2,10 @@
 //! sequence has keys cached before the step, as one flash attention over
 //! the packed tokens with the sequences as segments.
 
-use tessel::check;
 use tessel::prelude::*;
 
-use super::batch::RaggedBatch;
+use super::batch::{token_sequences, RaggedBatch};
+use super::metadata::{element, MetadataChecks};
 use super::options::ServeOptions;
 use crate::attention::{flash_attention_with, AttentionExtras, FlashOptions};
 
@@ -27,7 +27,8 @@ use crate::attention::{flash_attention_with, AttentionExtras, FlashOptions};
 ///
 /// Checked after the call (unless `opts.unchecked`): every sequence's
 /// `kv_lens` equals its new tokens, since a sequence with cached keys would
-/// silently not see them; otherwise `Error::Check` names both.
+/// silently not see them; otherwise `Error::Check` names the first such
+/// sequence, its `kv_lens` and its new tokens.
 ///
 /// ```
 /// # extern crate tessel_dsl as tessel;
@@ -57,23 +58,21 @@ pub fn prefill_attention(
 ) -> Tensor {
     let (t, b) = (q.dim(0), batch.kv_lens.dim(0));
     if !opts.unchecked && b > 0 {
-        let q_lens = batch.cu_q_lens.slice_axis(0, 1, b + 1) - batch.cu_q_lens.slice_axis(0, 0, b);
-        check!(
-            q_lens.eq(batch.kv_lens),
-            "prefill_attention needs a fresh prefill (no keys cached before the step): kv_lens {} \
-             but new tokens {}",
-            batch.kv_lens,
-            q_lens
+        let (lo, hi) = (
+            batch.cu_q_lens.slice_axis(0, 0, b),
+            batch.cu_q_lens.slice_axis(0, 1, b + 1),
         );
+        let kv_lens = batch.kv_lens;
+        let mut c = MetadataChecks::new();
+        c.table(
+            (hi - lo).ne(kv_lens).reshape(&[b as isize, 1]),
+            "prefill_attention needs a fresh prefill (no keys cached before the step): sequence {} has \
+             kv_lens {} but {} new tokens",
+            move |s, _| vec![s, element(kv_lens, s), element(hi, s) - element(lo, s)],
+        );
+        c.raise();
     }
-    // Token r belongs to the sequence whose rows end after it: the number
-    // of sequence ends at or before r.
-    let ends = batch
-        .cu_q_lens
-        .slice_axis(0, 1, b + 1)
-        .reshape(&[1, b as isize]);
-    let rows = Tensor::iota([t, b], 0, S32);
-    let segments = rows.ge(ends).cast(S32).sum(&[1]).reshape(&[1, t as isize]);
+    let segments = token_sequences(batch.cu_q_lens, t).reshape(&[1, t as isize]);
     let heads = |x: Tensor| {
         x.transpose(&[1, 0, 2])
             .reshape(&[1, x.dim(1) as isize, t as isize, x.dim(2) as isize])

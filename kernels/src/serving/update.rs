@@ -11,6 +11,7 @@
 use tessel::ops::{ScatterCombine, ScatterDims};
 use tessel::prelude::*;
 
+use super::batch::token_sequences;
 use super::checks::{fail, pages_problem, PagedKv};
 use super::metadata::{check_lengths, check_ragged};
 use crate::quantized::qmax;
@@ -35,9 +36,7 @@ pub fn token_slots(
         return Tensor::full([t], f64::from(none), S32);
     }
     let tok = Tensor::iota([t], 0, S32);
-    // Sequence of each token: how many sequences end at or before it.
-    let ends = cu_q_lens.slice_axis(0, 1, b + 1).reshape(&[1, b as isize]);
-    let seq = ends.le(tok.reshape(&[t as isize, 1])).cast(S32).sum(&[1]);
+    let seq = token_sequences(cu_q_lens, t);
     let lo = cu_q_lens.take_with(seq, 0, TakeMode::PromiseInBounds);
     let hi = cu_q_lens.take_with(seq + 1, 0, TakeMode::PromiseInBounds);
     let pos = kv_lens.take_with(seq, 0, TakeMode::PromiseInBounds) - (hi - tok);
