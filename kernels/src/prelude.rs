@@ -20,7 +20,7 @@ pub use crate::einsum::{einsum, einsum_n};
 pub use crate::gemm::{gemm, GemmOptions};
 pub use crate::norm::{layer_norm, rms_norm};
 pub use crate::optim::{OptState, Optimizer, PathMask, Schedule, TrainState};
-pub use crate::rope::{rope, rope_at, rope_positions, RopeLayout, RopeTable};
+pub use crate::rope::{rope, rope_at, rope_at_positions, rope_positions, RopeLayout, RopeTable};
 pub use crate::serving::{
     kv_cache_update_with, paged_attention_with, prefill_attention, ragged_paged_attention_with,
     PagePool, PagedKv, RaggedBatch, ServeOptions,

@@ -36,15 +36,20 @@
 //! - [`rope_positions`](fn@rope_positions) takes one traced position per row
 //!   (ragged serving batches, per-sequence decode positions) and forms the
 //!   angles in the program, without a table.
+//! - [`rope_at_positions`](fn@rope_at_positions) takes one traced position
+//!   per row and reads the table's rows there: the table's accuracy, and no
+//!   `sin`/`cos` in the program (the faster choice for a decode step).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use tessel::ops::check::first_check;
 use tessel::prelude::*;
 use tessel::tensor::trace_error;
 use tessel::HostError;
 
 use crate::norm::compute_dtype;
+use crate::serving::metadata::{element, MetadataChecks};
 
 /// Which features of a `[.., S, D]` row form the rotated pairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -191,9 +196,17 @@ impl RopeTable {
 }
 
 /// Checks `x` and the tables; gives the compute dtype, or the poisoned
-/// result of a failed check.
+/// result of a failed check. `consecutive`: `x`'s rows are consecutive
+/// positions (a slice of the tables), so there must be no more of them
+/// than the tables have rows.
 #[track_caller]
-fn check(op: &str, x: Tensor, cos: Tensor, sin: Tensor) -> Result<DType, Tensor> {
+fn check(
+    op: &str,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    consecutive: bool,
+) -> Result<DType, Tensor> {
     let (xs, cs, ss) = (x.spec(), cos.spec(), sin.spec());
     if xs.rank() < 2 {
         return Err(trace_error(
@@ -228,7 +241,7 @@ fn check(op: &str, x: Tensor, cos: Tensor, sin: Tensor) -> Result<DType, Tensor>
         ));
     }
     let s = xs.shape[xs.rank() - 2];
-    if s > cs.shape[0] {
+    if consecutive && s > cs.shape[0] {
         return Err(trace_error(
             op,
             &[x, cos, sin],
@@ -281,7 +294,7 @@ fn rotate(x: Tensor, c: Tensor, s: Tensor, layout: RopeLayout, cd: DType) -> Ten
 #[track_caller]
 fn rope_static(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeLayout) -> Tensor {
     let op = "rope";
-    let cd = match check(op, x, cos, sin) {
+    let cd = match check(op, x, cos, sin, true) {
         Ok(cd) => cd,
         Err(poisoned) => return poisoned,
     };
@@ -306,7 +319,7 @@ fn rope_static(x: Tensor, cos: Tensor, sin: Tensor, offset: usize, layout: RopeL
 #[track_caller]
 fn rope_traced(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: RopeLayout) -> Tensor {
     let op = "rope_at";
-    let cd = match check(op, x, cos, sin) {
+    let cd = match check(op, x, cos, sin, true) {
         Ok(cd) => cd,
         Err(poisoned) => return poisoned,
     };
@@ -398,6 +411,85 @@ pub fn rope_at(x: Tensor, cos: Tensor, sin: Tensor, offset: Tensor, layout: Rope
     rope_traced(x, cos, sin, offset, layout)
 }
 
+/// Whether `positions` (`ps`) fit the leading axes `lead` of an input:
+/// integers, aligned with them, each the same or 1.
+fn positions_fit(ps: &TensorSpec, lead: &[usize]) -> bool {
+    ps.dtype.is_integer()
+        && ps.rank() <= lead.len()
+        && ps.shape.iter().zip(lead).all(|(&p, &n)| p == n || p == 1)
+}
+
+/// The message of positions that do not fit `x` (`xs`).
+fn positions_problem(ps: &TensorSpec, xs: &TensorSpec) -> String {
+    format!(
+        "positions must be integers shaped like the leading axes of x (each the same or 1, \
+         e.g. [T] for x [T, H, D]), got {ps} for x {xs}"
+    )
+}
+
+/// `positions.shape` padded with ones to `rank` axes.
+fn positions_shape(ps: &TensorSpec, rank: usize) -> Vec<isize> {
+    let mut shape: Vec<isize> = ps.shape.iter().map(|&n| n as isize).collect();
+    shape.resize(rank, 1);
+    shape
+}
+
+#[track_caller]
+fn rope_by_table_rows(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    positions: Tensor,
+    layout: RopeLayout,
+) -> Tensor {
+    let op = "rope_at_positions";
+    let (xs, ps) = (x.spec(), positions.spec());
+    if xs.rank() < 2 {
+        return trace_error(
+            op,
+            &[x],
+            format!("needs an input [.., D] of rank 2 or more, got {xs}"),
+        );
+    }
+    if !positions_fit(&ps, &xs.shape[..xs.rank() - 1]) {
+        return trace_error(op, &[x, positions], positions_problem(&ps, &xs));
+    }
+    let cd = match check(op, x, cos, sin, false) {
+        Ok(cd) => cd,
+        Err(poisoned) => return poisoned,
+    };
+    let (rows, h) = (cos.dim(0), cos.dim(1));
+    if rows == 0 {
+        return trace_error(
+            op,
+            &[x, cos, sin],
+            "the tables have no rows (no position to read)".to_string(),
+        );
+    }
+    let at = positions.cast(S32);
+    // A position past the tables would be clamped by the gather into
+    // another position's angles: a check reports it instead (once per
+    // region for the same positions and table length).
+    let flat = at.reshape(&[-1]);
+    if first_check(&("rope_at_positions", rows), &[positions]) {
+        // One arg-reduction finds the first bad position (a kernel of its own).
+        let n = flat.dim(0) as isize;
+        let last = rows.min(i32::MAX as usize) as i32 - 1;
+        let mut c = MetadataChecks::new();
+        c.table(
+            (flat.lt(0) | flat.gt(last)).reshape(&[n, 1]),
+            format!("rope_at_positions: position {{}} (row {{}} of positions) is not in 0..={last} (tables of {rows} rows)"),
+            move |i, _| vec![element(flat, i), i],
+        );
+        c.raise();
+    }
+    // Rows `[positions.., R/2]` broadcast to `positions.shape ++ [1, ..] ++ [R/2]`.
+    let mut shape = positions_shape(&ps, xs.rank() - 1);
+    shape.push(h as isize);
+    let gather = |t: Tensor| t.take_with(flat, 0, TakeMode::Clip).reshape(&shape);
+    rotate(x, gather(cos), gather(sin), layout, cd)
+}
+
 #[track_caller]
 fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout) -> Tensor {
     let op = "rope_positions";
@@ -413,18 +505,8 @@ fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout
             format!("needs an input [.., D] with an even, nonzero feature count D, got {xs}"),
         );
     }
-    let lead = &xs.shape[..xs.rank() - 1];
-    let fits =
-        ps.rank() <= lead.len() && ps.shape.iter().zip(lead).all(|(&p, &n)| p == n || p == 1);
-    if !ps.dtype.is_integer() || !fits {
-        return trace_error(
-            op,
-            &[x, positions],
-            format!(
-                "positions must be integers shaped like the leading axes of x (each the same or 1, \
-                 e.g. [T] for x [T, H, D]), got {ps} for x {xs}"
-            ),
-        );
+    if !positions_fit(&ps, &xs.shape[..xs.rank() - 1]) {
+        return trace_error(op, &[x, positions], positions_problem(&ps, &xs));
     }
     if let Some(problem) = base_problem(base) {
         return trace_error(op, &[x], problem);
@@ -436,8 +518,7 @@ fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout
     let freq = HostTensor::from_fn(TensorSpec::new([h], cd), |i| inv_freq[i]);
     let mut freq_shape = vec![1isize; xs.rank() - 1];
     freq_shape.push(h as isize);
-    let mut pos_shape: Vec<isize> = ps.shape.iter().map(|&n| n as isize).collect();
-    pos_shape.resize(xs.rank(), 1);
+    let pos_shape = positions_shape(&ps, xs.rank());
     let angle =
         positions.cast(cd).reshape(&pos_shape) * Tensor::constant(&freq).reshape(&freq_shape);
     rotate(x, angle.cos(), angle.sin(), layout, cd)
@@ -456,8 +537,8 @@ fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout
 /// formed in the program in f32 (f64 for f64 inputs), as JAX and PyTorch
 /// models do: about `position · 2⁻²⁴` radians of rounding, 5e-4 at 8192.
 /// For long contexts at full accuracy, or a partial rotary dimension, use
-/// the f64 tables of [`RopeTable`] with [`rope`](fn@rope) or
-/// [`rope_at`](fn@rope_at). Differentiable like any traced op; bf16, f16
+/// the f64 tables of [`RopeTable`] with [`rope`](fn@rope),
+/// [`rope_at`](fn@rope_at) or [`rope_at_positions`](fn@rope_at_positions). Differentiable like any traced op; bf16, f16
 /// and fp8 inputs rotate in f32 and keep their dtype.
 ///
 /// ```
@@ -476,4 +557,43 @@ fn rope_by_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout
 #[track_caller]
 pub fn rope_positions(x: Tensor, positions: Tensor, base: f64, layout: RopeLayout) -> Tensor {
     rope_by_positions(x, positions, base, layout)
+}
+
+/// [`rope_positions`](fn@rope_positions) with the angles read from
+/// [`RopeTable`]s (`cos`, `sin`: `[max_len, R/2]`, `R <= D`) at explicit
+/// integer `positions`, one per row: the table's f64 accuracy at every
+/// position, and no sine or cosine in the program (XLA evaluates a fused
+/// `sin`/`cos` once per element of every consumer that reads the rotated
+/// values, e.g. once per key in an attention product).
+///
+/// `positions` is shaped like `x`'s leading axes, each the same or 1, as
+/// for [`rope_positions`](fn@rope_positions). A position outside
+/// `0..max_len` is an [`Error::Check`] after the call (a gather would clamp
+/// it into another position's angles); a region checks the same positions
+/// once, whatever the number of calls (the queries and keys of every layer).
+///
+/// ```
+/// use tessel_kernels::rope::{rope_at_positions, RopeLayout, RopeTable};
+/// use tessel_dsl::prelude::*;
+/// let dev = Device::cpu()?;
+/// let table = RopeTable::new(16, 2, 10_000.0)?; // one pair, angle = position
+/// // Two tokens of one head, D = 2, at positions 3 and 0.
+/// let x = HostTensor::from_vec(vec![1.0f32, 0.0, 1.0, 0.0], [2, 1, 2])?;
+/// let pos = HostTensor::from_vec(vec![3i32, 0], [2])?;
+/// let y = rope_at_positions::run(&dev, &x, table.cos(), table.sin(), &pos, RopeLayout::HalfSplit)?;
+/// let y = y.to_vec::<f32>()?;
+/// assert!((y[0] - 3f32.cos()).abs() < 1e-6 && (y[1] - 3f32.sin()).abs() < 1e-6);
+/// assert_eq!(&y[2..], &[1.0, 0.0]);
+/// # Ok::<(), tessel_dsl::Error>(())
+/// ```
+#[tpu_kernel]
+#[track_caller]
+pub fn rope_at_positions(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    positions: Tensor,
+    layout: RopeLayout,
+) -> Tensor {
+    rope_by_table_rows(x, cos, sin, positions, layout)
 }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use common::{assert_close, dev, kernel_error, random, tol, Tol};
 use tessel::autodiff::vjp;
 use tessel::prelude::*;
-use tessel_kernels::rope::{rope, rope_at, rope_positions, RopeLayout, RopeTable};
+use tessel_kernels::rope::{
+    rope, rope_at, rope_at_positions, rope_positions, RopeLayout, RopeTable,
+};
 
 const BASE: f64 = 10_000.0;
 
@@ -517,4 +519,96 @@ fn bad_positions_are_kernel_errors() {
             e.message
         );
     }
+}
+
+/// The table read at per-row positions: the direct f64 rotation to f32's
+/// tolerance (the table's f64 angles, not `angle_tol`), over the position
+/// shapes `rope_positions` takes and a partial rotary dimension; positions
+/// past the table are a check error, bad shapes kernel errors.
+#[test]
+fn table_rows_at_per_row_positions_match_a_direct_rotation() {
+    let d = dev();
+    let cases: [(&[usize], &[usize], usize); 4] = [
+        (&[7, 3, 16], &[7], 16),
+        (&[2, 5, 4, 8], &[2, 5], 8),
+        (&[2, 3, 5, 10], &[2, 1, 5], 6),
+        (&[9, 2], &[9], 2),
+    ];
+    for (k, (shape, pshape, r)) in cases.into_iter().enumerate() {
+        let dim = shape[shape.len() - 1];
+        let table = RopeTable::new(4096, r, BASE).unwrap();
+        let (x, xv) = random(F32, shape, 60 + k as u64, -2.0, 2.0);
+        let n: usize = pshape.iter().product();
+        let pos: Vec<i32> = (0..n)
+            .map(|i| ((i * 1237 + k * 11) % 4096) as i32)
+            .collect();
+        let p = HostTensor::from_vec(pos.clone(), pshape).unwrap();
+        let rows = row_positions(shape, pshape, &pos);
+        for layout in LAYOUTS {
+            let y = rope_at_positions::run(&d, &x, table.cos(), table.sin(), &p, layout).unwrap();
+            let want = rotate_rows(&xv, dim, r, |row| rows[row], layout);
+            assert_close(
+                &y,
+                &want,
+                tol(F32),
+                &format!("{layout:?} {shape:?} by {pshape:?}, R = {r}"),
+            );
+        }
+    }
+    let table = RopeTable::new(8, 4, BASE).unwrap();
+    let (x, _) = random(F32, &[3, 1, 4], 70, -1.0, 1.0);
+    let layout = RopeLayout::HalfSplit;
+    let run = |pos: &[i32], shape: &[usize]| {
+        let p = HostTensor::from_vec(pos.to_vec(), shape).unwrap();
+        rope_at_positions::run(&d, &x, table.cos(), table.sin(), &p, layout)
+    };
+    // The first bad position is named.
+    for (bad, what) in [
+        ([0, 8, 1], "position 8 (row 1"),
+        ([-1, 0, 9], "position -1 (row 0"),
+    ] {
+        let e = run(&bad, &[3]).unwrap_err();
+        assert!(matches!(e, Error::Check(_)), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains(what) && m.contains("is not in 0..=7 (tables of 8 rows)"),
+            "{m}"
+        );
+    }
+    let e = kernel_error(run(&[0, 1], &[2]));
+    assert_eq!(e.op, "rope_at_positions");
+    assert!(
+        e.message.contains("positions must be integers shaped like"),
+        "{}",
+        e.message
+    );
+    // The queries and keys of a step share one range check.
+    let spec = |shape: &[usize], dtype| TensorSpec::new(shape.to_vec(), dtype);
+    let specs = [
+        ("x", spec(&[3, 1, 4], F32)),
+        ("c", spec(&[8, 2], F32)),
+        ("p", spec(&[3], S32)),
+    ];
+    let specs = specs.map(|(n, s)| (n.to_string(), s));
+    let g = tessel::trace("qk", &specs, tessel::kernel::KernelConfig::default(), |a| {
+        let r = |x: Tensor| rope_at_positions(x, a[1], a[1], a[2], layout);
+        vec![r(a[0]), r(a[0] * 2.0)]
+    });
+    assert_eq!(g.unwrap().checks.len(), 1);
+    let (wide, _) = random(F32, &[3, 1, 2], 71, -1.0, 1.0);
+    let p = HostTensor::from_vec(vec![0i32; 3], [3]).unwrap();
+    let e = kernel_error(rope_at_positions::run(
+        &d,
+        &wide,
+        table.cos(),
+        table.sin(),
+        &p,
+        layout,
+    ));
+    assert!(
+        e.message
+            .contains("the tables rotate 4 features, but x has 2"),
+        "{}",
+        e.message
+    );
 }
