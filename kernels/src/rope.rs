@@ -443,21 +443,15 @@ fn rope_by_table_rows(
     layout: RopeLayout,
 ) -> Tensor {
     let op = "rope_at_positions";
-    let (xs, ps) = (x.spec(), positions.spec());
-    if xs.rank() < 2 {
-        return trace_error(
-            op,
-            &[x],
-            format!("needs an input [.., D] of rank 2 or more, got {xs}"),
-        );
-    }
-    if !positions_fit(&ps, &xs.shape[..xs.rank() - 1]) {
-        return trace_error(op, &[x, positions], positions_problem(&ps, &xs));
-    }
+    // `check` makes sure `x` has leading axes for the positions to fit.
     let cd = match check(op, x, cos, sin, false) {
         Ok(cd) => cd,
         Err(poisoned) => return poisoned,
     };
+    let (xs, ps) = (x.spec(), positions.spec());
+    if !positions_fit(&ps, &xs.shape[..xs.rank() - 1]) {
+        return trace_error(op, &[x, positions], positions_problem(&ps, &xs));
+    }
     let (rows, h) = (cos.dim(0), cos.dim(1));
     if rows == 0 {
         return trace_error(

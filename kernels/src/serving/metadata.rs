@@ -41,16 +41,16 @@ const PAIRWISE_MAX: usize = 1 << 16;
 
 /// The values a failed check reports, made from the row and the column of
 /// its first failing entry (s32 scalars).
-type Report<'a> = Box<dyn FnOnce(Tensor, Tensor) -> Vec<Tensor> + 'a>;
+type Report = Box<dyn FnOnce(Tensor, Tensor) -> Vec<Tensor>>;
 
 /// One check waiting for the reduction its op's checks share.
-struct Pending<'a> {
+struct Pending {
     /// `pred [R, M]`: the entries that fail it.
     bad: Tensor,
     /// The message, a `{}` for each reported value.
     message: String,
     /// The reported values.
-    report: Report<'a>,
+    report: Report,
 }
 
 /// The metadata checks of one op, made by one reduction when
@@ -61,8 +61,8 @@ struct Pending<'a> {
 /// sees either way (the first failed check in program order is the one
 /// reported).
 #[derive(Default)]
-pub(crate) struct MetadataChecks<'a> {
-    pending: Vec<Pending<'a>>,
+pub(crate) struct MetadataChecks {
+    pending: Vec<Pending>,
 }
 
 /// Element `i` of the vector `v`, as a scalar.
@@ -80,7 +80,7 @@ fn column(bad: Tensor) -> Tensor {
     bad.reshape(&[bad.dim(0) as isize, 1])
 }
 
-impl<'a> MetadataChecks<'a> {
+impl MetadataChecks {
     /// No checks yet.
     pub(crate) fn new() -> Self {
         Self::default()
@@ -93,7 +93,7 @@ impl<'a> MetadataChecks<'a> {
         &mut self,
         bad: Tensor,
         message: impl Into<String>,
-        report: impl FnOnce(Tensor, Tensor) -> Vec<Tensor> + 'a,
+        report: impl FnOnce(Tensor, Tensor) -> Vec<Tensor> + 'static,
     ) {
         let message = message.into();
         self.pending.push(Pending {
